@@ -1,0 +1,1 @@
+//! Shared daemon plumbing: config, logging, sd_notify, socket activation, signals, HTTP scaffold, metrics.

@@ -1,0 +1,1 @@
+//! signd: the only process that touches private keys.

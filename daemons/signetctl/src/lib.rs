@@ -1,0 +1,1 @@
+//! signetctl: the Signet admin CLI.

@@ -1,0 +1,1 @@
+//! Integration tests across real daemon processes.
