@@ -1,1 +1,21 @@
-//! Cap'n Proto schemas, typed conversions and the Unix-socket transport: the only crate that knows capnp types.
+//! Cap'n Proto schemas, typed conversions and the Unix-socket transport.
+//!
+//! This is the only crate that knows capnp types. Daemons see [`types`] (plain
+//! Rust values and the typed [`IpcError`]), implement the [`server`] traits, and
+//! call signd through the [`client`]. The schema and its evolution rules are in
+//! `schema/signd.capnp`.
+#![forbid(unsafe_code)]
+
+#[allow(dead_code, missing_docs, unused_qualifications, clippy::all, clippy::unwrap_used, clippy::expect_used)]
+mod signd_capnp {
+    capnp::generated_code!(pub mod signd_capnp);
+    pub use signd_capnp::*;
+}
+
+pub mod client;
+mod convert;
+pub mod server;
+pub mod types;
+
+pub use client::{block_on, SigndClient, DEFAULT_SOCKET};
+pub use types::*;

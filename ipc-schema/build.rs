@@ -1,0 +1,14 @@
+//! Compiles the Cap'n Proto schemas with Debian's `capnp` compiler.
+
+fn main() {
+    println!("cargo:rerun-if-changed=schema");
+    if let Err(e) = capnpc::CompilerCommand::new()
+        .src_prefix("schema")
+        .file("schema/signd.capnp")
+        .run()
+    {
+        // A build script reports failure by exiting non-zero; say what is missing.
+        eprintln!("failed to compile schema/signd.capnp: {e}\n(is the `capnp` compiler installed? apt-get install capnproto)");
+        std::process::exit(1);
+    }
+}

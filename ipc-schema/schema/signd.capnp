@@ -1,0 +1,165 @@
+@0xb563f6a66f5a9c50;
+# The signd interface: the only way any Signet process reaches a private key.
+#
+# Evolution rules (Cap'n Proto wire compatibility; old clients must keep working):
+#   1. Add fields, enumerants and methods only with the next unused ordinal (@N).
+#      Never renumber, never reuse an ordinal, never change a field's type.
+#   2. Never remove anything: rename it to `obsoleteXxx` and stop using it.
+#   3. A new parameter must have a default that keeps the old behaviour.
+#   4. Every method documents who may call it. Authorisation is decided by signd
+#      from the caller's peer credentials (SO_PEERCRED), never from anything the
+#      caller sends: the capability a caller holds *is* its permission.
+#   5. Failures a caller can act on travel as `Error` (a kind plus detail) in the
+#      result union, never as a bare RPC exception; an RPC exception means the
+#      transport itself failed.
+
+
+# The algorithm of a key pair.
+enum KeyAlgorithm {
+  ecP256 @0;
+  ecP384 @1;
+  ecP521 @2;
+  ed25519 @3;
+  rsa2048 @4;
+  rsa3072 @5;
+  rsa4096 @6;
+  mlDsa44 @7;
+  mlDsa65 @8;
+  mlDsa87 @9;
+}
+
+# How to sign with a key. `default` means the key's own default scheme.
+# The caller always sends the whole message; signd hashes as the scheme requires.
+enum SignatureScheme {
+  default @0;
+  ecdsaSha256 @1;
+  ecdsaSha384 @2;
+  ecdsaSha512 @3;
+  ed25519 @4;
+  rsaPkcs1Sha256 @5;
+  rsaPkcs1Sha384 @6;
+  rsaPkcs1Sha512 @7;
+  rsaPssSha256 @8;
+  rsaPssSha384 @9;
+  rsaPssSha512 @10;
+  mlDsa44 @11;
+  mlDsa65 @12;
+  mlDsa87 @13;
+}
+
+enum ErrorKind {
+  internal @0;          # a bug or an unexpected condition inside signd
+  permissionDenied @1;  # the caller's role may not do this
+  unknownKey @2;        # no key with that id
+  wrongAlgorithm @3;    # the scheme does not fit the key
+  invalidArgument @4;   # malformed request (bad id, empty batch, bad PKCS#8 ...)
+  keyUnavailable @5;    # the key exists but could not be loaded (file damaged, token gone)
+  backend @6;           # the crypto backend failed
+  alreadyExists @7;     # a key with that id exists
+  unavailable @8;       # signd cannot be reached or is shutting down
+  tooLarge @9;          # message or batch over the configured limit
+  unsupported @10;      # the backend or token cannot do this
+}
+
+struct Error {
+  kind @0 :ErrorKind;
+  detail @1 :Text;
+}
+
+struct KeyInfo {
+  id @0 :Text;
+  algorithm @1 :KeyAlgorithm;
+  spki @2 :Data;             # SubjectPublicKeyInfo, DER
+  createdUnixSecs @3 :Int64;
+  roles @4 :List(Text);      # roles that may use the key
+  backend @5 :Text;          # "openssl", later "nss"
+  location @6 :Text;         # where the private key lives (file path, token:label)
+  available @7 :Bool;        # loaded and checked against its public key
+  problem @8 :Text;          # why it is unavailable, when it is
+}
+
+struct Caller {
+  uid @0 :UInt32;
+  gid @1 :UInt32;
+  pid @2 :Int32;
+  roles @3 :List(Text);      # roles granted to this caller by policy
+  admin @4 :Bool;            # whether `Signd.admin` will succeed
+}
+
+struct Health {
+  ok @0 :Bool;
+  version @1 :Text;
+  keysLoaded @2 :UInt32;
+  keysUnavailable @3 :UInt32;
+  uptimeSecs @4 :UInt64;
+  auditRecords @5 :UInt64;
+}
+
+struct KeySpec {
+  id @0 :Text;               # [A-Za-z0-9._-]{1,64}
+  algorithm @1 :KeyAlgorithm;
+  roles @2 :List(Text);
+  backend @3 :Text;          # empty: the default backend
+}
+
+struct AuditQuery {
+  afterSeq @0 :UInt64;       # 0: from the start (or the end, with newestFirst)
+  limit @1 :UInt32 = 100;
+  newestFirst @2 :Bool;
+}
+
+struct AuditRecord {
+  seq @0 :UInt64;
+  timeUnixNanos @1 :Int64;
+  operation @2 :Text;        # sign, sign-batch, generate, import, signer, admin ...
+  keyId @3 :Text;
+  uid @4 :UInt32;
+  pid @5 :Int32;
+  role @6 :Text;
+  messageSha256 @7 :Data;    # empty when no message was involved
+  ok @8 :Bool;
+  outcome @9 :Text;          # "ok" or the error kind and detail
+}
+
+struct CallerResult    { union { ok @0 :Caller;              err @1 :Error; } }
+struct SignerResult    { union { ok @0 :Signer;              err @1 :Error; } }
+struct AdminResult     { union { ok @0 :Admin;               err @1 :Error; } }
+struct KeyResult       { union { ok @0 :KeyInfo;             err @1 :Error; } }
+struct KeyListResult   { union { ok @0 :List(KeyInfo);       err @1 :Error; } }
+struct SignResult      { union { ok @0 :Data;                err @1 :Error; } }
+struct SignBatchResult { union { ok @0 :List(Data);          err @1 :Error; } }
+struct AuditResult     { union { ok @0 :List(AuditRecord);   err @1 :Error; } }
+
+# The bootstrap capability. signd creates one per connection, bound to the
+# caller's peer credentials.
+interface Signd {
+  # Anyone who can connect: who signd thinks the caller is.
+  whoami @0 () -> (result :CallerResult);
+  # Callers granted `role` by policy: a Signer limited to that role's keys and
+  # operations. An empty role picks the caller's first role.
+  signer @1 (role :Text) -> (result :SignerResult);
+  # Callers granted an admin role: key management and the audit log.
+  admin @2 () -> (result :AdminResult);
+  # Anyone who can connect.
+  health @3 () -> (health :Health);
+}
+
+# Signing within one role. Every call is checked against the role's keys and
+# operations and recorded in the audit log, refusals included.
+interface Signer {
+  listKeys @0 () -> (result :KeyListResult);
+  publicKey @1 (keyId :Text) -> (result :KeyResult);
+  sign @2 (keyId :Text, scheme :SignatureScheme, message :Data) -> (result :SignResult);
+  # Signs every message with the same key; the signatures come back in order.
+  signBatch @3 (keyId :Text, scheme :SignatureScheme, messages :List(Data)) -> (result :SignBatchResult);
+}
+
+# Key management for admin roles.
+interface Admin {
+  listKeys @0 () -> (result :KeyListResult);
+  key @1 (keyId :Text) -> (result :KeyResult);
+  generateKey @2 (spec :KeySpec) -> (result :KeyResult);
+  # `pkcs8` is a PKCS#8 PrivateKeyInfo, PEM or DER.
+  importKey @3 (spec :KeySpec, pkcs8 :Data) -> (result :KeyResult);
+  audit @4 (query :AuditQuery) -> (result :AuditResult);
+}

@@ -1,0 +1,438 @@
+//! The signd client: a `Send + Sync` handle usable from any thread or runtime.
+//!
+//! capnp-rpc is `!Send`, so one background thread owns the connection on a
+//! `LocalSet`; each call crosses to it over a channel and its answer comes back
+//! on a oneshot. Many calls may be in flight at once. When the connection
+//! breaks (signd restarted), the next call reconnects, and a call that failed
+//! because the connection broke under it is retried once on the new connection.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use capnp_rpc::{rpc_twoparty_capnp::Side, twoparty::VatNetwork, RpcSystem};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+use crate::convert;
+use crate::server::reader_options;
+use crate::signd_capnp as wire;
+use crate::types::*;
+
+/// The socket signd listens on in a system install.
+pub const DEFAULT_SOCKET: &str = "/run/signet/signd.sock";
+
+/// A handle to signd. Cheap to clone; all clones share one connection.
+#[derive(Clone)]
+pub struct SigndClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+type Job = (Request, oneshot::Sender<Result<Response, IpcError>>);
+
+#[derive(Clone, Debug)]
+enum Request {
+    Whoami,
+    Health,
+    ListKeys { role: String },
+    PublicKey { role: String, key_id: String },
+    Sign { role: String, key_id: String, scheme: SignatureScheme, message: Vec<u8> },
+    SignBatch { role: String, key_id: String, scheme: SignatureScheme, messages: Vec<Vec<u8>> },
+    AdminListKeys,
+    AdminKey { key_id: String },
+    GenerateKey(KeySpec),
+    ImportKey(KeySpec, Vec<u8>),
+    Audit(AuditQuery),
+}
+
+#[derive(Debug)]
+enum Response {
+    Caller(CallerInfo),
+    Health(Health),
+    Keys(Vec<KeyInfo>),
+    Key(KeyInfo),
+    Signature(Vec<u8>),
+    Signatures(Vec<Vec<u8>>),
+    Audit(Vec<AuditRecord>),
+}
+
+impl SigndClient {
+    /// Creates a client for the socket at `path`. Nothing connects until the
+    /// first call, so this succeeds even while signd is down.
+    pub fn new(path: impl AsRef<Path>) -> Result<Self, IpcError> {
+        let path = path.as_ref().to_path_buf();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let thread_path = path.clone();
+        std::thread::Builder::new()
+            .name("signd-client".into())
+            .spawn(move || run(thread_path, rx))
+            .map_err(|e| IpcError::internal(format!("cannot start the signd client thread: {e}")))?;
+        Ok(Self { inner: Arc::new(Inner { path, jobs: tx }) })
+    }
+
+    /// The socket path this client talks to.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    async fn call(&self, request: Request) -> Result<Response, IpcError> {
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .jobs
+            .send((request, tx))
+            .map_err(|_| IpcError::new(ErrorKind::Unavailable, "the signd client thread has stopped"))?;
+        rx.await.map_err(|_| IpcError::new(ErrorKind::Unavailable, "the signd client thread has stopped"))?
+    }
+
+    /// Who signd thinks this process is, and what policy grants it.
+    pub async fn whoami(&self) -> Result<CallerInfo, IpcError> {
+        match self.call(Request::Whoami).await? {
+            Response::Caller(c) => Ok(c),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// signd's health.
+    pub async fn health(&self) -> Result<Health, IpcError> {
+        match self.call(Request::Health).await? {
+            Response::Health(h) => Ok(h),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Keys `role` may use (empty role: the caller's first role).
+    pub async fn list_keys(&self, role: &str) -> Result<Vec<KeyInfo>, IpcError> {
+        match self.call(Request::ListKeys { role: role.into() }).await? {
+            Response::Keys(k) => Ok(k),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// A key's public information, as `role` sees it.
+    pub async fn public_key(&self, role: &str, key_id: &str) -> Result<KeyInfo, IpcError> {
+        match self.call(Request::PublicKey { role: role.into(), key_id: key_id.into() }).await? {
+            Response::Key(k) => Ok(k),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Signs `message` with `key_id`, acting in `role`.
+    pub async fn sign(
+        &self,
+        role: &str,
+        key_id: &str,
+        scheme: SignatureScheme,
+        message: Vec<u8>,
+    ) -> Result<Vec<u8>, IpcError> {
+        let request = Request::Sign { role: role.into(), key_id: key_id.into(), scheme, message };
+        match self.call(request).await? {
+            Response::Signature(s) => Ok(s),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Signs every message with `key_id` in one call; signatures in order.
+    pub async fn sign_batch(
+        &self,
+        role: &str,
+        key_id: &str,
+        scheme: SignatureScheme,
+        messages: Vec<Vec<u8>>,
+    ) -> Result<Vec<Vec<u8>>, IpcError> {
+        let request = Request::SignBatch { role: role.into(), key_id: key_id.into(), scheme, messages };
+        match self.call(request).await? {
+            Response::Signatures(s) => Ok(s),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Admin: every key.
+    pub async fn admin_list_keys(&self) -> Result<Vec<KeyInfo>, IpcError> {
+        match self.call(Request::AdminListKeys).await? {
+            Response::Keys(k) => Ok(k),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Admin: one key.
+    pub async fn admin_key(&self, key_id: &str) -> Result<KeyInfo, IpcError> {
+        match self.call(Request::AdminKey { key_id: key_id.into() }).await? {
+            Response::Key(k) => Ok(k),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Admin: generates a key.
+    pub async fn generate_key(&self, spec: KeySpec) -> Result<KeyInfo, IpcError> {
+        match self.call(Request::GenerateKey(spec)).await? {
+            Response::Key(k) => Ok(k),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Admin: imports a PKCS#8 private key (PEM or DER).
+    pub async fn import_key(&self, spec: KeySpec, pkcs8: Vec<u8>) -> Result<KeyInfo, IpcError> {
+        match self.call(Request::ImportKey(spec, pkcs8)).await? {
+            Response::Key(k) => Ok(k),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Admin: reads the audit log.
+    pub async fn audit(&self, query: AuditQuery) -> Result<Vec<AuditRecord>, IpcError> {
+        match self.call(Request::Audit(query)).await? {
+            Response::Audit(a) => Ok(a),
+            other => Err(unexpected(&other)),
+        }
+    }
+}
+
+/// Runs a client future to completion on the calling thread. For C callers and
+/// CLIs that have no async runtime; the futures above need none.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    futures::executor::block_on(f)
+}
+
+fn unexpected(r: &Response) -> IpcError {
+    IpcError::internal(format!("signd client: unexpected response {r:?}"))
+}
+
+// --- the connection thread --------------------------------------------------
+
+fn run(path: PathBuf, mut jobs: mpsc::UnboundedReceiver<Job>) {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            // Without a runtime no call can be served: answer each with the reason.
+            let err = IpcError::internal(format!("cannot start the signd client runtime: {e}"));
+            while let Some((_, reply)) = jobs.blocking_recv() {
+                let _ = reply.send(Err(err.clone()));
+            }
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let state = Rc::new(ConnState { path, conn: RefCell::new(None), connecting: tokio::sync::Mutex::new(()) });
+        while let Some((request, reply)) = jobs.recv().await {
+            let state = state.clone();
+            tokio::task::spawn_local(async move {
+                let _ = reply.send(state.execute(request).await);
+            });
+        }
+    });
+}
+
+struct ConnState {
+    path: PathBuf,
+    conn: RefCell<Option<Rc<Conn>>>,
+    connecting: tokio::sync::Mutex<()>,
+}
+
+struct Conn {
+    bootstrap: wire::signd::Client,
+    signers: RefCell<HashMap<String, wire::signer::Client>>,
+    admin: RefCell<Option<wire::admin::Client>>,
+    broken: Rc<std::cell::Cell<bool>>,
+}
+
+/// An error from one attempt: whether the connection broke under it.
+struct Attempt {
+    error: IpcError,
+    disconnected: bool,
+}
+
+impl From<IpcError> for Attempt {
+    fn from(error: IpcError) -> Self {
+        Self { error, disconnected: false }
+    }
+}
+
+impl From<capnp::Error> for Attempt {
+    fn from(e: capnp::Error) -> Self {
+        let disconnected = e.kind == capnp::ErrorKind::Disconnected;
+        let kind = if disconnected { ErrorKind::Unavailable } else { ErrorKind::Internal };
+        Self { error: IpcError::new(kind, format!("signd connection: {e}")), disconnected }
+    }
+}
+
+impl ConnState {
+    async fn execute(&self, request: Request) -> Result<Response, IpcError> {
+        let conn = self.connection().await?;
+        match attempt(&conn, &request).await {
+            Ok(r) => Ok(r),
+            Err(a) if a.disconnected => {
+                conn.broken.set(true);
+                let conn = self.connection().await?;
+                attempt(&conn, &request).await.map_err(|a| a.error)
+            }
+            Err(a) => Err(a.error),
+        }
+    }
+
+    async fn connection(&self) -> Result<Rc<Conn>, IpcError> {
+        if let Some(c) = self.live() {
+            return Ok(c);
+        }
+        let _guard = self.connecting.lock().await;
+        if let Some(c) = self.live() {
+            return Ok(c);
+        }
+        let stream = tokio::net::UnixStream::connect(&self.path).await.map_err(|e| {
+            IpcError::new(ErrorKind::Unavailable, format!("cannot connect to signd at {}: {e}", self.path.display()))
+        })?;
+        let (read, write) = stream.into_split();
+        let network = VatNetwork::new(
+            futures::io::BufReader::new(read.compat()),
+            write.compat_write(),
+            Side::Client,
+            reader_options(256 << 20),
+        );
+        let mut rpc = RpcSystem::new(Box::new(network), None);
+        let bootstrap: wire::signd::Client = rpc.bootstrap(Side::Server);
+        let broken = Rc::new(std::cell::Cell::new(false));
+        let flag = broken.clone();
+        tokio::task::spawn_local(async move {
+            let _ = rpc.await;
+            flag.set(true);
+        });
+        let conn = Rc::new(Conn {
+            bootstrap,
+            signers: RefCell::new(HashMap::new()),
+            admin: RefCell::new(None),
+            broken,
+        });
+        *self.conn.borrow_mut() = Some(conn.clone());
+        Ok(conn)
+    }
+
+    fn live(&self) -> Option<Rc<Conn>> {
+        self.conn.borrow().as_ref().filter(|c| !c.broken.get()).cloned()
+    }
+}
+
+impl Conn {
+    async fn signer(&self, role: &str) -> Result<wire::signer::Client, Attempt> {
+        if let Some(s) = self.signers.borrow().get(role) {
+            return Ok(s.clone());
+        }
+        let mut req = self.bootstrap.signer_request();
+        req.get().set_role(role);
+        let response = req.send().promise.await?;
+        let result = response.get()?.get_result()?;
+        let signer = match result.which().map_err(|e| convert::malformed("signer result", e))? {
+            wire::signer_result::Ok(s) => s?,
+            wire::signer_result::Err(e) => return Err(convert::read_error(e).into()),
+        };
+        self.signers.borrow_mut().insert(role.to_owned(), signer.clone());
+        Ok(signer)
+    }
+
+    async fn admin(&self) -> Result<wire::admin::Client, Attempt> {
+        if let Some(a) = self.admin.borrow().as_ref() {
+            return Ok(a.clone());
+        }
+        let response = self.bootstrap.admin_request().send().promise.await?;
+        let result = response.get()?.get_result()?;
+        let admin = match result.which().map_err(|e| convert::malformed("admin result", e))? {
+            wire::admin_result::Ok(a) => a?,
+            wire::admin_result::Err(e) => return Err(convert::read_error(e).into()),
+        };
+        *self.admin.borrow_mut() = Some(admin.clone());
+        Ok(admin)
+    }
+}
+
+/// Reads a `union { ok; err }` result struct into `Result`.
+macro_rules! unpack {
+    ($result:expr, $module:ident, |$v:ident| $ok:expr) => {{
+        let result = $result;
+        match result.which().map_err(|e| convert::malformed("result", e))? {
+            wire::$module::Ok($v) => Ok($ok),
+            wire::$module::Err(e) => Err(Attempt::from(convert::read_error(e))),
+        }
+    }};
+}
+
+async fn attempt(conn: &Conn, request: &Request) -> Result<Response, Attempt> {
+    match request {
+        Request::Whoami => {
+            let response = conn.bootstrap.whoami_request().send().promise.await?;
+            unpack!(response.get()?.get_result()?, caller_result, |c| Response::Caller(convert::read_caller(c?)?))
+        }
+        Request::Health => {
+            let response = conn.bootstrap.health_request().send().promise.await?;
+            Ok(Response::Health(convert::read_health(response.get()?.get_health()?)?))
+        }
+        Request::ListKeys { role } => {
+            let response = conn.signer(role).await?.list_keys_request().send().promise.await?;
+            unpack!(response.get()?.get_result()?, key_list_result, |k| Response::Keys(convert::read_key_list(k)?))
+        }
+        Request::PublicKey { role, key_id } => {
+            let mut req = conn.signer(role).await?.public_key_request();
+            req.get().set_key_id(key_id.as_str());
+            let response = req.send().promise.await?;
+            unpack!(response.get()?.get_result()?, key_result, |k| Response::Key(convert::read_key_info(k?)?))
+        }
+        Request::Sign { role, key_id, scheme, message } => {
+            let mut req = conn.signer(role).await?.sign_request();
+            {
+                let mut p = req.get();
+                p.set_key_id(key_id.as_str());
+                p.set_scheme(convert::scheme_to_wire(*scheme));
+                p.set_message(&message[..]);
+            }
+            let response = req.send().promise.await?;
+            unpack!(response.get()?.get_result()?, sign_result, |s| Response::Signature(convert::data(s, "signature")?))
+        }
+        Request::SignBatch { role, key_id, scheme, messages } => {
+            let mut req = conn.signer(role).await?.sign_batch_request();
+            {
+                let mut p = req.get();
+                p.set_key_id(key_id.as_str());
+                p.set_scheme(convert::scheme_to_wire(*scheme));
+                convert::write_data_list(p.init_messages(messages.len() as u32), messages);
+            }
+            let response = req.send().promise.await?;
+            unpack!(response.get()?.get_result()?, sign_batch_result, |s| {
+                Response::Signatures(convert::read_data_list(s, usize::MAX)?)
+            })
+        }
+        Request::AdminListKeys => {
+            let response = conn.admin().await?.list_keys_request().send().promise.await?;
+            unpack!(response.get()?.get_result()?, key_list_result, |k| Response::Keys(convert::read_key_list(k)?))
+        }
+        Request::AdminKey { key_id } => {
+            let mut req = conn.admin().await?.key_request();
+            req.get().set_key_id(key_id.as_str());
+            let response = req.send().promise.await?;
+            unpack!(response.get()?.get_result()?, key_result, |k| Response::Key(convert::read_key_info(k?)?))
+        }
+        Request::GenerateKey(spec) => {
+            let mut req = conn.admin().await?.generate_key_request();
+            convert::write_key_spec(req.get().init_spec(), spec);
+            let response = req.send().promise.await?;
+            unpack!(response.get()?.get_result()?, key_result, |k| Response::Key(convert::read_key_info(k?)?))
+        }
+        Request::ImportKey(spec, pkcs8) => {
+            let mut req = conn.admin().await?.import_key_request();
+            convert::write_key_spec(req.get().init_spec(), spec);
+            req.get().set_pkcs8(&pkcs8[..]);
+            let response = req.send().promise.await?;
+            unpack!(response.get()?.get_result()?, key_result, |k| Response::Key(convert::read_key_info(k?)?))
+        }
+        Request::Audit(query) => {
+            let mut req = conn.admin().await?.audit_request();
+            convert::write_audit_query(req.get().init_query(), query);
+            let response = req.send().promise.await?;
+            unpack!(response.get()?.get_result()?, audit_result, |a| Response::Audit(convert::read_audit_list(a)?))
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! Conversions between the plain types in [`crate::types`] and capnp readers and
+//! builders. Every field crosses the wire through this module and nowhere else.
+
+use crate::signd_capnp as wire;
+use crate::types::*;
+
+/// A malformed message from the peer becomes a typed error, never a panic.
+pub(crate) fn malformed(what: &str, e: impl std::fmt::Display) -> IpcError {
+    IpcError::invalid(format!("malformed {what}: {e}"))
+}
+
+pub(crate) fn text(r: capnp::Result<capnp::text::Reader<'_>>, what: &str) -> Result<String, IpcError> {
+    let t = r.map_err(|e| malformed(what, e))?;
+    t.to_str().map(str::to_owned).map_err(|e| malformed(what, e))
+}
+
+pub(crate) fn data(r: capnp::Result<capnp::data::Reader<'_>>, what: &str) -> Result<Vec<u8>, IpcError> {
+    r.map(<[u8]>::to_vec).map_err(|e| malformed(what, e))
+}
+
+fn text_list(
+    r: capnp::Result<capnp::text_list::Reader<'_>>,
+    what: &str,
+) -> Result<Vec<String>, IpcError> {
+    let list = r.map_err(|e| malformed(what, e))?;
+    list.iter().map(|t| text(t, what)).collect()
+}
+
+fn set_text_list(mut b: capnp::text_list::Builder<'_>, items: &[String]) {
+    for (i, s) in items.iter().enumerate() {
+        // Indexes come from `items`, which sized the list.
+        b.set(i as u32, s.as_str());
+    }
+}
+
+// --- enums ------------------------------------------------------------------
+
+pub(crate) fn algorithm_to_wire(a: KeyAlgorithm) -> wire::KeyAlgorithm {
+    use wire::KeyAlgorithm as W;
+    match a {
+        KeyAlgorithm::EcP256 => W::EcP256,
+        KeyAlgorithm::EcP384 => W::EcP384,
+        KeyAlgorithm::EcP521 => W::EcP521,
+        KeyAlgorithm::Ed25519 => W::Ed25519,
+        KeyAlgorithm::Rsa2048 => W::Rsa2048,
+        KeyAlgorithm::Rsa3072 => W::Rsa3072,
+        KeyAlgorithm::Rsa4096 => W::Rsa4096,
+        KeyAlgorithm::MlDsa44 => W::MlDsa44,
+        KeyAlgorithm::MlDsa65 => W::MlDsa65,
+        KeyAlgorithm::MlDsa87 => W::MlDsa87,
+    }
+}
+
+pub(crate) fn algorithm_from_wire(
+    a: Result<wire::KeyAlgorithm, capnp::NotInSchema>,
+) -> Result<KeyAlgorithm, IpcError> {
+    use wire::KeyAlgorithm as W;
+    Ok(match a.map_err(|e| malformed("key algorithm", e))? {
+        W::EcP256 => KeyAlgorithm::EcP256,
+        W::EcP384 => KeyAlgorithm::EcP384,
+        W::EcP521 => KeyAlgorithm::EcP521,
+        W::Ed25519 => KeyAlgorithm::Ed25519,
+        W::Rsa2048 => KeyAlgorithm::Rsa2048,
+        W::Rsa3072 => KeyAlgorithm::Rsa3072,
+        W::Rsa4096 => KeyAlgorithm::Rsa4096,
+        W::MlDsa44 => KeyAlgorithm::MlDsa44,
+        W::MlDsa65 => KeyAlgorithm::MlDsa65,
+        W::MlDsa87 => KeyAlgorithm::MlDsa87,
+    })
+}
+
+pub(crate) fn scheme_to_wire(s: SignatureScheme) -> wire::SignatureScheme {
+    use wire::SignatureScheme as W;
+    match s {
+        SignatureScheme::Default => W::Default,
+        SignatureScheme::EcdsaSha256 => W::EcdsaSha256,
+        SignatureScheme::EcdsaSha384 => W::EcdsaSha384,
+        SignatureScheme::EcdsaSha512 => W::EcdsaSha512,
+        SignatureScheme::Ed25519 => W::Ed25519,
+        SignatureScheme::RsaPkcs1Sha256 => W::RsaPkcs1Sha256,
+        SignatureScheme::RsaPkcs1Sha384 => W::RsaPkcs1Sha384,
+        SignatureScheme::RsaPkcs1Sha512 => W::RsaPkcs1Sha512,
+        SignatureScheme::RsaPssSha256 => W::RsaPssSha256,
+        SignatureScheme::RsaPssSha384 => W::RsaPssSha384,
+        SignatureScheme::RsaPssSha512 => W::RsaPssSha512,
+        SignatureScheme::MlDsa44 => W::MlDsa44,
+        SignatureScheme::MlDsa65 => W::MlDsa65,
+        SignatureScheme::MlDsa87 => W::MlDsa87,
+    }
+}
+
+pub(crate) fn scheme_from_wire(
+    s: Result<wire::SignatureScheme, capnp::NotInSchema>,
+) -> Result<SignatureScheme, IpcError> {
+    use wire::SignatureScheme as W;
+    Ok(match s.map_err(|e| malformed("signature scheme", e))? {
+        W::Default => SignatureScheme::Default,
+        W::EcdsaSha256 => SignatureScheme::EcdsaSha256,
+        W::EcdsaSha384 => SignatureScheme::EcdsaSha384,
+        W::EcdsaSha512 => SignatureScheme::EcdsaSha512,
+        W::Ed25519 => SignatureScheme::Ed25519,
+        W::RsaPkcs1Sha256 => SignatureScheme::RsaPkcs1Sha256,
+        W::RsaPkcs1Sha384 => SignatureScheme::RsaPkcs1Sha384,
+        W::RsaPkcs1Sha512 => SignatureScheme::RsaPkcs1Sha512,
+        W::RsaPssSha256 => SignatureScheme::RsaPssSha256,
+        W::RsaPssSha384 => SignatureScheme::RsaPssSha384,
+        W::RsaPssSha512 => SignatureScheme::RsaPssSha512,
+        W::MlDsa44 => SignatureScheme::MlDsa44,
+        W::MlDsa65 => SignatureScheme::MlDsa65,
+        W::MlDsa87 => SignatureScheme::MlDsa87,
+    })
+}
+
+fn kind_to_wire(k: ErrorKind) -> wire::ErrorKind {
+    use wire::ErrorKind as W;
+    match k {
+        ErrorKind::Internal => W::Internal,
+        ErrorKind::PermissionDenied => W::PermissionDenied,
+        ErrorKind::UnknownKey => W::UnknownKey,
+        ErrorKind::WrongAlgorithm => W::WrongAlgorithm,
+        ErrorKind::InvalidArgument => W::InvalidArgument,
+        ErrorKind::KeyUnavailable => W::KeyUnavailable,
+        ErrorKind::Backend => W::Backend,
+        ErrorKind::AlreadyExists => W::AlreadyExists,
+        ErrorKind::Unavailable => W::Unavailable,
+        ErrorKind::TooLarge => W::TooLarge,
+        ErrorKind::Unsupported => W::Unsupported,
+    }
+}
+
+fn kind_from_wire(k: Result<wire::ErrorKind, capnp::NotInSchema>) -> ErrorKind {
+    use wire::ErrorKind as W;
+    match k {
+        Ok(W::Internal) => ErrorKind::Internal,
+        Ok(W::PermissionDenied) => ErrorKind::PermissionDenied,
+        Ok(W::UnknownKey) => ErrorKind::UnknownKey,
+        Ok(W::WrongAlgorithm) => ErrorKind::WrongAlgorithm,
+        Ok(W::InvalidArgument) => ErrorKind::InvalidArgument,
+        Ok(W::KeyUnavailable) => ErrorKind::KeyUnavailable,
+        Ok(W::Backend) => ErrorKind::Backend,
+        Ok(W::AlreadyExists) => ErrorKind::AlreadyExists,
+        Ok(W::Unavailable) => ErrorKind::Unavailable,
+        Ok(W::TooLarge) => ErrorKind::TooLarge,
+        Ok(W::Unsupported) => ErrorKind::Unsupported,
+        // A kind added by a newer signd: still an error, just not one we know.
+        Err(_) => ErrorKind::Internal,
+    }
+}
+
+// --- structs ----------------------------------------------------------------
+
+pub(crate) fn write_error(mut b: wire::error::Builder<'_>, e: &IpcError) {
+    b.set_kind(kind_to_wire(e.kind));
+    b.set_detail(e.detail.as_str());
+}
+
+pub(crate) fn read_error(r: capnp::Result<wire::error::Reader<'_>>) -> IpcError {
+    match r {
+        Ok(r) => IpcError {
+            kind: kind_from_wire(r.get_kind()),
+            detail: r.get_detail().ok().and_then(|t| t.to_str().ok()).unwrap_or("").to_owned(),
+        },
+        Err(e) => malformed("error", e),
+    }
+}
+
+pub(crate) fn write_key_info(mut b: wire::key_info::Builder<'_>, k: &KeyInfo) {
+    b.set_id(k.id.as_str());
+    b.set_algorithm(algorithm_to_wire(k.algorithm));
+    b.set_spki(&k.spki[..]);
+    b.set_created_unix_secs(k.created_unix_secs);
+    set_text_list(b.reborrow().init_roles(k.roles.len() as u32), &k.roles);
+    b.set_backend(k.backend.as_str());
+    b.set_location(k.location.as_str());
+    b.set_available(k.available);
+    b.set_problem(k.problem.as_str());
+}
+
+pub(crate) fn read_key_info(r: wire::key_info::Reader<'_>) -> Result<KeyInfo, IpcError> {
+    Ok(KeyInfo {
+        id: text(r.get_id(), "key id")?,
+        algorithm: algorithm_from_wire(r.get_algorithm())?,
+        spki: data(r.get_spki(), "spki")?,
+        created_unix_secs: r.get_created_unix_secs(),
+        roles: text_list(r.get_roles(), "roles")?,
+        backend: text(r.get_backend(), "backend")?,
+        location: text(r.get_location(), "location")?,
+        available: r.get_available(),
+        problem: text(r.get_problem(), "problem")?,
+    })
+}
+
+pub(crate) fn write_key_list(mut b: capnp::struct_list::Builder<'_, wire::key_info::Owned>, keys: &[KeyInfo]) {
+    for (i, k) in keys.iter().enumerate() {
+        write_key_info(b.reborrow().get(i as u32), k);
+    }
+}
+
+pub(crate) fn read_key_list(
+    r: capnp::Result<capnp::struct_list::Reader<'_, wire::key_info::Owned>>,
+) -> Result<Vec<KeyInfo>, IpcError> {
+    r.map_err(|e| malformed("key list", e))?.iter().map(read_key_info).collect()
+}
+
+pub(crate) fn write_caller(mut b: wire::caller::Builder<'_>, c: &CallerInfo) {
+    b.set_uid(c.uid);
+    b.set_gid(c.gid);
+    b.set_pid(c.pid);
+    set_text_list(b.reborrow().init_roles(c.roles.len() as u32), &c.roles);
+    b.set_admin(c.admin);
+}
+
+pub(crate) fn read_caller(r: wire::caller::Reader<'_>) -> Result<CallerInfo, IpcError> {
+    Ok(CallerInfo {
+        uid: r.get_uid(),
+        gid: r.get_gid(),
+        pid: r.get_pid(),
+        roles: text_list(r.get_roles(), "roles")?,
+        admin: r.get_admin(),
+    })
+}
+
+pub(crate) fn write_health(mut b: wire::health::Builder<'_>, h: &Health) {
+    b.set_ok(h.ok);
+    b.set_version(h.version.as_str());
+    b.set_keys_loaded(h.keys_loaded);
+    b.set_keys_unavailable(h.keys_unavailable);
+    b.set_uptime_secs(h.uptime_secs);
+    b.set_audit_records(h.audit_records);
+}
+
+pub(crate) fn read_health(r: wire::health::Reader<'_>) -> Result<Health, IpcError> {
+    Ok(Health {
+        ok: r.get_ok(),
+        version: text(r.get_version(), "version")?,
+        keys_loaded: r.get_keys_loaded(),
+        keys_unavailable: r.get_keys_unavailable(),
+        uptime_secs: r.get_uptime_secs(),
+        audit_records: r.get_audit_records(),
+    })
+}
+
+pub(crate) fn write_key_spec(mut b: wire::key_spec::Builder<'_>, s: &KeySpec) {
+    b.set_id(s.id.as_str());
+    b.set_algorithm(algorithm_to_wire(s.algorithm));
+    set_text_list(b.reborrow().init_roles(s.roles.len() as u32), &s.roles);
+    b.set_backend(s.backend.as_str());
+}
+
+pub(crate) fn read_key_spec(r: capnp::Result<wire::key_spec::Reader<'_>>) -> Result<KeySpec, IpcError> {
+    let r = r.map_err(|e| malformed("key spec", e))?;
+    Ok(KeySpec {
+        id: text(r.get_id(), "key id")?,
+        algorithm: algorithm_from_wire(r.get_algorithm())?,
+        roles: text_list(r.get_roles(), "roles")?,
+        backend: text(r.get_backend(), "backend")?,
+    })
+}
+
+pub(crate) fn write_audit_query(mut b: wire::audit_query::Builder<'_>, q: &AuditQuery) {
+    b.set_after_seq(q.after_seq);
+    b.set_limit(q.limit);
+    b.set_newest_first(q.newest_first);
+}
+
+pub(crate) fn read_audit_query(r: capnp::Result<wire::audit_query::Reader<'_>>) -> Result<AuditQuery, IpcError> {
+    let r = r.map_err(|e| malformed("audit query", e))?;
+    Ok(AuditQuery { after_seq: r.get_after_seq(), limit: r.get_limit(), newest_first: r.get_newest_first() })
+}
+
+pub(crate) fn write_audit_list(
+    mut b: capnp::struct_list::Builder<'_, wire::audit_record::Owned>,
+    records: &[AuditRecord],
+) {
+    for (i, a) in records.iter().enumerate() {
+        let mut r = b.reborrow().get(i as u32);
+        r.set_seq(a.seq);
+        r.set_time_unix_nanos(a.time_unix_nanos);
+        r.set_operation(a.operation.as_str());
+        r.set_key_id(a.key_id.as_str());
+        r.set_uid(a.uid);
+        r.set_pid(a.pid);
+        r.set_role(a.role.as_str());
+        r.set_message_sha256(&a.message_sha256[..]);
+        r.set_ok(a.ok);
+        r.set_outcome(a.outcome.as_str());
+    }
+}
+
+pub(crate) fn read_audit_list(
+    r: capnp::Result<capnp::struct_list::Reader<'_, wire::audit_record::Owned>>,
+) -> Result<Vec<AuditRecord>, IpcError> {
+    r.map_err(|e| malformed("audit list", e))?
+        .iter()
+        .map(|r| {
+            Ok(AuditRecord {
+                seq: r.get_seq(),
+                time_unix_nanos: r.get_time_unix_nanos(),
+                operation: text(r.get_operation(), "operation")?,
+                key_id: text(r.get_key_id(), "key id")?,
+                uid: r.get_uid(),
+                pid: r.get_pid(),
+                role: text(r.get_role(), "role")?,
+                message_sha256: data(r.get_message_sha256(), "message hash")?,
+                ok: r.get_ok(),
+                outcome: text(r.get_outcome(), "outcome")?,
+            })
+        })
+        .collect()
+}
+
+/// Reads a `List(Data)` into owned messages, enforcing a count limit.
+pub(crate) fn read_data_list(
+    r: capnp::Result<capnp::data_list::Reader<'_>>,
+    max: usize,
+) -> Result<Vec<Vec<u8>>, IpcError> {
+    let list = r.map_err(|e| malformed("message list", e))?;
+    if list.len() as usize > max {
+        return Err(IpcError::new(
+            ErrorKind::TooLarge,
+            format!("batch of {} messages is over the limit of {max}", list.len()),
+        ));
+    }
+    list.iter().map(|d| data(d, "message")).collect()
+}
+
+pub(crate) fn write_data_list(mut b: capnp::data_list::Builder<'_>, items: &[Vec<u8>]) {
+    for (i, d) in items.iter().enumerate() {
+        b.set(i as u32, &d[..]);
+    }
+}

@@ -1,0 +1,399 @@
+//! The server half: traits signd implements with plain types, and the capnp
+//! adapters that serve them over a Unix socket.
+//!
+//! capnp-rpc is `!Send`, so everything here runs on a tokio `LocalSet`; the
+//! implementation is expected to push CPU work (signing) to worker threads and
+//! return futures that wait for it.
+
+use std::rc::Rc;
+
+use capnp::capability::Rc as CapRc;
+use capnp_rpc::{rpc_twoparty_capnp::Side, twoparty::VatNetwork, RpcSystem};
+use futures::future::LocalBoxFuture;
+use tokio::net::UnixListener;
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::convert::{self, malformed};
+use crate::signd_capnp as wire;
+use crate::types::*;
+
+/// The result of a server operation: a `!Send` future on the serving thread.
+pub type LocalResult<T> = LocalBoxFuture<'static, Result<T, IpcError>>;
+
+/// signd's entry point: called once per accepted connection.
+pub trait SigndService: 'static {
+    /// Creates the session for a new connection from `peer`.
+    fn session(&self, peer: PeerCredentials) -> Rc<dyn Session>;
+}
+
+/// One connection's view of signd, bound to the caller's peer credentials.
+pub trait Session: 'static {
+    /// Who the caller is and what policy grants it.
+    fn whoami(&self) -> Result<CallerInfo, IpcError>;
+    /// A signer limited to `role` (empty: the caller's first role), or a refusal.
+    fn signer(&self, role: &str) -> Result<Rc<dyn SignerService>, IpcError>;
+    /// The admin capability, or a refusal.
+    fn admin(&self) -> Result<Rc<dyn AdminService>, IpcError>;
+    /// signd's health (anyone may ask).
+    fn health(&self) -> Health;
+}
+
+/// Signing within one role.
+pub trait SignerService: 'static {
+    /// Keys this role may use.
+    fn list_keys(&self) -> LocalResult<Vec<KeyInfo>>;
+    /// One key's public information.
+    fn public_key(&self, key_id: String) -> LocalResult<KeyInfo>;
+    /// Signs `message` (signd hashes it as `scheme` requires).
+    fn sign(&self, key_id: String, scheme: SignatureScheme, message: Vec<u8>) -> LocalResult<Vec<u8>>;
+    /// Signs every message with one key; signatures in order.
+    fn sign_batch(
+        &self,
+        key_id: String,
+        scheme: SignatureScheme,
+        messages: Vec<Vec<u8>>,
+    ) -> LocalResult<Vec<Vec<u8>>>;
+}
+
+/// Key management and audit for admin roles.
+pub trait AdminService: 'static {
+    /// Every key.
+    fn list_keys(&self) -> LocalResult<Vec<KeyInfo>>;
+    /// One key.
+    fn key(&self, key_id: String) -> LocalResult<KeyInfo>;
+    /// Generates a key.
+    fn generate_key(&self, spec: KeySpec) -> LocalResult<KeyInfo>;
+    /// Imports a PKCS#8 private key (PEM or DER).
+    fn import_key(&self, spec: KeySpec, pkcs8: Vec<u8>) -> LocalResult<KeyInfo>;
+    /// Reads the audit log.
+    fn audit(&self, query: AuditQuery) -> LocalResult<Vec<AuditRecord>>;
+}
+
+/// Limits applied to every incoming message.
+#[derive(Clone, Copy, Debug)]
+pub struct ServeOptions {
+    /// The largest Cap'n Proto frame accepted; a larger one closes the connection.
+    pub max_frame_bytes: usize,
+    /// The largest single message to sign.
+    pub max_message_bytes: usize,
+    /// The most messages in one batch.
+    pub max_batch: usize,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self { max_frame_bytes: 64 << 20, max_message_bytes: 16 << 20, max_batch: 10_000 }
+    }
+}
+
+pub(crate) fn reader_options(max_frame_bytes: usize) -> capnp::message::ReaderOptions {
+    let mut o = capnp::message::ReaderOptions::new();
+    o.traversal_limit_in_words(Some(max_frame_bytes / 8)).nesting_limit(64);
+    o
+}
+
+/// Serves `service` on `listener` until `shutdown` is cancelled. Must be called
+/// inside a `LocalSet`. A broken or hostile connection only ever ends itself.
+pub async fn serve(
+    listener: UnixListener,
+    service: Rc<dyn SigndService>,
+    opts: ServeOptions,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let peer = match stream.peer_cred() {
+            Ok(c) => PeerCredentials { uid: c.uid(), gid: c.gid(), pid: c.pid().unwrap_or(0) },
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read peer credentials; closing connection");
+                continue;
+            }
+        };
+        let session = service.session(peer);
+        let (read, write) = stream.into_split();
+        let network = VatNetwork::new(
+            futures::io::BufReader::new(read.compat()),
+            write.compat_write(),
+            Side::Server,
+            reader_options(opts.max_frame_bytes),
+        );
+        let bootstrap: wire::signd::Client = capnp_rpc::new_client(SigndServer { session, opts });
+        let rpc = RpcSystem::new(Box::new(network), Some(bootstrap.client));
+        tokio::task::spawn_local(async move {
+            if let Err(e) = rpc.await {
+                tracing::debug!(uid = peer.uid, pid = peer.pid, error = %e, "connection ended with an error");
+            }
+        });
+    }
+}
+
+struct SigndServer {
+    session: Rc<dyn Session>,
+    opts: ServeOptions,
+}
+
+impl wire::signd::Server for SigndServer {
+    async fn whoami(
+        self: CapRc<Self>,
+        _: wire::signd::WhoamiParams,
+        mut results: wire::signd::WhoamiResults,
+    ) -> capnp::Result<()> {
+        let r = results.get().init_result();
+        match self.session.whoami() {
+            Ok(c) => convert::write_caller(r.init_ok(), &c),
+            Err(e) => convert::write_error(r.init_err(), &e),
+        }
+        Ok(())
+    }
+
+    async fn signer(
+        self: CapRc<Self>,
+        params: wire::signd::SignerParams,
+        mut results: wire::signd::SignerResults,
+    ) -> capnp::Result<()> {
+        let outcome = params
+            .get()
+            .map_err(|e| malformed("signer request", e))
+            .and_then(|p| convert::text(p.get_role(), "role"))
+            .and_then(|role| self.session.signer(&role));
+        let mut r = results.get().init_result();
+        match outcome {
+            Ok(inner) => r.set_ok(capnp_rpc::new_client(SignerServer { inner, opts: self.opts })),
+            Err(e) => convert::write_error(r.init_err(), &e),
+        }
+        Ok(())
+    }
+
+    async fn admin(
+        self: CapRc<Self>,
+        _: wire::signd::AdminParams,
+        mut results: wire::signd::AdminResults,
+    ) -> capnp::Result<()> {
+        let mut r = results.get().init_result();
+        match self.session.admin() {
+            Ok(inner) => r.set_ok(capnp_rpc::new_client(AdminServer { inner })),
+            Err(e) => convert::write_error(r.init_err(), &e),
+        }
+        Ok(())
+    }
+
+    async fn health(
+        self: CapRc<Self>,
+        _: wire::signd::HealthParams,
+        mut results: wire::signd::HealthResults,
+    ) -> capnp::Result<()> {
+        convert::write_health(results.get().init_health(), &self.session.health());
+        Ok(())
+    }
+}
+
+struct SignerServer {
+    inner: Rc<dyn SignerService>,
+    opts: ServeOptions,
+}
+
+impl SignerServer {
+    fn check_size(&self, len: usize) -> Result<(), IpcError> {
+        if len > self.opts.max_message_bytes {
+            return Err(IpcError::new(
+                ErrorKind::TooLarge,
+                format!("message of {len} bytes is over the limit of {}", self.opts.max_message_bytes),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Writes a key result union.
+macro_rules! write_result {
+    ($r:expr, $outcome:expr, $ok:expr) => {{
+        let mut r = $r;
+        match $outcome {
+            Ok(v) => $ok(&mut r, v),
+            Err(e) => convert::write_error(r.init_err(), &e),
+        }
+    }};
+}
+
+impl wire::signer::Server for SignerServer {
+    async fn list_keys(
+        self: CapRc<Self>,
+        _: wire::signer::ListKeysParams,
+        mut results: wire::signer::ListKeysResults,
+    ) -> capnp::Result<()> {
+        let outcome = self.inner.list_keys().await;
+        write_result!(results.get().init_result(), outcome, |r: &mut wire::key_list_result::Builder<'_>, keys: Vec<KeyInfo>| {
+            convert::write_key_list(r.reborrow().init_ok(keys.len() as u32), &keys)
+        });
+        Ok(())
+    }
+
+    async fn public_key(
+        self: CapRc<Self>,
+        params: wire::signer::PublicKeyParams,
+        mut results: wire::signer::PublicKeyResults,
+    ) -> capnp::Result<()> {
+        let id = params.get().map_err(|e| malformed("request", e)).and_then(|p| convert::text(p.get_key_id(), "key id"));
+        let outcome = match id {
+            Ok(id) => self.inner.public_key(id).await,
+            Err(e) => Err(e),
+        };
+        write_result!(results.get().init_result(), outcome, |r: &mut wire::key_result::Builder<'_>, k: KeyInfo| {
+            convert::write_key_info(r.reborrow().init_ok(), &k)
+        });
+        Ok(())
+    }
+
+    async fn sign(
+        self: CapRc<Self>,
+        params: wire::signer::SignParams,
+        mut results: wire::signer::SignResults,
+    ) -> capnp::Result<()> {
+        let request = (|| {
+            let p = params.get().map_err(|e| malformed("sign request", e))?;
+            let message = convert::data(p.get_message(), "message")?;
+            self.check_size(message.len())?;
+            Ok((convert::text(p.get_key_id(), "key id")?, convert::scheme_from_wire(p.get_scheme())?, message))
+        })();
+        drop(params);
+        let outcome = match request {
+            Ok((id, scheme, message)) => self.inner.sign(id, scheme, message).await,
+            Err(e) => Err(e),
+        };
+        write_result!(results.get().init_result(), outcome, |r: &mut wire::sign_result::Builder<'_>, sig: Vec<u8>| {
+            r.set_ok(&sig[..])
+        });
+        Ok(())
+    }
+
+    async fn sign_batch(
+        self: CapRc<Self>,
+        params: wire::signer::SignBatchParams,
+        mut results: wire::signer::SignBatchResults,
+    ) -> capnp::Result<()> {
+        let request = (|| {
+            let p = params.get().map_err(|e| malformed("sign batch request", e))?;
+            let messages = convert::read_data_list(p.get_messages(), self.opts.max_batch)?;
+            for m in &messages {
+                self.check_size(m.len())?;
+            }
+            Ok((convert::text(p.get_key_id(), "key id")?, convert::scheme_from_wire(p.get_scheme())?, messages))
+        })();
+        drop(params);
+        let outcome = match request {
+            Ok((id, scheme, messages)) => self.inner.sign_batch(id, scheme, messages).await,
+            Err(e) => Err(e),
+        };
+        write_result!(
+            results.get().init_result(),
+            outcome,
+            |r: &mut wire::sign_batch_result::Builder<'_>, sigs: Vec<Vec<u8>>| {
+                convert::write_data_list(r.reborrow().init_ok(sigs.len() as u32), &sigs)
+            }
+        );
+        Ok(())
+    }
+}
+
+struct AdminServer {
+    inner: Rc<dyn AdminService>,
+}
+
+impl wire::admin::Server for AdminServer {
+    async fn list_keys(
+        self: CapRc<Self>,
+        _: wire::admin::ListKeysParams,
+        mut results: wire::admin::ListKeysResults,
+    ) -> capnp::Result<()> {
+        let outcome = self.inner.list_keys().await;
+        write_result!(results.get().init_result(), outcome, |r: &mut wire::key_list_result::Builder<'_>, keys: Vec<KeyInfo>| {
+            convert::write_key_list(r.reborrow().init_ok(keys.len() as u32), &keys)
+        });
+        Ok(())
+    }
+
+    async fn key(
+        self: CapRc<Self>,
+        params: wire::admin::KeyParams,
+        mut results: wire::admin::KeyResults,
+    ) -> capnp::Result<()> {
+        let id = params.get().map_err(|e| malformed("request", e)).and_then(|p| convert::text(p.get_key_id(), "key id"));
+        let outcome = match id {
+            Ok(id) => self.inner.key(id).await,
+            Err(e) => Err(e),
+        };
+        write_result!(results.get().init_result(), outcome, |r: &mut wire::key_result::Builder<'_>, k: KeyInfo| {
+            convert::write_key_info(r.reborrow().init_ok(), &k)
+        });
+        Ok(())
+    }
+
+    async fn generate_key(
+        self: CapRc<Self>,
+        params: wire::admin::GenerateKeyParams,
+        mut results: wire::admin::GenerateKeyResults,
+    ) -> capnp::Result<()> {
+        let spec = params.get().map_err(|e| malformed("request", e)).and_then(|p| convert::read_key_spec(p.get_spec()));
+        let outcome = match spec {
+            Ok(spec) => self.inner.generate_key(spec).await,
+            Err(e) => Err(e),
+        };
+        write_result!(results.get().init_result(), outcome, |r: &mut wire::key_result::Builder<'_>, k: KeyInfo| {
+            convert::write_key_info(r.reborrow().init_ok(), &k)
+        });
+        Ok(())
+    }
+
+    async fn import_key(
+        self: CapRc<Self>,
+        params: wire::admin::ImportKeyParams,
+        mut results: wire::admin::ImportKeyResults,
+    ) -> capnp::Result<()> {
+        let request = params.get().map_err(|e| malformed("request", e)).and_then(|p| {
+            Ok((convert::read_key_spec(p.get_spec())?, convert::data(p.get_pkcs8(), "pkcs8")?))
+        });
+        drop(params);
+        let outcome = match request {
+            Ok((spec, pkcs8)) => self.inner.import_key(spec, pkcs8).await,
+            Err(e) => Err(e),
+        };
+        write_result!(results.get().init_result(), outcome, |r: &mut wire::key_result::Builder<'_>, k: KeyInfo| {
+            convert::write_key_info(r.reborrow().init_ok(), &k)
+        });
+        Ok(())
+    }
+
+    async fn audit(
+        self: CapRc<Self>,
+        params: wire::admin::AuditParams,
+        mut results: wire::admin::AuditResults,
+    ) -> capnp::Result<()> {
+        let query =
+            params.get().map_err(|e| malformed("request", e)).and_then(|p| convert::read_audit_query(p.get_query()));
+        let outcome = match query {
+            Ok(q) => self.inner.audit(q).await,
+            Err(e) => Err(e),
+        };
+        write_result!(
+            results.get().init_result(),
+            outcome,
+            |r: &mut wire::audit_result::Builder<'_>, recs: Vec<AuditRecord>| {
+                convert::write_audit_list(r.reborrow().init_ok(recs.len() as u32), &recs)
+            }
+        );
+        Ok(())
+    }
+}

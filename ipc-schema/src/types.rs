@@ -1,0 +1,468 @@
+//! Plain Rust types for everything that crosses the signd interface.
+//!
+//! Daemon logic uses only these; [`crate::convert`] maps them to and from the wire.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The algorithm of a key pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum KeyAlgorithm {
+    /// ECDSA over NIST P-256.
+    EcP256,
+    /// ECDSA over NIST P-384.
+    EcP384,
+    /// ECDSA over NIST P-521.
+    EcP521,
+    /// Ed25519 (RFC 8032).
+    Ed25519,
+    /// RSA with a 2048-bit modulus.
+    Rsa2048,
+    /// RSA with a 3072-bit modulus.
+    Rsa3072,
+    /// RSA with a 4096-bit modulus.
+    Rsa4096,
+    /// ML-DSA-44 (FIPS 204).
+    MlDsa44,
+    /// ML-DSA-65 (FIPS 204).
+    MlDsa65,
+    /// ML-DSA-87 (FIPS 204).
+    MlDsa87,
+}
+
+impl KeyAlgorithm {
+    /// Every algorithm, in a stable order.
+    pub const ALL: [KeyAlgorithm; 10] = [
+        Self::EcP256,
+        Self::EcP384,
+        Self::EcP521,
+        Self::Ed25519,
+        Self::Rsa2048,
+        Self::Rsa3072,
+        Self::Rsa4096,
+        Self::MlDsa44,
+        Self::MlDsa65,
+        Self::MlDsa87,
+    ];
+
+    /// The name used in config files, the CLI and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::EcP256 => "ecdsa-p256",
+            Self::EcP384 => "ecdsa-p384",
+            Self::EcP521 => "ecdsa-p521",
+            Self::Ed25519 => "ed25519",
+            Self::Rsa2048 => "rsa-2048",
+            Self::Rsa3072 => "rsa-3072",
+            Self::Rsa4096 => "rsa-4096",
+            Self::MlDsa44 => "ml-dsa-44",
+            Self::MlDsa65 => "ml-dsa-65",
+            Self::MlDsa87 => "ml-dsa-87",
+        }
+    }
+
+    /// The scheme used when a caller asks for [`SignatureScheme::Default`].
+    pub fn default_scheme(self) -> SignatureScheme {
+        match self {
+            Self::EcP256 => SignatureScheme::EcdsaSha256,
+            Self::EcP384 => SignatureScheme::EcdsaSha384,
+            Self::EcP521 => SignatureScheme::EcdsaSha512,
+            Self::Ed25519 => SignatureScheme::Ed25519,
+            Self::Rsa2048 | Self::Rsa3072 | Self::Rsa4096 => SignatureScheme::RsaPkcs1Sha256,
+            Self::MlDsa44 => SignatureScheme::MlDsa44,
+            Self::MlDsa65 => SignatureScheme::MlDsa65,
+            Self::MlDsa87 => SignatureScheme::MlDsa87,
+        }
+    }
+
+    /// Whether `scheme` can be used with a key of this algorithm.
+    pub fn allows(self, scheme: SignatureScheme) -> bool {
+        use SignatureScheme as S;
+        match self {
+            Self::EcP256 | Self::EcP384 | Self::EcP521 => {
+                matches!(scheme, S::EcdsaSha256 | S::EcdsaSha384 | S::EcdsaSha512)
+            }
+            Self::Ed25519 => scheme == S::Ed25519,
+            Self::Rsa2048 | Self::Rsa3072 | Self::Rsa4096 => matches!(
+                scheme,
+                S::RsaPkcs1Sha256
+                    | S::RsaPkcs1Sha384
+                    | S::RsaPkcs1Sha512
+                    | S::RsaPssSha256
+                    | S::RsaPssSha384
+                    | S::RsaPssSha512
+            ),
+            Self::MlDsa44 => scheme == S::MlDsa44,
+            Self::MlDsa65 => scheme == S::MlDsa65,
+            Self::MlDsa87 => scheme == S::MlDsa87,
+        }
+    }
+
+    /// Resolves `Default` to the key's default scheme and checks the result fits.
+    pub fn resolve(self, scheme: SignatureScheme) -> Result<SignatureScheme, IpcError> {
+        let scheme = match scheme {
+            SignatureScheme::Default => self.default_scheme(),
+            s => s,
+        };
+        if self.allows(scheme) {
+            Ok(scheme)
+        } else {
+            Err(IpcError::new(
+                ErrorKind::WrongAlgorithm,
+                format!("scheme {} cannot be used with a {} key", scheme.name(), self.name()),
+            ))
+        }
+    }
+}
+
+impl fmt::Display for KeyAlgorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for KeyAlgorithm {
+    type Err = IpcError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
+            let names: Vec<_> = Self::ALL.iter().map(|a| a.name()).collect();
+            IpcError::new(
+                ErrorKind::InvalidArgument,
+                format!("unknown key algorithm `{s}` (expected one of {})", names.join(", ")),
+            )
+        })
+    }
+}
+
+/// How to sign. The caller always sends the whole message; signd hashes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum SignatureScheme {
+    /// The key's own default scheme ([`KeyAlgorithm::default_scheme`]).
+    Default,
+    /// ECDSA with SHA-256; signature is DER `Ecdsa-Sig-Value`.
+    EcdsaSha256,
+    /// ECDSA with SHA-384.
+    EcdsaSha384,
+    /// ECDSA with SHA-512.
+    EcdsaSha512,
+    /// Ed25519 (pure).
+    Ed25519,
+    /// RSASSA-PKCS1-v1_5 with SHA-256.
+    RsaPkcs1Sha256,
+    /// RSASSA-PKCS1-v1_5 with SHA-384.
+    RsaPkcs1Sha384,
+    /// RSASSA-PKCS1-v1_5 with SHA-512.
+    RsaPkcs1Sha512,
+    /// RSASSA-PSS with SHA-256, MGF1-SHA-256, salt length = hash length.
+    RsaPssSha256,
+    /// RSASSA-PSS with SHA-384, MGF1-SHA-384, salt length = hash length.
+    RsaPssSha384,
+    /// RSASSA-PSS with SHA-512, MGF1-SHA-512, salt length = hash length.
+    RsaPssSha512,
+    /// ML-DSA-44, pure mode, empty context.
+    MlDsa44,
+    /// ML-DSA-65, pure mode, empty context.
+    MlDsa65,
+    /// ML-DSA-87, pure mode, empty context.
+    MlDsa87,
+}
+
+impl SignatureScheme {
+    /// Every scheme, in a stable order.
+    pub const ALL: [SignatureScheme; 14] = [
+        Self::Default,
+        Self::EcdsaSha256,
+        Self::EcdsaSha384,
+        Self::EcdsaSha512,
+        Self::Ed25519,
+        Self::RsaPkcs1Sha256,
+        Self::RsaPkcs1Sha384,
+        Self::RsaPkcs1Sha512,
+        Self::RsaPssSha256,
+        Self::RsaPssSha384,
+        Self::RsaPssSha512,
+        Self::MlDsa44,
+        Self::MlDsa65,
+        Self::MlDsa87,
+    ];
+
+    /// The name used in the CLI and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::EcdsaSha256 => "ecdsa-sha256",
+            Self::EcdsaSha384 => "ecdsa-sha384",
+            Self::EcdsaSha512 => "ecdsa-sha512",
+            Self::Ed25519 => "ed25519",
+            Self::RsaPkcs1Sha256 => "rsa-pkcs1-sha256",
+            Self::RsaPkcs1Sha384 => "rsa-pkcs1-sha384",
+            Self::RsaPkcs1Sha512 => "rsa-pkcs1-sha512",
+            Self::RsaPssSha256 => "rsa-pss-sha256",
+            Self::RsaPssSha384 => "rsa-pss-sha384",
+            Self::RsaPssSha512 => "rsa-pss-sha512",
+            Self::MlDsa44 => "ml-dsa-44",
+            Self::MlDsa65 => "ml-dsa-65",
+            Self::MlDsa87 => "ml-dsa-87",
+        }
+    }
+}
+
+impl fmt::Display for SignatureScheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for SignatureScheme {
+    type Err = IpcError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
+            let names: Vec<_> = Self::ALL.iter().map(|a| a.name()).collect();
+            IpcError::new(
+                ErrorKind::InvalidArgument,
+                format!("unknown signature scheme `{s}` (expected one of {})", names.join(", ")),
+            )
+        })
+    }
+}
+
+/// What kind of failure an [`IpcError`] is. Mirrors `ErrorKind` in the schema.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A bug or unexpected condition inside signd.
+    Internal,
+    /// The caller's role may not do this.
+    PermissionDenied,
+    /// No key with that id.
+    UnknownKey,
+    /// The scheme does not fit the key.
+    WrongAlgorithm,
+    /// A malformed request.
+    InvalidArgument,
+    /// The key exists but could not be loaded or checked.
+    KeyUnavailable,
+    /// The crypto backend failed.
+    Backend,
+    /// A key with that id already exists.
+    AlreadyExists,
+    /// signd cannot be reached, or the connection broke.
+    Unavailable,
+    /// A message or batch over the configured limit.
+    TooLarge,
+    /// The backend or token cannot do this.
+    Unsupported,
+}
+
+impl ErrorKind {
+    /// A stable name for logs, JSON and exit-code mapping.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Internal => "internal",
+            Self::PermissionDenied => "permission-denied",
+            Self::UnknownKey => "unknown-key",
+            Self::WrongAlgorithm => "wrong-algorithm",
+            Self::InvalidArgument => "invalid-argument",
+            Self::KeyUnavailable => "key-unavailable",
+            Self::Backend => "backend",
+            Self::AlreadyExists => "already-exists",
+            Self::Unavailable => "unavailable",
+            Self::TooLarge => "too-large",
+            Self::Unsupported => "unsupported",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A typed error: a kind a program can act on, plus detail for people.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[error("{kind}: {detail}")]
+pub struct IpcError {
+    /// What went wrong, for programs.
+    pub kind: ErrorKind,
+    /// What went wrong, for people.
+    pub detail: String,
+}
+
+impl IpcError {
+    /// Builds an error of `kind`.
+    pub fn new(kind: ErrorKind, detail: impl Into<String>) -> Self {
+        Self { kind, detail: detail.into() }
+    }
+
+    /// Shorthand for [`ErrorKind::PermissionDenied`].
+    pub fn denied(detail: impl Into<String>) -> Self {
+        Self::new(ErrorKind::PermissionDenied, detail)
+    }
+
+    /// Shorthand for [`ErrorKind::InvalidArgument`].
+    pub fn invalid(detail: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidArgument, detail)
+    }
+
+    /// Shorthand for [`ErrorKind::Internal`].
+    pub fn internal(detail: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, detail)
+    }
+}
+
+/// Public information about a key; never contains private material.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyInfo {
+    /// The key's id.
+    pub id: String,
+    /// The key's algorithm.
+    pub algorithm: KeyAlgorithm,
+    /// SubjectPublicKeyInfo, DER.
+    pub spki: Vec<u8>,
+    /// Creation time, seconds since the Unix epoch.
+    pub created_unix_secs: i64,
+    /// Roles that may use the key.
+    pub roles: Vec<String>,
+    /// The backend holding the private key ("openssl", "nss").
+    pub backend: String,
+    /// Where the private key lives (a file path, a token and label).
+    pub location: String,
+    /// Whether the key loaded and matched its recorded public key.
+    pub available: bool,
+    /// Why the key is unavailable, when it is; empty otherwise.
+    pub problem: String,
+}
+
+/// The identity signd sees for a connection, and what policy grants it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallerInfo {
+    /// The caller's uid from SO_PEERCRED.
+    pub uid: u32,
+    /// The caller's gid from SO_PEERCRED.
+    pub gid: u32,
+    /// The caller's pid from SO_PEERCRED.
+    pub pid: i32,
+    /// Roles granted by policy.
+    pub roles: Vec<String>,
+    /// Whether the caller may use the admin capability.
+    pub admin: bool,
+}
+
+/// signd's health.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// Serving normally.
+    pub ok: bool,
+    /// signd's version.
+    pub version: String,
+    /// Keys loaded and checked.
+    pub keys_loaded: u32,
+    /// Keys that failed to load or check.
+    pub keys_unavailable: u32,
+    /// Seconds since start.
+    pub uptime_secs: u64,
+    /// Records in the audit log.
+    pub audit_records: u64,
+}
+
+/// What `generate` and `import` create.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeySpec {
+    /// The new key's id: `[A-Za-z0-9._-]{1,64}`.
+    pub id: String,
+    /// The algorithm (for import, checked against the key material).
+    pub algorithm: KeyAlgorithm,
+    /// Roles that may use the key.
+    pub roles: Vec<String>,
+    /// Backend name; empty for the default.
+    pub backend: String,
+}
+
+/// Which audit records to read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditQuery {
+    /// Only records with a larger sequence number (oldest first), or a smaller
+    /// one (newest first); 0 means from the start or the end.
+    pub after_seq: u64,
+    /// At most this many records.
+    pub limit: u32,
+    /// Newest first.
+    pub newest_first: bool,
+}
+
+impl Default for AuditQuery {
+    fn default() -> Self {
+        Self { after_seq: 0, limit: 100, newest_first: false }
+    }
+}
+
+/// One audit log entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Position in the log, from 1.
+    pub seq: u64,
+    /// When, in nanoseconds since the Unix epoch.
+    pub time_unix_nanos: i64,
+    /// The operation: sign, sign-batch, generate, import, signer, admin ...
+    pub operation: String,
+    /// The key involved; empty if none.
+    pub key_id: String,
+    /// The caller's uid.
+    pub uid: u32,
+    /// The caller's pid.
+    pub pid: i32,
+    /// The role the caller acted in; empty if none.
+    pub role: String,
+    /// SHA-256 of the message signed (for a batch: of the messages' hashes
+    /// concatenated); empty if no message was involved.
+    pub message_sha256: Vec<u8>,
+    /// Whether the operation succeeded.
+    pub ok: bool,
+    /// "ok", or the error kind and detail.
+    pub outcome: String,
+}
+
+/// Peer credentials of a connection, from SO_PEERCRED.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerCredentials {
+    /// User id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+    /// Process id (0 if the kernel did not report one).
+    pub pid: i32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for a in KeyAlgorithm::ALL {
+            assert_eq!(a.name().parse::<KeyAlgorithm>(), Ok(a));
+            assert!(a.allows(a.default_scheme()), "{a}");
+        }
+        for s in SignatureScheme::ALL {
+            assert_eq!(s.name().parse::<SignatureScheme>(), Ok(s));
+        }
+        assert_eq!("nope".parse::<KeyAlgorithm>().map_err(|e| e.kind), Err(ErrorKind::InvalidArgument));
+    }
+
+    #[test]
+    fn resolve_checks_the_key() {
+        assert_eq!(KeyAlgorithm::EcP384.resolve(SignatureScheme::Default), Ok(SignatureScheme::EcdsaSha384));
+        assert_eq!(
+            KeyAlgorithm::Rsa2048.resolve(SignatureScheme::RsaPssSha512),
+            Ok(SignatureScheme::RsaPssSha512)
+        );
+        let err = KeyAlgorithm::Ed25519.resolve(SignatureScheme::EcdsaSha256).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::WrongAlgorithm);
+        assert!(KeyAlgorithm::MlDsa44.resolve(SignatureScheme::MlDsa65).is_err());
+    }
+}
