@@ -238,7 +238,23 @@ else
     fail "install layout" "$(printf '%s\n' "${problems[@]}")"
 fi
 
-# 7. Security exposure of signd.service, and a canary proving the threshold check can fail.
+# 7. [Install] sections: `systemctl --root= enable` (works without PID 1) creates exactly the
+#    expected symlinks. (Re-running verify afterwards would be pointless: systemd-analyze 252 with
+#    --root= does not load .wants/ symlinks or .d/ drop-ins, so it cannot see cycles they create.)
+echo "-- systemctl --root=<tmp> enable signd.service signet.target"
+eroot=$tmp/enable-root
+make_root "$eroot"
+rc=0
+out=$(systemctl --root="$eroot" enable signd.service signet.target 2>&1) || rc=$?
+got=$(cd "$eroot/etc/systemd/system" && find . -type l -printf '%P\n' | sort | paste -sd' ')
+want="multi-user.target.wants/signet.target signet.target.wants/signd.service signet.target.wants/signd.socket sockets.target.wants/signd.socket"
+if [[ $rc -eq 0 && $got == "$want" ]]; then
+    pass "enable: $got"
+else
+    fail "enable: got '$got', want '$want' (rc=$rc)" "$out"
+fi
+
+# 8. Security exposure of signd.service, and a canary proving the threshold check can fail.
 echo "-- systemd-analyze security --offline=yes --root=<tmp> signd.service (max $max_exposure)"
 exposure "$root" signd.service
 if [[ -z $score ]]; then
