@@ -32,3 +32,6 @@ pub use error::StoreError;
 pub use key::Key;
 pub use store::{Durability, Store, StoreOptions};
 pub use txn::{ReadTxn, Table, WriteTxn, MAX_KEY_LEN};
+
+#[cfg(test)]
+mod tests;

@@ -338,7 +338,10 @@ impl Flusher {
 
     /// Takes the message of a background flush failure since the last call.
     fn take_failure(&self) -> Option<String> {
-        self.failure.lock().unwrap_or_else(|p| p.into_inner()).take()
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 }
 
@@ -368,8 +371,13 @@ fn check_meta(env: &Environment, opts: &StoreOptions) -> Result<(), StoreError> 
     };
     match (application, version) {
         (None, None) => {
-            txn.put(meta, &META_APPLICATION, &opts.application, WriteFlags::empty())
-                .map_err(StoreError::lmdb("write meta"))?;
+            txn.put(
+                meta,
+                &META_APPLICATION,
+                &opts.application,
+                WriteFlags::empty(),
+            )
+            .map_err(StoreError::lmdb("write meta"))?;
             txn.put(
                 meta,
                 &META_SCHEMA_VERSION,
@@ -390,7 +398,9 @@ fn check_meta(env: &Environment, opts: &StoreOptions) -> Result<(), StoreError> 
             }
             let found = <[u8; 4]>::try_from(version.as_slice())
                 .map(u32::from_be_bytes)
-                .map_err(|_| corrupt(format!("schema_version is {} bytes, not 4", version.len())))?;
+                .map_err(|_| {
+                    corrupt(format!("schema_version is {} bytes, not 4", version.len()))
+                })?;
             if found != opts.schema_version {
                 return Err(StoreError::SchemaVersion {
                     found,
@@ -399,12 +409,17 @@ fn check_meta(env: &Environment, opts: &StoreOptions) -> Result<(), StoreError> 
             }
             Ok(())
         }
-        _ => Err(corrupt("only one of application and schema_version is recorded".into())),
+        _ => Err(corrupt(
+            "only one of application and schema_version is recorded".into(),
+        )),
     }
 }
 
 /// Turns LMDB's `NotFound` into `None`.
-pub(crate) fn optional<T>(res: lmdb::Result<T>, operation: &'static str) -> Result<Option<T>, StoreError> {
+pub(crate) fn optional<T>(
+    res: lmdb::Result<T>,
+    operation: &'static str,
+) -> Result<Option<T>, StoreError> {
     match res {
         Ok(v) => Ok(Some(v)),
         Err(lmdb::Error::NotFound) => Ok(None),

@@ -188,7 +188,10 @@ impl<'env> WriteTxn<'env> {
     /// The key after the table's last key, or 1 for an empty table: the next
     /// id in an append-only table such as an audit log. Ids are gap-free
     /// because the write lock is held until commit.
-    pub fn next_u64_key<V: DeserializeOwned>(&self, table: &Table<u64, V>) -> Result<u64, StoreError> {
+    pub fn next_u64_key<V: DeserializeOwned>(
+        &self,
+        table: &Table<u64, V>,
+    ) -> Result<u64, StoreError> {
         check_store(self.store_id, table)?;
         // Only the key is needed; skip decoding the value.
         let mut cursor = open_cursor(&self.txn, table)?;
@@ -240,7 +243,10 @@ fn encode_key<'k, K: Key, V>(table: &Table<K, V>, key: &'k K) -> Result<Cow<'k, 
     Ok(bytes)
 }
 
-fn decode_value<K, V: DeserializeOwned>(table: &Table<K, V>, bytes: &[u8]) -> Result<V, StoreError> {
+fn decode_value<K, V: DeserializeOwned>(
+    table: &Table<K, V>,
+    bytes: &[u8],
+) -> Result<V, StoreError> {
     let corrupt = |detail: String| StoreError::Corrupt {
         table: table.name,
         detail,
@@ -342,13 +348,16 @@ fn open_cursor<'txn, T: Transaction, K, V>(
         .map_err(StoreError::lmdb("open cursor"))
 }
 
+/// A key and value as stored.
+type RawEntry<'txn> = (&'txn [u8], &'txn [u8]);
+
 /// Moves the cursor with `op`; `None` when there is no such entry.
 fn position<'txn>(
     cursor: &mut RoCursor<'txn>,
     key: Option<&[u8]>,
     op: c_uint,
     table: &'static str,
-) -> Result<Option<(&'txn [u8], &'txn [u8])>, StoreError> {
+) -> Result<Option<RawEntry<'txn>>, StoreError> {
     match optional(cursor.get(key, None, op), "cursor")? {
         None => Ok(None),
         Some((Some(key), value)) => Ok(Some((key, value))),
