@@ -83,7 +83,8 @@ pub enum Durability {
     /// flushes on demand. Use it for state that can be rebuilt or re-requested
     /// (caches, OCSP responses, rate-limit counters).
     Process {
-        /// Time between background flushes.
+        /// Time between background flushes. Each flush is an `fsync`, so
+        /// keep it at a second or more; zero flushes back to back.
         flush_interval: Duration,
     },
 }
@@ -101,7 +102,8 @@ pub struct Store {
 
 impl Store {
     /// Opens the environment in `dir`, creating the directory (mode 0700) and
-    /// the database files (mode 0600) if needed.
+    /// the database files (mode 0600) if needed. The environment uses
+    /// `MDB_NOTLS`, so read transactions are not tied to a thread.
     ///
     /// On a new environment the `meta` table records `opts.application` and
     /// `opts.schema_version`; on an existing one they must match, or this
