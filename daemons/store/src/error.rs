@@ -1,0 +1,166 @@
+//! The store's error type.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the store layer.
+///
+/// Variants that concern one table name it, so a log line says where to look.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store directory could not be created or resolved.
+    #[error("store directory {path}: {source}")]
+    Directory {
+        /// The directory given to [`Store::open`](crate::Store::open).
+        path: PathBuf,
+        /// The underlying I/O error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// The background flush thread of
+    /// [`Durability::Process`](crate::Durability::Process) could not be started.
+    #[error("cannot start the store flush thread: {0}")]
+    FlushThread(#[source] io::Error),
+
+    /// This process already has the environment in this directory open.
+    ///
+    /// LMDB must not be opened twice by one process: closing either handle
+    /// would release the other's file locks. Clone the existing [`Store`](crate::Store)
+    /// instead.
+    #[error("store {path} is already open in this process; clone the existing Store")]
+    AlreadyOpen {
+        /// The canonical path of the store directory.
+        path: PathBuf,
+    },
+
+    /// The environment was created by a different application.
+    #[error("store belongs to application {found:?}, expected {expected:?}")]
+    WrongApplication {
+        /// The application recorded in the store.
+        found: String,
+        /// The application that tried to open it.
+        expected: String,
+    },
+
+    /// The environment has a different schema version than the code expects.
+    #[error("store schema version is {found}, expected {expected}")]
+    SchemaVersion {
+        /// The schema version recorded in the store.
+        found: u32,
+        /// The schema version the opening code understands.
+        expected: u32,
+    },
+
+    /// Stored bytes could not be decoded: a key or value of the wrong type or
+    /// length, or the `meta` table is incomplete.
+    #[error("table {table}: corrupt data: {detail}")]
+    Corrupt {
+        /// The table holding the bad entry.
+        table: &'static str,
+        /// What failed to decode.
+        detail: String,
+    },
+
+    /// A value could not be serialised.
+    #[error("table {table}: cannot encode value: {detail}")]
+    Encode {
+        /// The table being written.
+        table: &'static str,
+        /// The serialiser's message.
+        detail: String,
+    },
+
+    /// [`WriteTxn::insert_new`](crate::WriteTxn::insert_new) found the key already present.
+    #[error("table {table}: key already exists")]
+    AlreadyExists {
+        /// The table being written.
+        table: &'static str,
+    },
+
+    /// An encoded key is empty or longer than LMDB's limit of
+    /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) bytes.
+    #[error("table {table}: encoded key is {len} bytes, must be 1..={max}", max = crate::MAX_KEY_LEN)]
+    KeySize {
+        /// The table being accessed.
+        table: &'static str,
+        /// The length of the encoded key.
+        len: usize,
+    },
+
+    /// [`WriteTxn::next_u64_key`](crate::WriteTxn::next_u64_key) found `u64::MAX` as the last key.
+    #[error("table {table}: u64 key space exhausted")]
+    KeySpaceExhausted {
+        /// The table being appended to.
+        table: &'static str,
+    },
+
+    /// The table name is reserved for the store's own use.
+    #[error("table name {name:?} is reserved")]
+    ReservedTableName {
+        /// The rejected name.
+        name: &'static str,
+    },
+
+    /// A [`Table`](crate::Table) handle from one store was used with another.
+    #[error("table {table} belongs to a different store")]
+    ForeignTable {
+        /// The table's name.
+        table: &'static str,
+    },
+
+    /// The LMDB map is full (`MDB_MAP_FULL`): raise
+    /// [`StoreOptions::map_size`](crate::StoreOptions::map_size). The
+    /// transaction was aborted.
+    #[error("LMDB map is full; raise map_size")]
+    MapFull,
+
+    /// More named tables than [`StoreOptions::max_tables`](crate::StoreOptions::max_tables)
+    /// (`MDB_DBS_FULL`).
+    #[error("too many tables; raise max_tables")]
+    TooManyTables,
+
+    /// Any other LMDB failure.
+    #[error("LMDB {operation}: {detail}")]
+    Lmdb {
+        /// What the store was doing.
+        operation: &'static str,
+        /// LMDB's message.
+        detail: String,
+    },
+}
+
+impl StoreError {
+    /// A key that failed to decode; the table is filled in by the caller.
+    pub(crate) fn bad_key(detail: impl Into<String>) -> Self {
+        Self::Corrupt {
+            table: "",
+            detail: format!("key: {}", detail.into()),
+        }
+    }
+
+    /// Names the table in a [`StoreError::Corrupt`] raised by [`Key::decode`](crate::Key::decode),
+    /// which does not know it.
+    pub(crate) fn in_table(self, name: &'static str) -> Self {
+        match self {
+            Self::Corrupt { table: "", detail } => Self::Corrupt {
+                table: name,
+                detail,
+            },
+            other => other,
+        }
+    }
+
+    /// Maps an LMDB error, keeping the kinds callers act on distinct.
+    pub(crate) fn lmdb(operation: &'static str) -> impl Fn(lmdb::Error) -> Self {
+        move |err| match err {
+            lmdb::Error::MapFull => Self::MapFull,
+            lmdb::Error::DbsFull => Self::TooManyTables,
+            other => Self::Lmdb {
+                operation,
+                detail: other.to_string(),
+            },
+        }
+    }
+}

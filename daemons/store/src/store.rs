@@ -1,0 +1,430 @@
+//! The environment handle: opening, the schema check, durability, transactions.
+
+use std::collections::HashSet;
+use std::fs::DirBuilder;
+use std::marker::PhantomData;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use lmdb::{DatabaseFlags, Environment, EnvironmentFlags, Transaction, WriteFlags};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::txn::{ReadTxn, WriteTxn};
+use crate::{Key, StoreError, Table};
+
+/// Name of the table holding the store's identity; not available to callers.
+pub(crate) const META_TABLE: &str = "meta";
+const META_APPLICATION: &[u8] = b"application";
+const META_SCHEMA_VERSION: &[u8] = b"schema_version";
+
+/// How to open a [`Store`].
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Name of the daemon owning the store (e.g. `"acmed"`). Recorded on
+    /// creation; opening the store under another name fails with
+    /// [`StoreError::WrongApplication`].
+    pub application: &'static str,
+    /// Version of the table layout the code understands. Recorded on
+    /// creation; opening with another version fails with
+    /// [`StoreError::SchemaVersion`]. Migrations are the caller's business.
+    pub schema_version: u32,
+    /// Maximum size of the database in bytes (LMDB's map size). It is address
+    /// space, not disk: the file grows as data is written. Writes beyond it
+    /// fail with [`StoreError::MapFull`].
+    pub map_size: usize,
+    /// Maximum number of named tables, not counting the internal `meta` table.
+    pub max_tables: u32,
+    /// When a commit reaches the disk; see [`Durability`].
+    pub durability: Durability,
+}
+
+impl StoreOptions {
+    /// Options with a 1 GiB map, 32 tables and [`Durability::Sync`].
+    pub fn new(application: &'static str, schema_version: u32) -> Self {
+        Self {
+            application,
+            schema_version,
+            map_size: 1 << 30,
+            max_tables: 32,
+            durability: Durability::Sync,
+        }
+    }
+}
+
+/// When a committed write transaction is safe from which failures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Every commit is written and `fsync`ed (`fdatasync`) before
+    /// [`Store::write`] returns: a returned commit survives a process crash,
+    /// a kernel crash and power loss. Costs one or two disk flushes per
+    /// commit. Use it for anything that must never be lost, such as issuance
+    /// records and audit logs.
+    Sync,
+    /// The environment is opened with LMDB's `MDB_NOSYNC`: a commit is written
+    /// into the OS page cache (with `write(2)`, not a writable mmap) before
+    /// [`Store::write`] returns, but not flushed to disk.
+    ///
+    /// - **Process crash** (panic, `kill -9`, OOM kill): every returned commit
+    ///   survives, since the kernel still holds the pages and writes them out.
+    /// - **Kernel crash or power loss**: commits returned within roughly the
+    ///   last `flush_interval` (plus the kernel's own writeback delay) may be
+    ///   lost. The database stays consistent on filesystems that preserve
+    ///   write order (LMDB loses only the "D" of ACID); on others a power cut
+    ///   can corrupt it.
+    ///
+    /// A background thread calls `mdb_env_sync` every `flush_interval`, and
+    /// once more when the last [`Store`] clone is dropped; [`Store::sync`]
+    /// flushes on demand. Use it for state that can be rebuilt or re-requested
+    /// (caches, OCSP responses, rate-limit counters).
+    Process {
+        /// Time between background flushes. Each flush is an `fsync`, so
+        /// keep it at a second or more; zero flushes back to back.
+        flush_interval: Duration,
+    },
+}
+
+/// One daemon's LMDB environment.
+///
+/// Cheap to clone (an `Arc`); `Send + Sync`. Read transactions run
+/// concurrently on any thread; write transactions are serialised by LMDB, so
+/// a writer waits for the current one to finish. The environment closes when
+/// the last clone is dropped.
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl Store {
+    /// Opens the environment in `dir`, creating the directory (mode 0700) and
+    /// the database files (mode 0600) if needed. The environment uses
+    /// `MDB_NOTLS`, so read transactions are not tied to a thread.
+    ///
+    /// On a new environment the `meta` table records `opts.application` and
+    /// `opts.schema_version`; on an existing one they must match, or this
+    /// fails with [`StoreError::WrongApplication`] or
+    /// [`StoreError::SchemaVersion`]. A directory may be open only once per
+    /// process ([`StoreError::AlreadyOpen`]).
+    pub fn open(dir: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
+        let dir_err = |source| StoreError::Directory {
+            path: dir.to_path_buf(),
+            source,
+        };
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(dir_err)?;
+        let path = dir.canonicalize().map_err(dir_err)?;
+        let registration = Registration::claim(path)?;
+
+        let mut flags = EnvironmentFlags::NO_TLS;
+        if let Durability::Process { .. } = opts.durability {
+            flags |= EnvironmentFlags::NO_SYNC;
+        }
+        let env = Environment::new()
+            .set_max_dbs(opts.max_tables.saturating_add(1))
+            .set_map_size(opts.map_size)
+            .set_flags(flags)
+            .open_with_permissions(&registration.path, 0o600)
+            .map_err(StoreError::lmdb("open environment"))?;
+        let env = Arc::new(env);
+        check_meta(&env, &opts)?;
+
+        let flusher = match opts.durability {
+            Durability::Sync => None,
+            Durability::Process { flush_interval } => {
+                Some(Flusher::start(Arc::clone(&env), flush_interval)?)
+            }
+        };
+        Ok(Store {
+            inner: Arc::new(Inner {
+                id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
+                application: opts.application,
+                env,
+                flusher,
+                _registration: registration,
+            }),
+        })
+    }
+
+    /// Returns the handle for table `name`, creating it if missing.
+    ///
+    /// Call this at startup and keep the [`Table`]: it is `Copy` and valid for
+    /// the life of the store. Do not call it inside a [`Store::write`]
+    /// closure: it needs the write lock itself and would wait forever. Types
+    /// are not recorded; opening one table with two value types is allowed
+    /// and decoding then fails with [`StoreError::Corrupt`].
+    pub fn table<K, V>(&self, name: &'static str) -> Result<Table<K, V>, StoreError>
+    where
+        K: Key,
+        V: Serialize + DeserializeOwned,
+    {
+        if name == META_TABLE {
+            return Err(StoreError::ReservedTableName { name });
+        }
+        let db = self
+            .inner
+            .env
+            .create_db(Some(name), DatabaseFlags::empty())
+            .map_err(StoreError::lmdb("create table"))?;
+        Ok(Table {
+            db,
+            name,
+            store_id: self.inner.id,
+            _types: PhantomData,
+        })
+    }
+
+    /// Runs `f` in a read transaction: a consistent snapshot, unaffected by
+    /// concurrent writers. Keep it short; a long reader stops LMDB reusing
+    /// pages freed since it began.
+    pub fn read<R>(
+        &self,
+        f: impl FnOnce(&ReadTxn<'_>) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        let txn = self
+            .inner
+            .env
+            .begin_ro_txn()
+            .map_err(StoreError::lmdb("begin read"))?;
+        let txn = ReadTxn::new(txn, self.inner.id);
+        f(&txn)
+        // The transaction is aborted (released) on drop.
+    }
+
+    /// Runs `f` in the write transaction: commits if it returns `Ok`, aborts
+    /// (leaving nothing behind) if it returns `Err` or panics. Waits while
+    /// another writer runs. When this returns `Ok` the commit is as durable
+    /// as [`StoreOptions::durability`] promises.
+    pub fn write<R>(
+        &self,
+        f: impl FnOnce(&mut WriteTxn<'_>) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        self.try_write(f)
+    }
+
+    /// [`Store::write`] with the caller's error type, for closures that abort
+    /// on a domain error (e.g. an order in the wrong state) as well as on
+    /// store errors.
+    pub fn try_write<R, E>(&self, f: impl FnOnce(&mut WriteTxn<'_>) -> Result<R, E>) -> Result<R, E>
+    where
+        E: From<StoreError>,
+    {
+        let txn = self
+            .inner
+            .env
+            .begin_rw_txn()
+            .map_err(StoreError::lmdb("begin write"))?;
+        let mut txn = WriteTxn::new(txn, self.inner.id);
+        let out = f(&mut txn)?;
+        txn.into_inner()
+            .commit()
+            .map_err(StoreError::lmdb("commit"))?;
+        Ok(out)
+    }
+
+    /// Flushes all committed transactions to disk (`fsync`). Needed only with
+    /// [`Durability::Process`], e.g. before reporting a batch as safe.
+    ///
+    /// Also fails if a background flush failed since the previous call, since
+    /// commits made before it may not be on disk.
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.inner
+            .env
+            .sync(true)
+            .map_err(StoreError::lmdb("sync"))?;
+        match self.inner.flusher.as_ref().and_then(Flusher::take_failure) {
+            Some(detail) => Err(StoreError::Lmdb {
+                operation: "background sync",
+                detail,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The application name recorded in the store.
+    pub fn application(&self) -> &'static str {
+        self.inner.application
+    }
+}
+
+/// Identifies stores so a [`Table`] cannot be used with the wrong one.
+static NEXT_STORE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Canonical paths of the environments open in this process.
+static OPEN_PATHS: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+
+#[derive(Debug)]
+struct Inner {
+    id: u64,
+    application: &'static str,
+    // Field order is drop order: stop the flusher (it syncs one last time),
+    // close the environment once its Arc count reaches zero, then release
+    // the path so the directory may be opened again.
+    flusher: Option<Flusher>,
+    env: Arc<Environment>,
+    _registration: Registration,
+}
+
+/// Holds a directory's place in [`OPEN_PATHS`] until dropped.
+#[derive(Debug)]
+struct Registration {
+    path: PathBuf,
+}
+
+impl Registration {
+    fn claim(path: PathBuf) -> Result<Self, StoreError> {
+        // A poisoned lock only means another thread panicked while holding
+        // it; the set itself is always left consistent.
+        let mut guard = OPEN_PATHS.lock().unwrap_or_else(|p| p.into_inner());
+        if !guard.get_or_insert_with(HashSet::new).insert(path.clone()) {
+            return Err(StoreError::AlreadyOpen { path });
+        }
+        Ok(Self { path })
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut guard = OPEN_PATHS.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(set) = guard.as_mut() {
+            set.remove(&self.path);
+        }
+    }
+}
+
+/// The background flush thread of [`Durability::Process`].
+#[derive(Debug)]
+struct Flusher {
+    /// Dropping the sender wakes the thread and makes it exit.
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+    /// The latest failed background flush, reported by [`Store::sync`]: after
+    /// a failed `fsync` the kernel may have dropped the dirty pages, so a
+    /// later successful flush does not prove the data reached the disk.
+    failure: Arc<Mutex<Option<String>>>,
+}
+
+impl Flusher {
+    fn start(env: Arc<Environment>, interval: Duration) -> Result<Self, StoreError> {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let failure = Arc::new(Mutex::new(None));
+        let failed = Arc::clone(&failure);
+        let thread = std::thread::Builder::new()
+            .name("store-flush".into())
+            .spawn(move || loop {
+                let last = match stopped.recv_timeout(interval) {
+                    Err(RecvTimeoutError::Timeout) => false,
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => true,
+                };
+                if let Err(err) = env.sync(true) {
+                    *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(err.to_string());
+                }
+                if last {
+                    break;
+                }
+            })
+            .map_err(StoreError::FlushThread)?;
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+            failure,
+        })
+    }
+
+    /// Takes the message of a background flush failure since the last call.
+    fn take_failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+}
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            // The thread only syncs; if it panicked there is nothing to recover.
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Records or verifies the application name and schema version.
+fn check_meta(env: &Environment, opts: &StoreOptions) -> Result<(), StoreError> {
+    let meta = env
+        .create_db(Some(META_TABLE), DatabaseFlags::empty())
+        .map_err(StoreError::lmdb("create meta table"))?;
+    let mut txn = env
+        .begin_rw_txn()
+        .map_err(StoreError::lmdb("begin write"))?;
+    let application = optional(txn.get(meta, &META_APPLICATION), "read meta")?.map(<[u8]>::to_vec);
+    let version = optional(txn.get(meta, &META_SCHEMA_VERSION), "read meta")?.map(<[u8]>::to_vec);
+    let corrupt = |detail: String| StoreError::Corrupt {
+        table: META_TABLE,
+        detail,
+    };
+    match (application, version) {
+        (None, None) => {
+            txn.put(
+                meta,
+                &META_APPLICATION,
+                &opts.application,
+                WriteFlags::empty(),
+            )
+            .map_err(StoreError::lmdb("write meta"))?;
+            txn.put(
+                meta,
+                &META_SCHEMA_VERSION,
+                &opts.schema_version.to_be_bytes(),
+                WriteFlags::empty(),
+            )
+            .map_err(StoreError::lmdb("write meta"))?;
+            txn.commit().map_err(StoreError::lmdb("commit meta"))
+        }
+        (Some(app), Some(version)) => {
+            let found = String::from_utf8(app)
+                .map_err(|e| corrupt(format!("application is not UTF-8: {e}")))?;
+            if found != opts.application {
+                return Err(StoreError::WrongApplication {
+                    found,
+                    expected: opts.application.to_owned(),
+                });
+            }
+            let found = <[u8; 4]>::try_from(version.as_slice())
+                .map(u32::from_be_bytes)
+                .map_err(|_| {
+                    corrupt(format!("schema_version is {} bytes, not 4", version.len()))
+                })?;
+            if found != opts.schema_version {
+                return Err(StoreError::SchemaVersion {
+                    found,
+                    expected: opts.schema_version,
+                });
+            }
+            Ok(())
+        }
+        _ => Err(corrupt(
+            "only one of application and schema_version is recorded".into(),
+        )),
+    }
+}
+
+/// Turns LMDB's `NotFound` into `None`.
+pub(crate) fn optional<T>(
+    res: lmdb::Result<T>,
+    operation: &'static str,
+) -> Result<Option<T>, StoreError> {
+    match res {
+        Ok(v) => Ok(Some(v)),
+        Err(lmdb::Error::NotFound) => Ok(None),
+        Err(e) => Err(StoreError::lmdb(operation)(e)),
+    }
+}

@@ -1,0 +1,707 @@
+//! Tests of the store against real LMDB environments in temporary directories.
+
+#![allow(clippy::expect_used, reason = "a failed expectation is a failed test")]
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tempfile::TempDir;
+
+use crate::{Durability, Key, Store, StoreError, StoreOptions, Table};
+
+fn open(dir: &Path) -> Store {
+    Store::open(dir, StoreOptions::new("testd", 3)).expect("open store")
+}
+
+fn fresh() -> (TempDir, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(&dir.path().join("state"));
+    (dir, store)
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Record {
+    id: u64,
+    subject: String,
+    serial: Vec<u8>,
+}
+
+impl Record {
+    fn new(id: u64) -> Self {
+        Self {
+            id,
+            subject: format!("CN=host{id}.example"),
+            serial: id.to_be_bytes().repeat(8),
+        }
+    }
+}
+
+#[test]
+fn store_is_send_sync_and_table_is_copy() {
+    fn send_sync<T: Send + Sync>() {}
+    fn copy<T: Copy + Send + Sync>() {}
+    send_sync::<Store>();
+    copy::<Table<String, std::rc::Rc<u8>>>();
+}
+
+#[test]
+fn open_creates_private_directory_and_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("a/b/state");
+    let _store = open(&state);
+    let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode(&state), 0o700);
+    assert_eq!(mode(&state.join("data.mdb")), 0o600);
+    assert_eq!(mode(&state.join("lock.mdb")), 0o600);
+}
+
+#[test]
+fn reopen_keeps_data_and_meta() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let store = open(dir.path());
+        let t = store.table::<String, u32>("names").expect("table");
+        store
+            .write(|txn| txn.put(&t, &"alice".to_string(), &7))
+            .expect("write");
+    }
+    let store = open(dir.path());
+    assert_eq!(store.application(), "testd");
+    let t = store.table::<String, u32>("names").expect("table");
+    assert_eq!(
+        store
+            .read(|txn| txn.get(&t, &"alice".to_string()))
+            .expect("read"),
+        Some(7)
+    );
+}
+
+#[test]
+fn wrong_application_names_both() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    drop(open(dir.path()));
+    let err = Store::open(dir.path(), StoreOptions::new("ocspd", 3)).expect_err("must fail");
+    match &err {
+        StoreError::WrongApplication { found, expected } => {
+            assert_eq!(found, "testd");
+            assert_eq!(expected, "ocspd");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(msg.contains("testd") && msg.contains("ocspd"), "{msg}");
+}
+
+#[test]
+fn schema_version_mismatch_names_both() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    drop(open(dir.path()));
+    let err = Store::open(dir.path(), StoreOptions::new("testd", 4)).expect_err("must fail");
+    assert!(
+        matches!(
+            err,
+            StoreError::SchemaVersion {
+                found: 3,
+                expected: 4
+            }
+        ),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains('3') && msg.contains('4'), "{msg}");
+    // The failed open released the directory: the right version still opens.
+    drop(open(dir.path()));
+}
+
+#[test]
+fn second_open_in_process_is_refused_until_drop() {
+    let (dir, store) = fresh();
+    let path = dir.path().join("state");
+    let err = Store::open(&path, StoreOptions::new("testd", 3)).expect_err("must fail");
+    assert!(matches!(err, StoreError::AlreadyOpen { .. }), "{err:?}");
+    let clone = store.clone();
+    drop(store);
+    assert!(Store::open(&path, StoreOptions::new("testd", 3)).is_err());
+    drop(clone);
+    drop(open(&path));
+}
+
+#[test]
+fn meta_table_name_is_reserved() {
+    let (_dir, store) = fresh();
+    let err = store.table::<String, String>("meta").expect_err("reserved");
+    assert!(matches!(
+        err,
+        StoreError::ReservedTableName { name: "meta" }
+    ));
+}
+
+/// Writes `keys` in the given (unsorted) order and checks a full range comes
+/// back sorted by the keys' own order, with values intact.
+fn check_table_order<K>(store: &Store, name: &'static str, keys: Vec<K>)
+where
+    K: Key + Ord + Clone + std::fmt::Debug,
+{
+    let t = store.table::<K, u64>(name).expect("table");
+    store
+        .write(|txn| {
+            for (i, k) in keys.iter().enumerate() {
+                txn.insert_new(&t, k, &(i as u64))?;
+            }
+            Ok(())
+        })
+        .expect("write");
+    let got = store
+        .read(|txn| txn.range(&t, None, usize::MAX))
+        .expect("range");
+    let mut want: Vec<(K, u64)> = keys.iter().cloned().zip(0..).collect();
+    want.sort();
+    assert_eq!(got, want, "table {name}");
+    for (k, v) in &want {
+        assert_eq!(store.read(|txn| txn.get(&t, k)).expect("get"), Some(*v));
+    }
+}
+
+#[test]
+fn every_key_type_round_trips_in_order() {
+    let (_dir, store) = fresh();
+    check_table_order(
+        &store,
+        "u64",
+        vec![300u64, 1, u64::MAX, 256, 0, 255, 1 << 40],
+    );
+    check_table_order(&store, "u32", vec![70_000u32, 2, u32::MAX, 256, 0]);
+    check_table_order(
+        &store,
+        "string",
+        ["b", "ab", "a", "é", "Z", "aa", "\u{1F600}"]
+            .map(String::from)
+            .to_vec(),
+    );
+    check_table_order(
+        &store,
+        "bytes",
+        vec![
+            vec![1u8],
+            vec![0, 255],
+            vec![0],
+            vec![255, 0, 0],
+            vec![0, 0],
+        ],
+    );
+    check_table_order(
+        &store,
+        "array",
+        vec![[9u8, 0, 0], [0, 0, 1], [0, 1, 0], [255, 255, 255]],
+    );
+    check_table_order(
+        &store,
+        "pair",
+        vec![(2u64, 0u64), (1, u64::MAX), (1, 0), (0, 7), (u64::MAX, 1)],
+    );
+}
+
+#[test]
+fn empty_and_oversized_keys_are_rejected() {
+    let (_dir, store) = fresh();
+    let t = store.table::<Vec<u8>, u8>("t").expect("table");
+    let err = store
+        .write(|txn| txn.put(&t, &Vec::new(), &1))
+        .expect_err("empty");
+    assert!(
+        matches!(err, StoreError::KeySize { table: "t", len: 0 }),
+        "{err:?}"
+    );
+    let err = store
+        .write(|txn| txn.put(&t, &vec![0; crate::MAX_KEY_LEN + 1], &1))
+        .expect_err("long");
+    assert!(
+        matches!(err, StoreError::KeySize { len: 512, .. }),
+        "{err:?}"
+    );
+    store
+        .write(|txn| txn.put(&t, &vec![7; crate::MAX_KEY_LEN], &1))
+        .expect("max length key");
+}
+
+#[test]
+fn insert_new_conflicts_and_put_overwrites() {
+    let (_dir, store) = fresh();
+    let t = store.table::<u64, Record>("certs").expect("table");
+    store
+        .write(|txn| txn.insert_new(&t, &1, &Record::new(1)))
+        .expect("first");
+    let err = store
+        .write(|txn| txn.insert_new(&t, &1, &Record::new(99)))
+        .expect_err("conflict");
+    assert!(
+        matches!(err, StoreError::AlreadyExists { table: "certs" }),
+        "{err:?}"
+    );
+    assert_eq!(
+        store.read(|txn| txn.get(&t, &1)).expect("get"),
+        Some(Record::new(1))
+    );
+    store
+        .write(|txn| txn.put(&t, &1, &Record::new(99)))
+        .expect("put");
+    assert_eq!(
+        store.read(|txn| txn.get(&t, &1)).expect("get"),
+        Some(Record::new(99))
+    );
+}
+
+#[test]
+fn range_queries_last_len_delete_and_next_key() {
+    let (_dir, store) = fresh();
+    let log = store.table::<u64, String>("audit").expect("table");
+    store
+        .read(|txn| {
+            assert_eq!(txn.last(&log)?, None);
+            assert_eq!(txn.len(&log)?, 0);
+            assert!(txn.range(&log, None, 10)?.is_empty());
+            assert!(txn.range_rev(&log, 10)?.is_empty());
+            Ok(())
+        })
+        .expect("empty reads");
+    for want in 1..=10u64 {
+        let id = store
+            .write(|txn| {
+                let id = txn.next_u64_key(&log)?;
+                txn.insert_new(&log, &id, &format!("event {id}"))?;
+                Ok(id)
+            })
+            .expect("append");
+        assert_eq!(id, want);
+    }
+    let keys = |v: Vec<(u64, String)>| v.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+    store
+        .read(|txn| {
+            assert_eq!(txn.len(&log)?, 10);
+            assert_eq!(txn.last(&log)?, Some((10, "event 10".to_string())));
+            assert_eq!(keys(txn.range(&log, None, 3)?), [1, 2, 3]);
+            assert_eq!(keys(txn.range(&log, Some(&4), 3)?), [4, 5, 6]);
+            assert_eq!(keys(txn.range(&log, Some(&9), 100)?), [9, 10]);
+            assert!(txn.range(&log, Some(&11), 100)?.is_empty());
+            assert!(txn.range(&log, None, 0)?.is_empty());
+            assert_eq!(keys(txn.range_rev(&log, 3)?), [10, 9, 8]);
+            assert_eq!(
+                keys(txn.range_rev(&log, 100)?),
+                (1..=10).rev().collect::<Vec<_>>()
+            );
+            assert_eq!(keys(txn.range_rev_from(&log, Some(&5), 2)?), [5, 4]);
+            assert_eq!(keys(txn.range_rev_from(&log, Some(&50), 2)?), [10, 9]);
+            Ok(())
+        })
+        .expect("reads");
+    // Gaps: range_rev_from steps back from the next key when `end` is absent.
+    store
+        .write(|txn| {
+            assert!(txn.delete(&log, &5)?);
+            assert!(!txn.delete(&log, &5)?);
+            assert!(txn.delete(&log, &10)?);
+            // Reads inside the write see its own changes.
+            assert_eq!(txn.len(&log)?, 8);
+            assert_eq!(txn.next_u64_key(&log)?, 10);
+            Ok(())
+        })
+        .expect("delete");
+    store
+        .read(|txn| {
+            assert_eq!(txn.get(&log, &5)?, None);
+            assert_eq!(keys(txn.range_rev_from(&log, Some(&5), 2)?), [4, 3]);
+            assert_eq!(keys(txn.range(&log, Some(&5), 2)?), [6, 7]);
+            assert_eq!(txn.last(&log)?.map(|(k, _)| k), Some(9));
+            Ok(())
+        })
+        .expect("reads after delete");
+}
+
+#[test]
+fn next_u64_key_reports_exhaustion() {
+    let (_dir, store) = fresh();
+    let t = store.table::<u64, ()>("t").expect("table");
+    let err = store
+        .write(|txn| {
+            txn.put(&t, &u64::MAX, &())?;
+            txn.next_u64_key(&t)
+        })
+        .expect_err("exhausted");
+    assert!(
+        matches!(err, StoreError::KeySpaceExhausted { table: "t" }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn error_in_closure_aborts_everything() {
+    let (_dir, store) = fresh();
+    let a = store.table::<u64, String>("a").expect("table");
+    let b = store.table::<String, u64>("b").expect("table");
+    store
+        .write(|txn| txn.put(&a, &1, &"kept".to_string()))
+        .expect("seed");
+    let err = store
+        .write(|txn| {
+            txn.put(&a, &1, &"overwritten".to_string())?;
+            txn.put(&a, &2, &"new".to_string())?;
+            txn.put(&b, &"x".to_string(), &9)?;
+            txn.insert_new(&a, &1, &"conflict".to_string())
+        })
+        .expect_err("aborts");
+    assert!(matches!(err, StoreError::AlreadyExists { .. }));
+
+    #[derive(Debug)]
+    enum Domain {
+        WrongState,
+        Store(#[expect(dead_code, reason = "only constructed by `?`")] StoreError),
+    }
+    impl From<StoreError> for Domain {
+        fn from(e: StoreError) -> Self {
+            Self::Store(e)
+        }
+    }
+    let err = store
+        .try_write(|txn| -> Result<(), Domain> {
+            txn.put(&a, &3, &"domain".to_string())?;
+            Err(Domain::WrongState)
+        })
+        .expect_err("aborts");
+    assert!(matches!(err, Domain::WrongState));
+
+    let store2 = store.clone();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _ = store2.write(|txn| {
+            txn.put(&a, &4, &"panic".to_string())?;
+            panic!("closure panics mid-write");
+            #[allow(unreachable_code)]
+            Ok(())
+        });
+    }));
+    assert!(panicked.is_err());
+
+    store
+        .read(|txn| {
+            assert_eq!(txn.range(&a, None, 10)?, [(1, "kept".to_string())]);
+            assert_eq!(txn.len(&b)?, 0);
+            Ok(())
+        })
+        .expect("read");
+    // The write lock was released each time.
+    store
+        .write(|txn| txn.put(&a, &5, &"after".to_string()))
+        .expect("write after aborts");
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Strict {
+    id: u64,
+    name: String,
+}
+
+#[test]
+fn undecodable_values_and_keys_are_corrupt_not_panics() {
+    let (_dir, store) = fresh();
+    let raw = store.table::<u64, Vec<u8>>("certs").expect("table");
+    let typed = store.table::<u64, Strict>("certs").expect("table");
+    store
+        .write(|txn| {
+            // Length prefix 2, then invalid UTF-8 where `name` should be.
+            txn.put(&raw, &1, &vec![1, 2, 0xff, 0xfe])?;
+            // Far too short for a Strict.
+            txn.put(&raw, &2, &vec![])?;
+            Ok(())
+        })
+        .expect("write raw");
+    let is_corrupt = |r: Result<_, StoreError>| match r {
+        Err(StoreError::Corrupt {
+            table: "certs",
+            detail,
+        }) => assert!(!detail.is_empty()),
+        Err(other) => panic!("expected Corrupt, got {other:?}"),
+        Ok(_) => panic!("expected Corrupt, got a value"),
+    };
+    is_corrupt(store.read(|txn| txn.get(&typed, &1).map(drop)));
+    is_corrupt(store.read(|txn| txn.get(&typed, &2).map(drop)));
+    is_corrupt(store.read(|txn| txn.range(&typed, None, 10).map(drop)));
+    is_corrupt(store.read(|txn| txn.range_rev(&typed, 10).map(drop)));
+    is_corrupt(store.read(|txn| txn.last(&typed).map(drop)));
+
+    // A valid value with trailing bytes is corrupt too.
+    let ok = store.table::<u64, u64>("numbers").expect("table");
+    let wide = store.table::<u64, (u64, u64)>("numbers").expect("table");
+    store
+        .write(|txn| txn.put(&wide, &1, &(5, 6)))
+        .expect("write");
+    let err = store.read(|txn| txn.get(&ok, &1)).expect_err("trailing");
+    assert!(
+        matches!(
+            err,
+            StoreError::Corrupt {
+                table: "numbers",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+
+    // A key of the wrong width names the table.
+    let by_name = store.table::<String, u64>("index").expect("table");
+    let by_id = store.table::<u64, u64>("index").expect("table");
+    store
+        .write(|txn| txn.put(&by_name, &"abc".to_string(), &1))
+        .expect("write");
+    let err = store
+        .read(|txn| txn.range(&by_id, None, 10))
+        .expect_err("bad key");
+    match err {
+        StoreError::Corrupt { table, detail } => {
+            assert_eq!(table, "index");
+            assert!(detail.contains("key"), "{detail}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let err = store
+        .write(|txn| txn.next_u64_key(&by_id))
+        .expect_err("bad key");
+    assert!(
+        matches!(err, StoreError::Corrupt { table: "index", .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn map_full_is_its_own_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = StoreOptions {
+        map_size: 1 << 20,
+        ..StoreOptions::new("testd", 1)
+    };
+    let store = Store::open(dir.path(), opts).expect("open");
+    let t = store.table::<u64, Vec<u8>>("blobs").expect("table");
+    let err = store
+        .write(|txn| txn.put(&t, &1, &vec![0u8; 2 << 20]))
+        .expect_err("too big");
+    assert!(matches!(err, StoreError::MapFull), "{err:?}");
+    // Smaller writes still work after the aborted one.
+    store
+        .write(|txn| txn.put(&t, &1, &vec![0u8; 1000]))
+        .expect("small write");
+}
+
+#[test]
+fn too_many_tables_is_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = StoreOptions {
+        max_tables: 2,
+        ..StoreOptions::new("testd", 1)
+    };
+    let store = Store::open(dir.path(), opts).expect("open");
+    store.table::<u64, u64>("one").expect("first");
+    store.table::<u64, u64>("two").expect("second");
+    let err = store.table::<u64, u64>("three").expect_err("third");
+    assert!(matches!(err, StoreError::TooManyTables), "{err:?}");
+}
+
+#[test]
+fn table_from_another_store_is_refused() {
+    let (_d1, one) = fresh();
+    let (_d2, two) = fresh();
+    let t = one.table::<u64, u64>("t").expect("table");
+    two.table::<u64, u64>("t").expect("table");
+    let err = two.write(|txn| txn.put(&t, &1, &1)).expect_err("foreign");
+    assert!(
+        matches!(err, StoreError::ForeignTable { table: "t" }),
+        "{err:?}"
+    );
+    assert!(two.read(|txn| txn.get(&t, &1)).is_err());
+}
+
+#[test]
+fn readers_see_a_snapshot_and_may_cross_threads() {
+    let (_dir, store) = fresh();
+    let t = store.table::<u64, u64>("t").expect("table");
+    store.write(|txn| txn.put(&t, &1, &1)).expect("seed");
+    store
+        .read(|txn| {
+            // A writer on another thread commits while this reader is open.
+            let writer = store.clone();
+            std::thread::spawn(move || writer.write(|w| w.put(&t, &2, &2)))
+                .join()
+                .expect("writer thread")?;
+            assert_eq!(txn.get(&t, &2)?, None);
+            assert_eq!(txn.len(&t)?, 1);
+            Ok(())
+        })
+        .expect("read");
+    assert_eq!(store.read(|txn| txn.get(&t, &2)).expect("read"), Some(2));
+}
+
+#[test]
+fn concurrent_writers_are_serialised() {
+    let (_dir, store) = fresh();
+    let log = store.table::<u64, u64>("log").expect("table");
+    let threads: Vec<_> = (0..4u64)
+        .map(|thread| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    store
+                        .write(|txn| {
+                            let id = txn.next_u64_key(&log)?;
+                            txn.insert_new(&log, &id, &thread)
+                        })
+                        .expect("append");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("thread");
+    }
+    let all = store
+        .read(|txn| txn.range(&log, None, usize::MAX))
+        .expect("read");
+    assert_eq!(
+        all.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+        (1..=200).collect::<Vec<_>>()
+    );
+    for thread in 0..4 {
+        assert_eq!(all.iter().filter(|(_, v)| *v == thread).count(), 50);
+    }
+}
+
+#[test]
+fn process_durability_syncs_and_stops_flusher_on_last_drop() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = StoreOptions {
+        durability: Durability::Process {
+            flush_interval: Duration::from_secs(3600),
+        },
+        ..StoreOptions::new("testd", 1)
+    };
+    let store = Store::open(dir.path(), opts.clone()).expect("open");
+    let t = store.table::<u64, u64>("t").expect("table");
+    store.write(|txn| txn.put(&t, &1, &1)).expect("write");
+    store.sync().expect("sync");
+    let clone = store.clone();
+    drop(store);
+    clone
+        .write(|txn| txn.put(&t, &2, &2))
+        .expect("clone still works");
+    // Dropping the last clone wakes the flusher at once rather than after the
+    // hour-long interval, and joins it.
+    let started = Instant::now();
+    drop(clone);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let store = Store::open(dir.path(), opts).expect("reopen");
+    let t = store.table::<u64, u64>("t").expect("table");
+    assert_eq!(store.read(|txn| txn.len(&t)).expect("len"), 2);
+}
+
+/// Set in the re-executed test binary to make [`crash_child`] run.
+const CRASH_CHILD_DIR: &str = "SIGNET_STORE_CRASH_CHILD_DIR";
+/// The parent kills the child once it has reported this many commits.
+const CRASH_AFTER: u64 = 300;
+
+/// The child half of [`commits_survive_sigkill_with_process_durability`]:
+/// appends records forever, printing `committed K` after each commit returns.
+#[test]
+#[ignore = "run as a child process by commits_survive_sigkill_with_process_durability"]
+fn crash_child() {
+    let Some(dir) = std::env::var_os(CRASH_CHILD_DIR) else {
+        return;
+    };
+    let opts = StoreOptions {
+        // Never flushed in the background: commits live only in the page cache.
+        durability: Durability::Process {
+            flush_interval: Duration::from_secs(3600),
+        },
+        ..StoreOptions::new("crashd", 1)
+    };
+    let store = Store::open(Path::new(&dir), opts).expect("child open");
+    let t = store.table::<u64, Record>("records").expect("table");
+    let mut out = std::io::stdout().lock();
+    loop {
+        let id = store
+            .write(|txn| {
+                let id = txn.next_u64_key(&t)?;
+                txn.insert_new(&t, &id, &Record::new(id))?;
+                Ok(id)
+            })
+            .expect("child write");
+        writeln!(out, "committed {id}").expect("stdout");
+        out.flush().expect("stdout");
+    }
+}
+
+#[test]
+fn commits_survive_sigkill_with_process_durability() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let exe = std::env::current_exe().expect("test binary");
+    let mut child = Command::new(exe)
+        .args([
+            "--exact",
+            "tests::crash_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CRASH_CHILD_DIR, &state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut reported = 0u64;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("read child stdout");
+        // libtest may print its own text before the first line of output.
+        let Some(pos) = line.find("committed ") else {
+            continue;
+        };
+        let id: u64 = line[pos + "committed ".len()..]
+            .trim()
+            .parse()
+            .expect("committed id");
+        assert_eq!(id, reported + 1, "child reports ids in order");
+        reported = id;
+        if reported >= CRASH_AFTER {
+            // SIGKILL, most likely in the middle of the next write transaction.
+            child.kill().expect("kill child");
+            break;
+        }
+    }
+    let status = child.wait().expect("wait child");
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "child must die by SIGKILL, got {status:?}"
+    );
+    assert_eq!(reported, CRASH_AFTER, "child stopped early");
+
+    let store = Store::open(&state, StoreOptions::new("crashd", 1)).expect("reopen");
+    let t = store.table::<u64, Record>("records").expect("table");
+    let all = store
+        .read(|txn| txn.range(&t, None, usize::MAX))
+        .expect("read back");
+    assert!(
+        all.len() as u64 >= reported,
+        "only {} of {reported} commits survived",
+        all.len()
+    );
+    for (i, (id, record)) in all.iter().enumerate() {
+        assert_eq!(*id, i as u64 + 1, "records are contiguous");
+        assert_eq!(record, &Record::new(*id));
+    }
+}
