@@ -32,9 +32,10 @@ pub trait Session: 'static {
     /// Who the caller is and what policy grants it.
     fn whoami(&self) -> Result<CallerInfo, IpcError>;
     /// A signer limited to `role` (empty: the caller's first role), or a refusal.
-    fn signer(&self, role: &str) -> Result<Rc<dyn SignerService>, IpcError>;
-    /// The admin capability, or a refusal.
-    fn admin(&self) -> Result<Rc<dyn AdminService>, IpcError>;
+    /// Refusals are recorded before the future resolves.
+    fn signer(&self, role: String) -> LocalResult<Rc<dyn SignerService>>;
+    /// The admin capability, or a refusal (recorded before the future resolves).
+    fn admin(&self) -> LocalResult<Rc<dyn AdminService>>;
     /// signd's health (anyone may ask).
     fn health(&self) -> Health;
 }
@@ -164,11 +165,11 @@ impl wire::signd::Server for SigndServer {
         params: wire::signd::SignerParams,
         mut results: wire::signd::SignerResults,
     ) -> capnp::Result<()> {
-        let outcome = params
-            .get()
-            .map_err(|e| malformed("signer request", e))
-            .and_then(|p| convert::text(p.get_role(), "role"))
-            .and_then(|role| self.session.signer(&role));
+        let role = params.get().map_err(|e| malformed("signer request", e)).and_then(|p| convert::text(p.get_role(), "role"));
+        let outcome = match role {
+            Ok(role) => self.session.signer(role).await,
+            Err(e) => Err(e),
+        };
         let mut r = results.get().init_result();
         match outcome {
             Ok(inner) => r.set_ok(capnp_rpc::new_client(SignerServer { inner, opts: self.opts })),
@@ -182,8 +183,9 @@ impl wire::signd::Server for SigndServer {
         _: wire::signd::AdminParams,
         mut results: wire::signd::AdminResults,
     ) -> capnp::Result<()> {
+        let outcome = self.session.admin().await;
         let mut r = results.get().init_result();
-        match self.session.admin() {
+        match outcome {
             Ok(inner) => r.set_ok(capnp_rpc::new_client(AdminServer { inner })),
             Err(e) => convert::write_error(r.init_err(), &e),
         }

@@ -1,0 +1,222 @@
+//! The audit log: every signature and every refusal, appended to LMDB by one
+//! writer thread with group commit.
+//!
+//! A caller's answer is sent only after the record describing it is committed,
+//! so an acknowledged signature always has its audit record (kill -9 included).
+//! Records that arrive while a commit is running are committed together in the
+//! next transaction, which keeps throughput high whatever the fsync policy.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, Sender};
+use serde::{Deserialize, Serialize};
+use signet_ipc::{AuditQuery, AuditRecord, IpcError, PeerCredentials};
+use signet_store::{Store, StoreError, Table};
+
+/// The most records committed in one transaction.
+const MAX_GROUP: usize = 4096;
+
+/// One stored entry; the sequence number is the table key.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Entry {
+    /// Nanoseconds since the Unix epoch.
+    pub time_unix_nanos: i64,
+    /// sign, sign-batch, generate, import, signer, admin ...
+    pub operation: String,
+    /// The key involved, if any.
+    pub key_id: String,
+    /// The caller's uid.
+    pub uid: u32,
+    /// The caller's pid.
+    pub pid: i32,
+    /// The role acted in, if any.
+    pub role: String,
+    /// SHA-256 of the message, if any.
+    pub message_sha256: Vec<u8>,
+    /// Success.
+    pub ok: bool,
+    /// "ok" or the error.
+    pub outcome: String,
+}
+
+impl Entry {
+    /// An entry stamped now, for `peer` acting in `role`.
+    pub fn new(peer: &PeerCredentials, role: &str, operation: &str, key_id: &str) -> Self {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+        Self {
+            time_unix_nanos: now,
+            operation: operation.into(),
+            key_id: key_id.into(),
+            uid: peer.uid,
+            pid: peer.pid,
+            role: role.into(),
+            message_sha256: Vec::new(),
+            ok: true,
+            outcome: "ok".into(),
+        }
+    }
+
+    /// Marks the entry as the record of a failure.
+    pub fn failed(mut self, e: &IpcError) -> Self {
+        self.ok = false;
+        self.outcome = e.to_string();
+        self
+    }
+
+    fn to_record(&self, seq: u64) -> AuditRecord {
+        AuditRecord {
+            seq,
+            time_unix_nanos: self.time_unix_nanos,
+            operation: self.operation.clone(),
+            key_id: self.key_id.clone(),
+            uid: self.uid,
+            pid: self.pid,
+            role: self.role.clone(),
+            message_sha256: self.message_sha256.clone(),
+            ok: self.ok,
+            outcome: self.outcome.clone(),
+        }
+    }
+}
+
+/// Called once the entries are committed (or the commit failed).
+pub type Done = Box<dyn FnOnce(Result<(), IpcError>) + Send>;
+
+struct Job {
+    entries: Vec<Entry>,
+    done: Done,
+}
+
+/// The audit log's handle: cheap to clone, usable from any thread.
+#[derive(Clone)]
+pub struct AuditLog {
+    store: Store,
+    table: Table<u64, Entry>,
+    jobs: Sender<Job>,
+    count: Arc<AtomicU64>,
+}
+
+impl AuditLog {
+    /// Opens the `audit` table of `store` and starts the writer thread.
+    pub fn open(store: &Store) -> Result<Self, StoreError> {
+        let table = store.table::<u64, Entry>("audit")?;
+        let count = store.read(|txn| txn.len(&table))?;
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let writer_store = store.clone();
+        let count = Arc::new(AtomicU64::new(count));
+        let writer_count = count.clone();
+        std::thread::Builder::new()
+            .name("audit-writer".into())
+            .spawn(move || writer(writer_store, table, rx, writer_count))
+            .map_err(StoreError::FlushThread)?;
+        Ok(Self { store: store.clone(), table, jobs: tx, count })
+    }
+
+    /// Appends `entries` and calls `done` once they are committed.
+    pub fn append(&self, entries: Vec<Entry>, done: Done) {
+        if let Err(crossbeam_channel::SendError(job)) = self.jobs.send(Job { entries, done }) {
+            (job.done)(Err(IpcError::internal("the audit writer has stopped")));
+        }
+    }
+
+    /// Appends `entries` and waits (asynchronously) for the commit.
+    pub async fn append_wait(&self, entries: Vec<Entry>) -> Result<(), IpcError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.append(entries, Box::new(move |r| drop(tx.send(r))));
+        rx.await.map_err(|_| IpcError::internal("the audit writer has stopped"))?
+    }
+
+    /// Records committed so far.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Reads records per `query`.
+    pub fn query(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>, IpcError> {
+        let limit = query.limit.clamp(1, 10_000) as usize;
+        let rows = self
+            .store
+            .read(|txn| {
+                if query.newest_first {
+                    let end = (query.after_seq > 0).then(|| query.after_seq - 1);
+                    if end == Some(0) {
+                        return Ok(Vec::new());
+                    }
+                    txn.range_rev_from(&self.table, end.as_ref(), limit)
+                } else {
+                    txn.range(&self.table, Some(&(query.after_seq + 1)), limit)
+                }
+            })
+            .map_err(|e| IpcError::internal(format!("reading the audit log: {e}")))?;
+        Ok(rows.into_iter().map(|(seq, e)| e.to_record(seq)).collect())
+    }
+}
+
+fn writer(store: Store, table: Table<u64, Entry>, jobs: Receiver<Job>, count: Arc<AtomicU64>) {
+    while let Ok(first) = jobs.recv() {
+        let mut group = vec![first];
+        let mut records = group[0].entries.len();
+        while records < MAX_GROUP {
+            match jobs.try_recv() {
+                Ok(job) => {
+                    records += job.entries.len();
+                    group.push(job);
+                }
+                Err(_) => break,
+            }
+        }
+        let result = store.write(|txn| {
+            let mut seq = txn.next_u64_key(&table)?;
+            for job in &group {
+                for entry in &job.entries {
+                    txn.insert_new(&table, &seq, entry)?;
+                    seq += 1;
+                }
+            }
+            Ok(())
+        });
+        let result = match result {
+            Ok(()) => {
+                count.fetch_add(records as u64, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(error = %e, records, "audit commit failed; refusing the operations it recorded");
+                Err(IpcError::internal(format!("audit log commit failed: {e}")))
+            }
+        };
+        for job in group {
+            (job.done)(result.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use signet_store::StoreOptions;
+
+    #[tokio::test]
+    async fn appends_in_order_and_queries_both_ways() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), StoreOptions::new("signd-test", 1)).unwrap();
+        let log = AuditLog::open(&store).unwrap();
+        let peer = PeerCredentials { uid: 7, gid: 7, pid: 9 };
+        for i in 0..10 {
+            log.append_wait(vec![Entry::new(&peer, "r", "sign", &format!("k{i}"))]).await.unwrap();
+        }
+        assert_eq!(log.count(), 10);
+        let all = log.query(&AuditQuery { after_seq: 0, limit: 100, newest_first: false }).unwrap();
+        assert_eq!(all.iter().map(|r| r.seq).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
+        let page = log.query(&AuditQuery { after_seq: 4, limit: 3, newest_first: false }).unwrap();
+        assert_eq!(page.iter().map(|r| r.seq).collect::<Vec<_>>(), [5, 6, 7]);
+        let newest = log.query(&AuditQuery { after_seq: 0, limit: 2, newest_first: true }).unwrap();
+        assert_eq!(newest.iter().map(|r| r.seq).collect::<Vec<_>>(), [10, 9]);
+        let older = log.query(&AuditQuery { after_seq: 9, limit: 2, newest_first: true }).unwrap();
+        assert_eq!(older.iter().map(|r| r.seq).collect::<Vec<_>>(), [8, 7]);
+        assert_eq!(all[3].key_id, "k3");
+        assert_eq!(all[3].uid, 7);
+    }
+}

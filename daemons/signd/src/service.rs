@@ -1,0 +1,377 @@
+//! signd's service: policy checks, signing on the worker pool, and the audit
+//! record of every outcome, behind the plain-Rust traits of `signet_ipc::server`.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::FutureExt;
+use signet_ipc::server::{AdminService, LocalResult, Session, SignerService, SigndService};
+use signet_ipc::{
+    AuditQuery, AuditRecord, CallerInfo, Health, IpcError, KeyInfo, KeySpec, PeerCredentials,
+    SignatureScheme,
+};
+
+use crate::audit::{AuditLog, Entry};
+use crate::config::Operation;
+use crate::keys::KeyRing;
+use crate::policy::{supplementary_groups, Policy, Role};
+use crate::pool::Pool;
+
+/// Everything the service needs; shared with worker threads.
+pub struct State {
+    /// The keys.
+    pub keys: KeyRing,
+    /// The audit log.
+    pub audit: AuditLog,
+    /// The signing threads.
+    pub pool: Pool,
+}
+
+/// The service, living on the capnp thread.
+#[derive(Clone)]
+pub struct Signd {
+    shared: Rc<Shared>,
+}
+
+struct Shared {
+    state: Arc<State>,
+    policy: RefCell<Arc<Policy>>,
+    started: Instant,
+}
+
+impl Signd {
+    /// A service over `state` enforcing `policy`.
+    pub fn new(state: Arc<State>, policy: Policy) -> Self {
+        Self { shared: Rc::new(Shared { state, policy: RefCell::new(Arc::new(policy)), started: Instant::now() }) }
+    }
+
+    /// Replaces the policy (SIGHUP). Capabilities already handed out re-check
+    /// the new policy on their next call.
+    pub fn set_policy(&self, policy: Policy) {
+        *self.shared.policy.borrow_mut() = Arc::new(policy);
+    }
+
+    /// Current health.
+    pub fn health(&self) -> Health {
+        let (loaded, unavailable) = self.shared.state.keys.counts();
+        Health {
+            ok: true,
+            version: env!("CARGO_PKG_VERSION").into(),
+            keys_loaded: loaded,
+            keys_unavailable: unavailable,
+            uptime_secs: self.shared.started.elapsed().as_secs(),
+            audit_records: self.shared.state.audit.count(),
+        }
+    }
+}
+
+impl SigndService for Signd {
+    fn session(&self, peer: PeerCredentials) -> Rc<dyn Session> {
+        Rc::new(Caller { shared: self.shared.clone(), peer, groups: supplementary_groups(peer.uid) })
+    }
+}
+
+/// One connection's caller.
+#[derive(Clone)]
+struct Caller {
+    shared: Rc<Shared>,
+    peer: PeerCredentials,
+    groups: Vec<u32>,
+}
+
+impl Caller {
+    fn policy(&self) -> Arc<Policy> {
+        self.shared.policy.borrow().clone()
+    }
+
+    /// The role `name` if this caller holds it now.
+    fn held_role(&self, policy: &Policy, name: &str) -> Option<Role> {
+        policy.roles_for(&self.peer, &self.groups).into_iter().find(|r| r.name == name).cloned()
+    }
+
+    /// Records a refusal, waits for the commit, and returns the error.
+    async fn refuse<T>(&self, role: &str, operation: &str, key_id: &str, e: IpcError) -> Result<T, IpcError> {
+        let entry = Entry::new(&self.peer, role, operation, key_id).failed(&e);
+        tracing::info!(uid = self.peer.uid, pid = self.peer.pid, role, operation, key = key_id, error = %e, "refused");
+        self.shared.state.audit.append_wait(vec![entry]).await?;
+        Err(e)
+    }
+}
+
+impl Session for Caller {
+    fn whoami(&self) -> Result<CallerInfo, IpcError> {
+        let policy = self.policy();
+        let roles = policy.roles_for(&self.peer, &self.groups);
+        Ok(CallerInfo {
+            uid: self.peer.uid,
+            gid: self.peer.gid,
+            pid: self.peer.pid,
+            admin: roles.iter().any(|r| r.admin),
+            roles: roles.into_iter().map(|r| r.name.clone()).collect(),
+        })
+    }
+
+    fn signer(&self, role: String) -> LocalResult<Rc<dyn SignerService>> {
+        let me = self.clone();
+        async move {
+            let policy = me.policy();
+            let held = policy.roles_for(&me.peer, &me.groups);
+            let chosen = if role.is_empty() { held.first().copied() } else { held.into_iter().find(|r| r.name == role) };
+            match chosen {
+                Some(r) => Ok(Rc::new(Signer { caller: me.clone(), role: r.name.clone() }) as Rc<dyn SignerService>),
+                None => {
+                    let detail = if role.is_empty() {
+                        format!("uid {} holds no role", me.peer.uid)
+                    } else {
+                        format!("uid {} does not hold role `{role}`", me.peer.uid)
+                    };
+                    me.refuse(&role, "signer", "", IpcError::denied(detail)).await
+                }
+            }
+        }
+        .boxed_local()
+    }
+
+    fn admin(&self) -> LocalResult<Rc<dyn AdminService>> {
+        let me = self.clone();
+        async move {
+            let policy = me.policy();
+            let role = policy.roles_for(&me.peer, &me.groups).into_iter().find(|r| r.admin).map(|r| r.name.clone());
+            match role {
+                Some(role) => Ok(Rc::new(Admin { caller: me.clone(), role }) as Rc<dyn AdminService>),
+                None => {
+                    let e = IpcError::denied(format!("uid {} holds no admin role", me.peer.uid));
+                    me.refuse("", "admin", "", e).await
+                }
+            }
+        }
+        .boxed_local()
+    }
+
+    fn health(&self) -> Health {
+        Signd { shared: self.shared.clone() }.health()
+    }
+}
+
+/// A Signer capability: one caller acting in one role.
+struct Signer {
+    caller: Caller,
+    role: String,
+}
+
+impl Signer {
+    /// The role as policy defines it now, if the caller still holds it and it allows `op`.
+    fn check(&self, op: Operation) -> Result<Role, IpcError> {
+        let role = self
+            .caller
+            .held_role(&self.caller.policy(), &self.role)
+            .ok_or_else(|| IpcError::denied(format!("role `{}` is no longer held", self.role)))?;
+        if !role.allows(op) {
+            return Err(IpcError::denied(format!("role `{}` may not {op:?}", self.role)));
+        }
+        Ok(role)
+    }
+
+    /// Everything that must hold before signing with `key_id`.
+    fn check_sign(&self, key_id: &str, scheme: SignatureScheme) -> Result<(Arc<dyn crate::backend::SigningKey>, SignatureScheme), IpcError> {
+        let role = self.check(Operation::Sign)?;
+        let key = self.caller.shared.state.keys.require(key_id)?;
+        if !role.may_use(key_id, &key.info.roles) {
+            return Err(IpcError::denied(format!("role `{}` may not use key `{key_id}`", self.role)));
+        }
+        let handle = key.signer()?.clone();
+        let scheme = handle.algorithm().resolve(scheme)?;
+        Ok((handle, scheme))
+    }
+
+    fn entry(&self, operation: &str, key_id: &str) -> Entry {
+        Entry::new(&self.caller.peer, &self.role, operation, key_id)
+    }
+}
+
+impl SignerService for Signer {
+    fn list_keys(&self) -> LocalResult<Vec<KeyInfo>> {
+        let outcome = self.check(Operation::List).map(|role| {
+            self.caller
+                .shared
+                .state
+                .keys
+                .list()
+                .into_iter()
+                .filter(|k| role.may_use(&k.info.id, &k.info.roles))
+                .map(|k| k.info.clone())
+                .collect()
+        });
+        futures::future::ready(outcome).boxed_local()
+    }
+
+    fn public_key(&self, key_id: String) -> LocalResult<KeyInfo> {
+        let outcome = self.check(Operation::PublicKey).and_then(|role| {
+            let key = self.caller.shared.state.keys.require(&key_id)?;
+            if role.may_use(&key_id, &key.info.roles) {
+                Ok(key.info.clone())
+            } else {
+                Err(IpcError::denied(format!("role `{}` may not use key `{key_id}`", self.role)))
+            }
+        });
+        futures::future::ready(outcome).boxed_local()
+    }
+
+    fn sign(&self, key_id: String, scheme: SignatureScheme, message: Vec<u8>) -> LocalResult<Vec<u8>> {
+        let checked = self.check_sign(&key_id, scheme);
+        let mut entry = self.entry("sign", &key_id);
+        let caller = self.caller.clone();
+        async move {
+            let (handle, scheme) = match checked {
+                Ok(c) => c,
+                Err(e) => return caller.refuse(&entry.role, "sign", &key_id, e).await,
+            };
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let audit = caller.shared.state.audit.clone();
+            caller.shared.state.pool.spawn(move || {
+                let signed = handle.sign(scheme, &message);
+                entry.message_sha256 = openssl::sha::sha256(&message).to_vec();
+                if let Err(e) = &signed {
+                    entry = entry.failed(e);
+                }
+                audit.append(vec![entry], Box::new(move |committed| drop(tx.send(committed.and(signed)))));
+            });
+            rx.await.map_err(|_| IpcError::internal("signing thread stopped"))?
+        }
+        .boxed_local()
+    }
+
+    fn sign_batch(&self, key_id: String, scheme: SignatureScheme, messages: Vec<Vec<u8>>) -> LocalResult<Vec<Vec<u8>>> {
+        let checked = if messages.is_empty() {
+            Err(IpcError::invalid("empty batch"))
+        } else {
+            self.check_sign(&key_id, scheme)
+        };
+        let template = self.entry("sign-batch", &key_id);
+        let caller = self.caller.clone();
+        async move {
+            let (handle, scheme) = match checked {
+                Ok(c) => c,
+                Err(e) => return caller.refuse(&template.role, "sign-batch", &key_id, e).await,
+            };
+            // Split the batch so every worker signs a share of it.
+            let workers = caller.shared.state.pool.threads().max(1);
+            let chunk = messages.len().div_ceil(workers).max(16);
+            let mut pending = Vec::new();
+            let mut messages = messages.into_iter();
+            loop {
+                let part: Vec<Vec<u8>> = messages.by_ref().take(chunk).collect();
+                if part.is_empty() {
+                    break;
+                }
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let (handle, audit, template) = (handle.clone(), caller.shared.state.audit.clone(), template.clone());
+                caller.shared.state.pool.spawn(move || {
+                    let mut sigs = Vec::with_capacity(part.len());
+                    let mut entries = Vec::with_capacity(part.len());
+                    let mut failure = None;
+                    for m in &part {
+                        let mut entry = template.clone();
+                        entry.message_sha256 = openssl::sha::sha256(m).to_vec();
+                        match handle.sign(scheme, m) {
+                            Ok(s) => sigs.push(s),
+                            Err(e) => {
+                                entry = entry.failed(&e);
+                                failure = Some(e);
+                            }
+                        }
+                        entries.push(entry);
+                        if failure.is_some() {
+                            break;
+                        }
+                    }
+                    let outcome = match failure {
+                        Some(e) => Err(e),
+                        None => Ok(sigs),
+                    };
+                    audit.append(entries, Box::new(move |committed| drop(tx.send(committed.and(outcome)))));
+                });
+                pending.push(rx);
+            }
+            let mut out = Vec::new();
+            for rx in pending {
+                out.extend(rx.await.map_err(|_| IpcError::internal("signing thread stopped"))??);
+            }
+            Ok(out)
+        }
+        .boxed_local()
+    }
+}
+
+/// The Admin capability.
+struct Admin {
+    caller: Caller,
+    role: String,
+}
+
+impl Admin {
+    fn still_admin(&self) -> Result<(), IpcError> {
+        match self.caller.held_role(&self.caller.policy(), &self.role) {
+            Some(r) if r.admin => Ok(()),
+            _ => Err(IpcError::denied(format!("role `{}` no longer grants admin", self.role))),
+        }
+    }
+
+    fn create(&self, spec: KeySpec, pkcs8: Option<Vec<u8>>) -> LocalResult<KeyInfo> {
+        let caller = self.caller.clone();
+        let role = self.role.clone();
+        let allowed = self.still_admin();
+        async move {
+            let operation = if pkcs8.is_some() { "import" } else { "generate" };
+            if let Err(e) = allowed {
+                return caller.refuse(&role, operation, &spec.id, e).await;
+            }
+            let state = caller.shared.state.clone();
+            let id = spec.id.clone();
+            let outcome = state
+                .pool
+                .run(move || state.keys.create(&spec, pkcs8.as_deref()))
+                .await
+                .unwrap_or_else(|| Err(IpcError::internal("signing thread stopped")));
+            let mut entry = Entry::new(&caller.peer, &role, operation, &id);
+            if let Err(e) = &outcome {
+                entry = entry.failed(e);
+            }
+            caller.shared.state.audit.append_wait(vec![entry]).await?;
+            if outcome.is_ok() {
+                tracing::info!(key = %id, uid = caller.peer.uid, operation, "key created");
+            }
+            outcome
+        }
+        .boxed_local()
+    }
+}
+
+impl AdminService for Admin {
+    fn list_keys(&self) -> LocalResult<Vec<KeyInfo>> {
+        let outcome = self
+            .still_admin()
+            .map(|()| self.caller.shared.state.keys.list().into_iter().map(|k| k.info.clone()).collect());
+        futures::future::ready(outcome).boxed_local()
+    }
+
+    fn key(&self, key_id: String) -> LocalResult<KeyInfo> {
+        let outcome = self.still_admin().and_then(|()| Ok(self.caller.shared.state.keys.require(&key_id)?.info.clone()));
+        futures::future::ready(outcome).boxed_local()
+    }
+
+    fn generate_key(&self, spec: KeySpec) -> LocalResult<KeyInfo> {
+        self.create(spec, None)
+    }
+
+    fn import_key(&self, spec: KeySpec, pkcs8: Vec<u8>) -> LocalResult<KeyInfo> {
+        self.create(spec, Some(pkcs8))
+    }
+
+    fn audit(&self, query: AuditQuery) -> LocalResult<Vec<AuditRecord>> {
+        let outcome = self.still_admin().and_then(|()| self.caller.shared.state.audit.query(&query));
+        futures::future::ready(outcome).boxed_local()
+    }
+}
