@@ -1,1 +1,21 @@
-//! Shared daemon plumbing: config, logging, sd_notify, socket activation, signals, HTTP scaffold, metrics.
+//! Shared daemon plumbing for every Signet daemon: strict config loading, logging, sd_notify and
+//! watchdog, named socket activation, signal handling, the metrics registry and the HTTP scaffold
+//! with `/healthz` and `/metrics`.
+//!
+//! A daemon's `main.rs` wires these together; it never carries its own copy of any of them.
+#![forbid(unsafe_code)]
+
+pub mod activation;
+pub mod config;
+pub mod http;
+pub mod logging;
+pub mod metrics;
+pub mod notify;
+pub mod shutdown;
+
+/// Serialises tests that read or write process environment variables.
+#[cfg(test)]
+pub(crate) fn env_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

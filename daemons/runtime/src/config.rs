@@ -1,0 +1,388 @@
+//! Strict TOML configuration loading and the `--config` / `--check-config` arguments.
+//!
+//! Config structs use `#[serde(deny_unknown_fields)]`; errors name the file, line, column and,
+//! for an unknown key, the key:
+//!
+//! ```text
+//! /etc/signet/signd.toml:7:1: unknown key `sokcet`, expected one of `socket`, `state_dir`
+//! ```
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+
+/// Exit code for `--check-config` success.
+pub const EXIT_OK: u8 = 0;
+/// Exit code when the configuration cannot be loaded (also used outside `--check-config`).
+pub const EXIT_CONFIG: u8 = 2;
+
+/// Why a configuration file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read (missing, unreadable, not UTF-8).
+    #[error("{}: cannot read config file: {source}", path.display())]
+    Read {
+        /// The file that was asked for.
+        path: PathBuf,
+        /// The underlying I/O error.
+        source: io::Error,
+    },
+    /// A key that the config struct does not know.
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    UnknownKey {
+        /// The config file.
+        path: PathBuf,
+        /// 1-based line of the key.
+        line: usize,
+        /// 1-based column (in characters) of the key.
+        column: usize,
+        /// The unknown key as written.
+        key: String,
+        /// Full message, e.g. ``unknown key `sokcet`, expected one of `socket` ``.
+        message: String,
+    },
+    /// Any other syntax or type error at a known position.
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Invalid {
+        /// The config file.
+        path: PathBuf,
+        /// 1-based line of the error.
+        line: usize,
+        /// 1-based column (in characters) of the error.
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// An error that toml could not attach to a position (e.g. a missing top-level key).
+    #[error("{}: {message}", path.display())]
+    Unpositioned {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Reads and strictly decodes the TOML file at `path`.
+pub fn load<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+/// Strictly decodes TOML `text`; `origin` is the file name used in errors.
+pub fn parse<T: DeserializeOwned>(text: &str, origin: &Path) -> Result<T, ConfigError> {
+    toml::from_str(text).map_err(|e| convert_error(&e, text, origin))
+}
+
+fn convert_error(e: &toml::de::Error, text: &str, origin: &Path) -> ConfigError {
+    let path = origin.to_owned();
+    let raw = e.message().trim_end();
+    let key = unknown_field_name(raw);
+    // serde says "field"; in a TOML file the user wrote a key.
+    let message = match raw.strip_prefix("unknown field") {
+        Some(rest) => format!("unknown key{rest}"),
+        None => raw.to_owned(),
+    };
+    let Some(span) = e.span() else {
+        return ConfigError::Unpositioned { path, message };
+    };
+    let (line, column) = line_column(text, span.start);
+    match key {
+        Some(key) => ConfigError::UnknownKey {
+            path,
+            line,
+            column,
+            key,
+            message,
+        },
+        None => ConfigError::Invalid {
+            path,
+            line,
+            column,
+            message,
+        },
+    }
+}
+
+/// Extracts `name` from serde's "unknown field `name`, expected ..." message.
+fn unknown_field_name(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let end = rest.find('`')?;
+    Some(rest[..end].to_owned())
+}
+
+/// 1-based (line, column) of byte `offset` in `text`; the column counts characters.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}
+
+/// Command-line arguments every daemon shares; `#[command(flatten)]` them into the daemon's args.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct DaemonArgs {
+    /// Path of the TOML configuration file (the daemon's default path if omitted).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Load and validate the configuration, print the result, and exit (0 if valid, 2 if not).
+    #[arg(long)]
+    pub check_config: bool,
+}
+
+impl DaemonArgs {
+    /// The config path given with `--config`, or `default` if none was given.
+    pub fn config_path<'a>(&'a self, default: &'a Path) -> &'a Path {
+        self.config.as_deref().unwrap_or(default)
+    }
+}
+
+/// What `main` does after [`startup`]: run with the loaded config, or exit with a code.
+#[derive(Debug)]
+#[must_use]
+pub enum Startup<T> {
+    /// The config loaded and `--check-config` was not given: run the daemon.
+    Run(T),
+    /// Exit the process with this code (`--check-config` done, or the config is invalid).
+    Exit(u8),
+}
+
+/// Loads the config for a daemon and implements `--check-config`, writing to stdout/stderr.
+///
+/// With `--check-config`: prints `config OK: PATH` and returns `Exit(0)`, or prints the error and
+/// returns `Exit(2)`. Without it: returns `Run(config)`, or prints the error and returns `Exit(2)`.
+/// Typical use in `main`:
+///
+/// ```no_run
+/// # #[derive(serde::Deserialize)] struct Config {}
+/// # let args = signet_runtime::config::DaemonArgs::default();
+/// use signet_runtime::config::{startup, Startup};
+/// let config: Config = match startup(&args, "/etc/signet/signd.toml".as_ref()) {
+///     Startup::Run(c) => c,
+///     Startup::Exit(code) => std::process::exit(code.into()),
+/// };
+/// ```
+pub fn startup<T: DeserializeOwned>(args: &DaemonArgs, default_path: &Path) -> Startup<T> {
+    startup_to(
+        args,
+        default_path,
+        &mut io::stdout().lock(),
+        &mut io::stderr().lock(),
+    )
+}
+
+/// [`startup`] writing its messages to the given writers instead of stdout/stderr.
+pub fn startup_to<T: DeserializeOwned>(
+    args: &DaemonArgs,
+    default_path: &Path,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Startup<T> {
+    let path = args.config_path(default_path);
+    match load::<T>(path) {
+        Ok(config) if args.check_config => {
+            // Nothing useful to do if stdout is closed; the exit code still says OK.
+            let _ = writeln!(out, "config OK: {}", path.display());
+            drop(config);
+            Startup::Exit(EXIT_OK)
+        }
+        Ok(config) => Startup::Run(config),
+        Err(e) => {
+            let _ = writeln!(err, "{e}");
+            Startup::Exit(EXIT_CONFIG)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use clap::Parser;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Conf {
+        socket: String,
+        #[serde(default)]
+        workers: u32,
+        #[serde(default)]
+        http: Option<Http>,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Http {
+        listen: String,
+    }
+
+    fn origin() -> &'static Path {
+        Path::new("/etc/signet/signd.toml")
+    }
+
+    #[test]
+    fn parses_valid_config() {
+        let c: Conf = parse("socket = \"/run/s\"\nworkers = 4\n", origin()).unwrap();
+        assert_eq!(c.socket, "/run/s");
+        assert_eq!(c.workers, 4);
+    }
+
+    #[test]
+    fn unknown_top_level_key_names_file_line_column_and_key() {
+        let text = "# comment\nsocket = \"/run/s\"\n\n\n\n\nsokcet = 1\n";
+        let err = parse::<Conf>(text, origin()).unwrap_err();
+        let shown = err.to_string();
+        assert!(
+            shown.starts_with("/etc/signet/signd.toml:7:1: unknown key `sokcet`, expected one of"),
+            "{shown}"
+        );
+        assert!(shown.contains("`socket`"), "{shown}");
+        match err {
+            ConfigError::UnknownKey {
+                line, column, key, ..
+            } => assert_eq!((line, column, key.as_str()), (7, 1, "sokcet")),
+            other => panic!("wrong variant: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_key_in_nested_table() {
+        let text = "socket = \"x\"\n[http]\nlisten = \"a\"\n  lisen = \"b\"\n";
+        let err = parse::<Conf>(text, origin()).unwrap_err();
+        match &err {
+            ConfigError::UnknownKey {
+                line, column, key, ..
+            } => assert_eq!((*line, *column, key.as_str()), (4, 3, "lisen")),
+            other => panic!("wrong variant: {other:?}"),
+        }
+        assert!(err.to_string().contains("expected `listen`"), "{err}");
+    }
+
+    #[test]
+    fn type_error_has_position() {
+        let err = parse::<Conf>("socket = \"x\"\nworkers = \"many\"\n", origin()).unwrap_err();
+        let shown = err.to_string();
+        assert!(shown.starts_with("/etc/signet/signd.toml:2:11: "), "{shown}");
+        assert!(matches!(err, ConfigError::Invalid { line: 2, .. }));
+    }
+
+    #[test]
+    fn syntax_error_has_position() {
+        let err = parse::<Conf>("socket = \"x\"\nworkers = = 3\n", origin()).unwrap_err();
+        assert!(matches!(err, ConfigError::Invalid { line: 2, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn missing_required_key_names_key_and_file() {
+        let err = parse::<Conf>("workers = 1\n", origin()).unwrap_err();
+        let shown = err.to_string();
+        assert!(shown.starts_with("/etc/signet/signd.toml"), "{shown}");
+        assert!(shown.contains("socket"), "{shown}");
+    }
+
+    #[test]
+    fn missing_file_names_path() {
+        let err = load::<Conf>(Path::new("/nonexistent/signet/x.toml")).unwrap_err();
+        assert!(matches!(err, ConfigError::Read { .. }));
+        assert!(
+            err.to_string()
+                .starts_with("/nonexistent/signet/x.toml: cannot read config file"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn line_column_counts_characters() {
+        assert_eq!(line_column("abc", 0), (1, 1));
+        assert_eq!(line_column("a\nbc", 3), (2, 2));
+        assert_eq!(line_column("é = 1\nx", 3), (1, 3));
+        assert_eq!(line_column("ab", 99), (1, 3));
+    }
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        daemon: DaemonArgs,
+    }
+
+    #[test]
+    fn daemon_args_flatten_and_default_path() {
+        let cli = Cli::try_parse_from(["signd", "--config", "/tmp/a.toml", "--check-config"])
+            .unwrap();
+        assert!(cli.daemon.check_config);
+        assert_eq!(
+            cli.daemon.config_path(Path::new("/etc/d.toml")),
+            Path::new("/tmp/a.toml")
+        );
+        let cli = Cli::try_parse_from(["signd"]).unwrap();
+        assert!(!cli.daemon.check_config);
+        assert_eq!(
+            cli.daemon.config_path(Path::new("/etc/d.toml")),
+            Path::new("/etc/d.toml")
+        );
+    }
+
+    fn run_startup(args: &DaemonArgs, default: &Path) -> (Startup<Conf>, String, String) {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let s = startup_to::<Conf>(args, default, &mut out, &mut err);
+        (
+            s,
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap(),
+        )
+    }
+
+    #[test]
+    fn check_config_ok_and_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.toml");
+        std::fs::write(&good, "socket = \"/run/s\"\n").unwrap();
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, "socket = \"/run/s\"\nsokcet = 1\n").unwrap();
+
+        let args = DaemonArgs {
+            config: Some(good.clone()),
+            check_config: true,
+        };
+        let (s, out, err) = run_startup(&args, Path::new("/unused"));
+        assert!(matches!(s, Startup::Exit(0)));
+        assert_eq!(out, format!("config OK: {}\n", good.display()));
+        assert!(err.is_empty());
+
+        let args = DaemonArgs {
+            config: Some(bad.clone()),
+            check_config: true,
+        };
+        let (s, out, err) = run_startup(&args, Path::new("/unused"));
+        assert!(matches!(s, Startup::Exit(2)));
+        assert!(out.is_empty());
+        assert!(
+            err.starts_with(&format!("{}:2:1: unknown key `sokcet`", bad.display())),
+            "{err}"
+        );
+
+        // Without --check-config: run with the default path, or exit 2 on error.
+        let args = DaemonArgs::default();
+        match run_startup(&args, &good) {
+            (Startup::Run(c), out, _) => {
+                assert_eq!(c.socket, "/run/s");
+                assert!(out.is_empty());
+            }
+            other => panic!("expected Run, got {other:?}"),
+        }
+        let (s, _, err) = run_startup(&args, &dir.path().join("missing.toml"));
+        assert!(matches!(s, Startup::Exit(2)));
+        assert!(err.contains("missing.toml: cannot read config file"), "{err}");
+    }
+}

@@ -1,0 +1,326 @@
+//! The HTTP server scaffold: HTTP/1.1 and h2c (prior knowledge) with keep-alive on hyper,
+//! `/healthz` and `/metrics` built in, every other path handed to the daemon's [`Handler`],
+//! request metrics, and graceful drain on shutdown.
+//!
+//! Connection handling ([`Server::spawn_connection`] below) takes any `AsyncRead + AsyncWrite`
+//! stream, so a TLS layer only has to wrap the accepted `TcpStream` before handing it on.
+
+use std::convert::Infallible;
+use std::io;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Unit;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Metrics;
+
+/// How long [`serve`] waits for in-flight connections after shutdown before closing them.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a client may take to send a request's headers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Pause after an accept error such as EMFILE, so a full fd table does not spin the loop.
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The daemon's request handler for every path except `/healthz` and `/metrics`.
+///
+/// A panic in the handler is caught and answered with 500. Closures of the right shape
+/// implement this trait too.
+pub trait Handler: Send + Sync + 'static {
+    /// Answers one request.
+    fn handle(&self, req: Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>>;
+}
+
+impl<F> Handler for F
+where
+    F: Fn(Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> + Send + Sync + 'static,
+{
+    fn handle(&self, req: Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> {
+        self(req)
+    }
+}
+
+/// A plain-text response with the given status; a convenience for handlers.
+pub fn text_response(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(body.into()));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}
+
+/// Serves HTTP on `listener` until `shutdown` is cancelled.
+///
+/// `GET /healthz` answers 200 `ok` while `health()` is true and 503 otherwise; `GET /metrics`
+/// answers `metrics` in the OpenMetrics text format; everything else goes to `handler`. Each
+/// answer is counted in `http_requests_total{code}` and timed in
+/// `http_request_duration_seconds`. Accept errors are logged and retried. On shutdown the
+/// listener is closed, idle connections are closed, and in-flight requests get up to
+/// [`DRAIN_TIMEOUT`] to finish before their connections are dropped.
+pub async fn serve(
+    listener: TcpListener,
+    handler: Arc<dyn Handler>,
+    metrics: Metrics,
+    health: Arc<dyn Fn() -> bool + Send + Sync>,
+    shutdown: CancellationToken,
+) -> io::Result<()> {
+    serve_with_drain(listener, handler, metrics, health, shutdown, DRAIN_TIMEOUT).await
+}
+
+async fn serve_with_drain(
+    listener: TcpListener,
+    handler: Arc<dyn Handler>,
+    metrics: Metrics,
+    health: Arc<dyn Fn() -> bool + Send + Sync>,
+    shutdown: CancellationToken,
+    drain: Duration,
+) -> io::Result<()> {
+    let server = Server::new(Routes {
+        handler,
+        metrics,
+        health,
+    });
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "HTTP server listening");
+    }
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                // Only a latency tweak; the connection works without it.
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
+                }
+                server.spawn_connection(stream);
+            }
+            Err(e) if is_connection_error(&e) => {
+                tracing::debug!(error = %e, "accepted connection failed early");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed; retrying");
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    () = tokio::time::sleep(ACCEPT_ERROR_BACKOFF) => {}
+                }
+            }
+        }
+    }
+    drop(listener);
+    server.drain(drain).await;
+    Ok(())
+}
+
+/// Errors that concern one connection, not the listener.
+fn is_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::WouldBlock
+    )
+}
+
+/// Connection handling, independent of where the byte stream comes from.
+struct Server {
+    builder: auto::Builder<TokioExecutor>,
+    routes: Arc<Routes>,
+    graceful: GracefulShutdown,
+    /// Cancelled when the drain time is up: drops the connections still open.
+    force_close: CancellationToken,
+}
+
+impl Server {
+    fn new(routes: Routes) -> Server {
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .keep_alive(true);
+        builder.http2().timer(TokioTimer::new());
+        Server {
+            builder,
+            routes: Arc::new(routes),
+            graceful: GracefulShutdown::new(),
+            force_close: CancellationToken::new(),
+        }
+    }
+
+    /// Serves HTTP/1.1 or h2c on `io` in a new task. A TLS layer wraps `io` before this.
+    fn spawn_connection<I>(&self, io: I)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let routes = self.routes.clone();
+        let service = hyper::service::service_fn(move |req| {
+            let routes = routes.clone();
+            async move { Ok::<_, Infallible>(routes.answer(req).await) }
+        });
+        let conn = self
+            .builder
+            .serve_connection(TokioIo::new(io), service)
+            .into_owned();
+        let conn = self.graceful.watch(conn);
+        let force_close = self.force_close.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                result = conn => {
+                    if let Err(e) = result {
+                        tracing::debug!(error = %e, "HTTP connection ended with an error");
+                    }
+                }
+                () = force_close.cancelled() => {
+                    tracing::debug!("closing HTTP connection after drain timeout");
+                }
+            }
+        });
+    }
+
+    /// Asks every connection to finish, waiting up to `limit`, then drops the rest.
+    async fn drain(self, limit: Duration) {
+        let open = self.graceful.count();
+        if tokio::time::timeout(limit, self.graceful.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!(?limit, "HTTP connections still busy after drain timeout; closing");
+            self.force_close.cancel();
+        } else {
+            tracing::debug!(open, "HTTP connections drained");
+        }
+    }
+}
+
+/// The fixed routes plus the daemon's handler.
+struct Routes {
+    handler: Arc<dyn Handler>,
+    metrics: Metrics,
+    health: Arc<dyn Fn() -> bool + Send + Sync>,
+}
+
+impl Routes {
+    async fn answer(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        let start = Instant::now();
+        let resp = match req.uri().path() {
+            "/healthz" => self.healthz(req.method()),
+            "/metrics" => self.metrics_page(req.method()),
+            _ => {
+                let fut = self.handler.handle(req);
+                match AssertUnwindSafe(fut).catch_unwind().await {
+                    Ok(resp) => resp,
+                    Err(_) => {
+                        tracing::error!("HTTP handler panicked");
+                        text_response(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
+                    }
+                }
+            }
+        };
+        self.metrics.http().observe(resp.status(), start.elapsed());
+        resp
+    }
+
+    fn healthz(&self, method: &Method) -> Response<Full<Bytes>> {
+        if !is_get(method) {
+            return method_not_allowed();
+        }
+        if (self.health)() {
+            text_response(StatusCode::OK, "ok\n")
+        } else {
+            text_response(StatusCode::SERVICE_UNAVAILABLE, "unhealthy\n")
+        }
+    }
+
+    fn metrics_page(&self, method: &Method) -> Response<Full<Bytes>> {
+        if !is_get(method) {
+            return method_not_allowed();
+        }
+        let mut resp = Response::new(Full::new(Bytes::from(self.metrics.encode())));
+        resp.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
+        );
+        resp
+    }
+}
+
+fn is_get(method: &Method) -> bool {
+    method == Method::GET || method == Method::HEAD
+}
+
+fn method_not_allowed() -> Response<Full<Bytes>> {
+    let mut resp = text_response(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+    resp.headers_mut()
+        .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+    resp
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CodeLabel {
+    code: u16,
+}
+
+/// The scaffold's request metrics, registered once per [`Metrics`].
+#[derive(Debug)]
+pub(crate) struct HttpMetrics {
+    requests: Family<CodeLabel, Counter>,
+    latency: Histogram,
+}
+
+impl HttpMetrics {
+    pub(crate) fn register(metrics: &Metrics) -> HttpMetrics {
+        let requests = Family::<CodeLabel, Counter>::default();
+        // 0.5 ms to ~16 s.
+        let latency = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
+        metrics.register(
+            "http_requests",
+            "HTTP requests answered, by status code",
+            requests.clone(),
+        );
+        metrics.register_with_unit(
+            "http_request_duration",
+            "Time to produce an HTTP response",
+            Unit::Seconds,
+            latency.clone(),
+        );
+        HttpMetrics { requests, latency }
+    }
+
+    fn observe(&self, status: StatusCode, elapsed: Duration) {
+        self.requests
+            .get_or_create(&CodeLabel {
+                code: status.as_u16(),
+            })
+            .inc();
+        self.latency.observe(elapsed.as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+#[path = "http_tests.rs"]
+mod tests;

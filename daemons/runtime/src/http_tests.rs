@@ -1,0 +1,245 @@
+//! Tests for the HTTP scaffold: real requests over TCP.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+
+struct TestHandler;
+
+impl Handler for TestHandler {
+    fn handle(&self, req: Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> {
+        let path = req.uri().path().to_owned();
+        Box::pin(async move {
+            match path.as_str() {
+                "/slow" => tokio::time::sleep(Duration::from_millis(400)).await,
+                "/stuck" => futures::future::pending::<()>().await,
+                "/panic" => panic!("handler bug"),
+                "/missing" => return text_response(StatusCode::NOT_FOUND, "no\n"),
+                _ => {}
+            }
+            text_response(StatusCode::OK, format!("handled {path}\n"))
+        })
+    }
+}
+
+struct Running {
+    addr: SocketAddr,
+    healthy: Arc<AtomicBool>,
+    metrics: Metrics,
+    token: CancellationToken,
+    task: JoinHandle<io::Result<()>>,
+}
+
+async fn start(drain: Duration) -> Running {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let healthy = Arc::new(AtomicBool::new(true));
+    let h = healthy.clone();
+    let metrics = Metrics::new("test");
+    let token = CancellationToken::new();
+    let task = tokio::spawn(serve_with_drain(
+        listener,
+        Arc::new(TestHandler),
+        metrics.clone(),
+        Arc::new(move || h.load(Ordering::SeqCst)),
+        token.clone(),
+        drain,
+    ));
+    Running {
+        addr,
+        healthy,
+        metrics,
+        token,
+        task,
+    }
+}
+
+/// One HTTP/1.1 request with `Connection: close`; returns (status, head, body).
+async fn request(addr: SocketAddr, method: &str, path: &str) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let text = String::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("full response");
+    let status = head[9..12].parse().unwrap();
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+#[tokio::test]
+async fn healthz_metrics_and_handler() {
+    let srv = start(DRAIN_TIMEOUT).await;
+
+    let (status, _, body) = request(srv.addr, "GET", "/healthz").await;
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    srv.healthy.store(false, Ordering::SeqCst);
+    let (status, _, _) = request(srv.addr, "GET", "/healthz").await;
+    assert_eq!(status, 503);
+    let (status, head, _) = request(srv.addr, "POST", "/healthz").await;
+    assert_eq!(status, 405);
+    assert!(head.contains("allow: get, head"), "{head}");
+
+    let (status, _, body) = request(srv.addr, "GET", "/issue/42").await;
+    assert_eq!((status, body.as_str()), (200, "handled /issue/42\n"));
+    let (status, _, _) = request(srv.addr, "GET", "/missing").await;
+    assert_eq!(status, 404);
+    let (status, _, body) = request(srv.addr, "GET", "/panic").await;
+    assert_eq!((status, body.as_str()), (500, "internal error\n"));
+
+    let (status, head, body) = request(srv.addr, "GET", "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        head.contains("content-type: application/openmetrics-text; version=1.0.0"),
+        "{head}"
+    );
+    for line in [
+        "http_requests_total{daemon=\"test\",code=\"200\"} 2",
+        "http_requests_total{daemon=\"test\",code=\"503\"} 1",
+        "http_requests_total{daemon=\"test\",code=\"405\"} 1",
+        "http_requests_total{daemon=\"test\",code=\"404\"} 1",
+        "http_requests_total{daemon=\"test\",code=\"500\"} 1",
+        "http_request_duration_seconds_count{daemon=\"test\"} 6",
+    ] {
+        assert!(body.contains(line), "missing {line:?} in\n{body}");
+    }
+    assert!(body.ends_with("# EOF\n"));
+    // The metrics request itself is counted after it answered.
+    assert!(srv.metrics.encode().contains("code=\"200\"} 3"));
+
+    srv.token.cancel();
+    let result = tokio::time::timeout(Duration::from_secs(5), srv.task)
+        .await
+        .expect("serve returns after cancel");
+    result.unwrap().unwrap();
+    assert!(TcpStream::connect(srv.addr).await.is_err(), "listener closed");
+}
+
+#[tokio::test]
+async fn keep_alive_serves_several_requests_on_one_connection() {
+    let srv = start(DRAIN_TIMEOUT).await;
+    let mut s = TcpStream::connect(srv.addr).await.unwrap();
+    let two = "GET /a HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    s.write_all(two.as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).await.unwrap();
+    assert_eq!(raw.matches("HTTP/1.1 200 OK").count(), 2, "{raw}");
+    assert!(raw.contains("handled /a") && raw.contains("handled /b"));
+    srv.token.cancel();
+    srv.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn h2c_prior_knowledge() {
+    let srv = start(DRAIN_TIMEOUT).await;
+    let stream = TcpStream::connect(srv.addr).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let req = Request::get(format!("http://{}/healthz", srv.addr))
+        .body(http_body_util::Empty::<Bytes>::new())
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert_eq!(resp.version(), hyper::Version::HTTP_2);
+    assert_eq!(resp.status(), StatusCode::OK);
+    use http_body_util::BodyExt;
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body[..], b"ok\n");
+    drop(sender);
+    srv.token.cancel();
+    srv.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_lets_in_flight_request_finish_and_closes_idle() {
+    let srv = start(DRAIN_TIMEOUT).await;
+    // An idle keep-alive connection must not hold up shutdown.
+    let mut idle = TcpStream::connect(srv.addr).await.unwrap();
+    idle.write_all(b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n").await.unwrap();
+    let mut buf = [0u8; 1024];
+    let n = idle.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("handled /x"));
+
+    let slow = tokio::spawn(request(srv.addr, "GET", "/slow"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let begun = Instant::now();
+    srv.token.cancel();
+    let (status, _, body) = slow.await.unwrap();
+    assert_eq!((status, body.as_str()), (200, "handled /slow\n"));
+    tokio::time::timeout(Duration::from_secs(5), srv.task)
+        .await
+        .expect("serve returns")
+        .unwrap()
+        .unwrap();
+    assert!(begun.elapsed() < Duration::from_secs(3));
+    // The idle connection was closed by the server.
+    let n = tokio::time::timeout(Duration::from_secs(2), idle.read(&mut buf))
+        .await
+        .expect("idle connection closed")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+}
+
+#[tokio::test]
+async fn drain_is_capped() {
+    let srv = start(Duration::from_millis(300)).await;
+    let stuck = tokio::spawn(async move {
+        let mut s = TcpStream::connect(srv.addr).await.unwrap();
+        s.write_all(b"GET /stuck HTTP/1.1\r\nHost: t\r\n\r\n").await.unwrap();
+        let mut raw = Vec::new();
+        // The server drops the connection without an answer.
+        let _ = s.read_to_end(&mut raw).await;
+        raw
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let begun = Instant::now();
+    srv.token.cancel();
+    tokio::time::timeout(Duration::from_secs(5), srv.task)
+        .await
+        .expect("serve returns despite stuck request")
+        .unwrap()
+        .unwrap();
+    let waited = begun.elapsed();
+    assert!(waited >= Duration::from_millis(250), "{waited:?}");
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    let raw = tokio::time::timeout(Duration::from_secs(2), stuck)
+        .await
+        .expect("stuck connection closed")
+        .unwrap();
+    assert!(raw.is_empty());
+}
+
+#[tokio::test]
+async fn closure_handler_via_public_serve() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let handler = |_req: Request<Incoming>| -> BoxFuture<'static, Response<Full<Bytes>>> {
+        Box::pin(async { text_response(StatusCode::IM_A_TEAPOT, "tea\n") })
+    };
+    let token = CancellationToken::new();
+    let task = tokio::spawn(serve(
+        listener,
+        Arc::new(handler),
+        Metrics::new("t"),
+        Arc::new(|| true),
+        token.clone(),
+    ));
+    let (status, _, body) = request(addr, "GET", "/").await;
+    assert_eq!((status, body.as_str()), (418, "tea\n"));
+    token.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[test]
+fn connection_errors_are_not_listener_errors() {
+    assert!(is_connection_error(&io::Error::from(
+        io::ErrorKind::ConnectionAborted
+    )));
+    assert!(!is_connection_error(&io::Error::from_raw_os_error(24))); // EMFILE
+}
