@@ -330,9 +330,10 @@ impl Admin {
             }
             let state = caller.shared.state.clone();
             let id = spec.id.clone();
+            let worker_state = state.clone();
             let outcome = state
                 .pool
-                .run(move || state.keys.create(&spec, pkcs8.as_deref()))
+                .run(move || worker_state.keys.create(&spec, pkcs8.as_deref()))
                 .await
                 .unwrap_or_else(|| Err(IpcError::internal("signing thread stopped")));
             let mut entry = Entry::new(&caller.peer, &role, operation, &id);

@@ -122,9 +122,9 @@ pub fn sign(pkey: &PKey<Private>, scheme: SignatureScheme, message: &[u8]) -> Re
         S::RsaPssSha256 => (Some(MessageDigest::sha256()), true),
         S::RsaPssSha384 => (Some(MessageDigest::sha384()), true),
         S::RsaPssSha512 => (Some(MessageDigest::sha512()), true),
-        // Ed25519 and ML-DSA sign the message itself (pure mode). `Default` and
-        // any future scheme were resolved before reaching here.
-        _ => (None, false),
+        // Ed25519 and ML-DSA sign the message itself (pure mode). `Default` was
+        // resolved to the key's own scheme before reaching here.
+        S::Ed25519 | S::MlDsa44 | S::MlDsa65 | S::MlDsa87 | S::Default => (None, false),
     };
     let mut signer = match digest {
         Some(md) => Signer::new(md, pkey)?,

@@ -1,1 +1,0 @@
-//! signetctl: the Signet admin CLI.

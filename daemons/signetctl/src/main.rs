@@ -1,0 +1,232 @@
+//! signetctl: the Signet admin CLI.
+//!
+//! Exit codes (stable, for scripts): 0 success; 1 any other failure; 2 bad
+//! arguments or request (including a wrong algorithm); 3 permission denied;
+//! 4 unknown key; 5 signd unavailable.
+#![forbid(unsafe_code)]
+
+mod output;
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use base64::Engine;
+use clap::{Args, Parser, Subcommand};
+use signet_ipc::{block_on, AuditQuery, ErrorKind, IpcError, KeyAlgorithm, KeySpec, SignatureScheme, SigndClient};
+
+const EXIT_CODES: &str = "Exit codes: 0 ok, 1 failure, 2 bad arguments or request, 3 permission denied, \
+4 unknown key, 5 signd unavailable.";
+
+/// Administer Signet: keys, signing, the audit log.
+#[derive(Parser)]
+#[command(version, about, after_help = EXIT_CODES)]
+struct Cli {
+    /// signd's socket.
+    #[arg(long, global = true, env = "SIGNET_SIGND_SOCKET", default_value = signet_ipc::DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Manage keys.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Key(KeyCommand),
+    /// Sign a message (for scripts): prints the signature in base64, or writes raw bytes with --out.
+    #[command(after_help = EXIT_CODES)]
+    Sign(SignArgs),
+    /// Read the audit log.
+    #[command(after_help = EXIT_CODES)]
+    Audit(AuditArgs),
+    /// Show signd's health.
+    #[command(after_help = EXIT_CODES)]
+    Health,
+    /// Show who signd thinks you are and the roles you hold.
+    #[command(after_help = EXIT_CODES)]
+    Whoami,
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// Generate a key in signd.
+    Generate {
+        /// The new key's id ([A-Za-z0-9._-], up to 64).
+        id: String,
+        /// ecdsa-p256, ecdsa-p384, ecdsa-p521, ed25519, rsa-2048, rsa-3072, rsa-4096, ml-dsa-44, ml-dsa-65, ml-dsa-87.
+        #[arg(long, short)]
+        algorithm: KeyAlgorithm,
+        /// A role that may use the key (repeatable).
+        #[arg(long = "role")]
+        roles: Vec<String>,
+        /// Backend (default: signd's first backend).
+        #[arg(long, default_value = "")]
+        backend: String,
+    },
+    /// Import a PKCS#8 private key (PEM or DER) into signd.
+    Import {
+        /// The new key's id.
+        id: String,
+        /// The key's algorithm (checked against the file).
+        #[arg(long, short)]
+        algorithm: KeyAlgorithm,
+        /// The PKCS#8 file; `-` for standard input.
+        #[arg(long)]
+        file: PathBuf,
+        /// A role that may use the key (repeatable).
+        #[arg(long = "role")]
+        roles: Vec<String>,
+        /// Backend (default: signd's first backend).
+        #[arg(long, default_value = "")]
+        backend: String,
+    },
+    /// List every key.
+    List,
+    /// Show one key: algorithm, where it lives, roles, availability.
+    Show {
+        /// The key's id.
+        id: String,
+    },
+    /// Print a key's public key (SubjectPublicKeyInfo) as PEM, or DER with --der.
+    ExportPublic {
+        /// The key's id.
+        id: String,
+        /// Write DER instead of PEM.
+        #[arg(long)]
+        der: bool,
+        /// Write to this file instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Args)]
+struct SignArgs {
+    /// The key to sign with.
+    #[arg(long)]
+    key: String,
+    /// The role to act in (default: your first role).
+    #[arg(long, default_value = "")]
+    role: String,
+    /// The signature scheme (default: the key's own).
+    #[arg(long, default_value = "default")]
+    scheme: SignatureScheme,
+    /// The message file; `-` (default) for standard input.
+    #[arg(long = "in", default_value = "-")]
+    input: PathBuf,
+    /// Write the raw signature here instead of printing base64.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct AuditArgs {
+    /// At most this many records.
+    #[arg(long, default_value_t = 50)]
+    limit: u32,
+    /// Records after this sequence number (before it, with --newest).
+    #[arg(long, default_value_t = 0)]
+    after: u64,
+    /// Newest first.
+    #[arg(long)]
+    newest: bool,
+}
+
+/// A failure and the exit code it maps to.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl From<IpcError> for Failure {
+    fn from(e: IpcError) -> Self {
+        let code = match e.kind {
+            ErrorKind::InvalidArgument | ErrorKind::WrongAlgorithm | ErrorKind::TooLarge => 2,
+            ErrorKind::PermissionDenied => 3,
+            ErrorKind::UnknownKey => 4,
+            ErrorKind::Unavailable => 5,
+            _ => 1,
+        };
+        Self { code, message: e.to_string() }
+    }
+}
+
+fn io_failure(what: &std::path::Path, e: std::io::Error) -> Failure {
+    Failure { code: 2, message: format!("{}: {e}", what.display()) }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("signetctl: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn run(cli: &Cli) -> Result<(), Failure> {
+    let client = SigndClient::new(&cli.socket)?;
+    let out = output::Printer { json: cli.json };
+    match &cli.command {
+        Command::Key(KeyCommand::Generate { id, algorithm, roles, backend }) => {
+            let spec = KeySpec { id: id.clone(), algorithm: *algorithm, roles: roles.clone(), backend: backend.clone() };
+            out.key(&block_on(client.generate_key(spec))?);
+        }
+        Command::Key(KeyCommand::Import { id, algorithm, file, roles, backend }) => {
+            let pkcs8 = read_input(file)?;
+            let spec = KeySpec { id: id.clone(), algorithm: *algorithm, roles: roles.clone(), backend: backend.clone() };
+            out.key(&block_on(client.import_key(spec, pkcs8))?);
+        }
+        Command::Key(KeyCommand::List) => out.keys(&block_on(client.admin_list_keys())?),
+        Command::Key(KeyCommand::Show { id }) => out.key(&block_on(client.admin_key(id))?),
+        Command::Key(KeyCommand::ExportPublic { id, der, out: path }) => {
+            let key = block_on(client.admin_key(id))?;
+            let bytes = if *der { key.spki } else { output::pem("PUBLIC KEY", &key.spki).into_bytes() };
+            write_output(path.as_ref(), &bytes)?;
+        }
+        Command::Sign(args) => {
+            let message = read_input(&args.input)?;
+            let sig = block_on(client.sign(&args.role, &args.key, args.scheme, message))?;
+            match &args.out {
+                Some(path) => write_output(Some(path), &sig)?,
+                None if cli.json => out.json(&serde_json::json!({
+                    "key": args.key,
+                    "signature": base64::engine::general_purpose::STANDARD.encode(&sig),
+                })),
+                None => println!("{}", base64::engine::general_purpose::STANDARD.encode(&sig)),
+            }
+        }
+        Command::Audit(a) => {
+            let query = AuditQuery { after_seq: a.after, limit: a.limit, newest_first: a.newest };
+            out.audit(&block_on(client.audit(query))?);
+        }
+        Command::Health => out.health(&block_on(client.health())?),
+        Command::Whoami => out.whoami(&block_on(client.whoami())?),
+    }
+    Ok(())
+}
+
+fn read_input(path: &PathBuf) -> Result<Vec<u8>, Failure> {
+    if path.as_os_str() == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin().read_to_end(&mut buf).map_err(|e| io_failure(path, e))?;
+        Ok(buf)
+    } else {
+        std::fs::read(path).map_err(|e| io_failure(path, e))
+    }
+}
+
+fn write_output(path: Option<&PathBuf>, bytes: &[u8]) -> Result<(), Failure> {
+    match path {
+        Some(p) => std::fs::write(p, bytes).map_err(|e| io_failure(p, e)),
+        None => std::io::stdout()
+            .write_all(bytes)
+            .map_err(|e| Failure { code: 1, message: format!("stdout: {e}") }),
+    }
+}
