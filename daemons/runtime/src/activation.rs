@@ -191,7 +191,10 @@ impl Activation {
     /// Takes the first not-yet-taken TCP listener (IPv4 or IPv6) called `name`.
     ///
     /// `Ok(None)` if there is none; an error if the fd by that name is another kind of socket.
-    pub fn take_tcp(&mut self, name: &str) -> Result<Option<std::net::TcpListener>, ActivationError> {
+    pub fn take_tcp(
+        &mut self,
+        name: &str,
+    ) -> Result<Option<std::net::TcpListener>, ActivationError> {
         // listenfd accepts IPv6 TCP sockets here too.
         self.take(name, "TCP socket", ListenFd::take_tcp_listener)
     }
@@ -290,12 +293,12 @@ pub fn tcp_listener(
     ensure_runtime(name)?;
     let std_listener = match act.take_tcp(name)? {
         Some(l) => l,
-        None => std::net::TcpListener::bind(fallback_addr).map_err(|source| {
-            ActivationError::Bind {
+        None => {
+            std::net::TcpListener::bind(fallback_addr).map_err(|source| ActivationError::Bind {
                 addr: fallback_addr.to_string(),
                 source,
-            }
-        })?,
+            })?
+        }
     };
     let register = |source| ActivationError::Register {
         name: name.to_owned(),

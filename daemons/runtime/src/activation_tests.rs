@@ -3,10 +3,10 @@
 
 use super::*;
 use std::io::Read;
-use tokio::io::AsyncWriteExt;
 use std::os::unix::net::UnixStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
 
 const CHILD_ENV: &str = "SIGNET_RUNTIME_ACTIVATION_CHILD";
 const SOCKET_ACTIVATE: &str = "/usr/bin/systemd-socket-activate";
@@ -25,11 +25,15 @@ fn parse_default_names() {
 
 #[test]
 fn parse_not_for_us() {
-    assert!(parse_env(Some("41"), Some("2"), None, 42).unwrap().is_empty());
+    assert!(parse_env(Some("41"), Some("2"), None, 42)
+        .unwrap()
+        .is_empty());
     // systemd always sets LISTEN_PID; without it the fds are not ours.
     assert!(parse_env(None, Some("2"), None, 42).unwrap().is_empty());
     assert!(parse_env(Some("42"), None, None, 42).unwrap().is_empty());
-    assert!(parse_env(Some("42"), Some("0"), Some(""), 42).unwrap().is_empty());
+    assert!(parse_env(Some("42"), Some("0"), Some(""), 42)
+        .unwrap()
+        .is_empty());
 }
 
 #[test]
@@ -43,7 +47,11 @@ fn parse_malformed() {
         Err(ActivationError::Environment(_))
     ));
     let err = parse_env(Some("42"), Some("2"), Some("a:b:c"), 42).unwrap_err();
-    assert!(err.to_string().contains("LISTEN_FDS=2 but LISTEN_FDNAMES has 3"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("LISTEN_FDS=2 but LISTEN_FDNAMES has 3"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -112,8 +120,8 @@ async fn tcp_fallback_binds() {
 #[test]
 fn helpers_outside_runtime_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    let err = unix_listener(&mut Activation::none(), "c", &dir.path().join("s"), 0o600)
-        .unwrap_err();
+    let err =
+        unix_listener(&mut Activation::none(), "c", &dir.path().join("s"), 0o600).unwrap_err();
     assert!(matches!(err, ActivationError::NoRuntime(_)));
     assert!(!dir.path().join("s").exists());
 }
@@ -166,7 +174,8 @@ fn real_socket_activation() {
             }
         }
     };
-    conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     let mut reply = String::new();
     let read = conn.read_to_string(&mut reply);
     let status = wait_with_timeout(&mut child, Duration::from_secs(30));

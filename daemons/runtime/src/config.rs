@@ -83,10 +83,13 @@ fn convert_error(e: &toml::de::Error, text: &str, origin: &Path) -> ConfigError 
     let path = origin.to_owned();
     let raw = e.message().trim_end();
     let key = unknown_field_name(raw);
-    // serde says "field"; in a TOML file the user wrote a key.
-    let message = match raw.strip_prefix("unknown field") {
-        Some(rest) => format!("unknown key{rest}"),
-        None => raw.to_owned(),
+    // serde says "field"; in a TOML file the user writes a key.
+    let message = if let Some(rest) = raw.strip_prefix("unknown field") {
+        format!("unknown key{rest}")
+    } else if let Some(rest) = raw.strip_prefix("missing field") {
+        format!("missing key{rest}")
+    } else {
+        raw.to_owned()
     };
     let Some(span) = e.span() else {
         return ConfigError::Unpositioned { path, message };
@@ -273,14 +276,20 @@ mod tests {
     fn type_error_has_position() {
         let err = parse::<Conf>("socket = \"x\"\nworkers = \"many\"\n", origin()).unwrap_err();
         let shown = err.to_string();
-        assert!(shown.starts_with("/etc/signet/signd.toml:2:11: "), "{shown}");
+        assert!(
+            shown.starts_with("/etc/signet/signd.toml:2:11: "),
+            "{shown}"
+        );
         assert!(matches!(err, ConfigError::Invalid { line: 2, .. }));
     }
 
     #[test]
     fn syntax_error_has_position() {
         let err = parse::<Conf>("socket = \"x\"\nworkers = = 3\n", origin()).unwrap_err();
-        assert!(matches!(err, ConfigError::Invalid { line: 2, .. }), "{err:?}");
+        assert!(
+            matches!(err, ConfigError::Invalid { line: 2, .. }),
+            "{err:?}"
+        );
     }
 
     #[test]
@@ -288,7 +297,7 @@ mod tests {
         let err = parse::<Conf>("workers = 1\n", origin()).unwrap_err();
         let shown = err.to_string();
         assert!(shown.starts_with("/etc/signet/signd.toml"), "{shown}");
-        assert!(shown.contains("socket"), "{shown}");
+        assert!(shown.contains("missing key `socket`"), "{shown}");
     }
 
     #[test]
@@ -318,8 +327,8 @@ mod tests {
 
     #[test]
     fn daemon_args_flatten_and_default_path() {
-        let cli = Cli::try_parse_from(["signd", "--config", "/tmp/a.toml", "--check-config"])
-            .unwrap();
+        let cli =
+            Cli::try_parse_from(["signd", "--config", "/tmp/a.toml", "--check-config"]).unwrap();
         assert!(cli.daemon.check_config);
         assert_eq!(
             cli.daemon.config_path(Path::new("/etc/d.toml")),
@@ -383,6 +392,9 @@ mod tests {
         }
         let (s, _, err) = run_startup(&args, &dir.path().join("missing.toml"));
         assert!(matches!(s, Startup::Exit(2)));
-        assert!(err.contains("missing.toml: cannot read config file"), "{err}");
+        assert!(
+            err.contains("missing.toml: cannot read config file"),
+            "{err}"
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! `/healthz` and `/metrics` built in, every other path handed to the daemon's [`Handler`],
 //! request metrics, and graceful drain on shutdown.
 //!
-//! Connection handling ([`Server::spawn_connection`] below) takes any `AsyncRead + AsyncWrite`
+//! Connection handling (`Server::spawn_connection` below) takes any `AsyncRead + AsyncWrite`
 //! stream, so a TLS layer only has to wrap the accepted `TcpStream` before handing it on.
 
 use std::convert::Infallible;
@@ -209,7 +209,10 @@ impl Server {
             .await
             .is_err()
         {
-            tracing::warn!(?limit, "HTTP connections still busy after drain timeout; closing");
+            tracing::warn!(
+                ?limit,
+                "HTTP connections still busy after drain timeout; closing"
+            );
             self.force_close.cancel();
         } else {
             tracing::debug!(open, "HTTP connections drained");

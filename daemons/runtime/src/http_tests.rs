@@ -116,14 +116,18 @@ async fn healthz_metrics_and_handler() {
         .await
         .expect("serve returns after cancel");
     result.unwrap().unwrap();
-    assert!(TcpStream::connect(srv.addr).await.is_err(), "listener closed");
+    assert!(
+        TcpStream::connect(srv.addr).await.is_err(),
+        "listener closed"
+    );
 }
 
 #[tokio::test]
 async fn keep_alive_serves_several_requests_on_one_connection() {
     let srv = start(DRAIN_TIMEOUT).await;
     let mut s = TcpStream::connect(srv.addr).await.unwrap();
-    let two = "GET /a HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    let two =
+        "GET /a HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
     s.write_all(two.as_bytes()).await.unwrap();
     let mut raw = String::new();
     s.read_to_string(&mut raw).await.unwrap();
@@ -161,7 +165,9 @@ async fn shutdown_lets_in_flight_request_finish_and_closes_idle() {
     let srv = start(DRAIN_TIMEOUT).await;
     // An idle keep-alive connection must not hold up shutdown.
     let mut idle = TcpStream::connect(srv.addr).await.unwrap();
-    idle.write_all(b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n").await.unwrap();
+    idle.write_all(b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
     let mut buf = [0u8; 1024];
     let n = idle.read(&mut buf).await.unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).contains("handled /x"));
@@ -191,7 +197,9 @@ async fn drain_is_capped() {
     let srv = start(Duration::from_millis(300)).await;
     let stuck = tokio::spawn(async move {
         let mut s = TcpStream::connect(srv.addr).await.unwrap();
-        s.write_all(b"GET /stuck HTTP/1.1\r\nHost: t\r\n\r\n").await.unwrap();
+        s.write_all(b"GET /stuck HTTP/1.1\r\nHost: t\r\n\r\n")
+            .await
+            .unwrap();
         let mut raw = Vec::new();
         // The server drops the connection without an answer.
         let _ = s.read_to_end(&mut raw).await;

@@ -99,7 +99,12 @@ where
         .with_env_filter(filter)
         .with_writer(writer);
     if journal {
-        Box::new(builder.with_ansi(false).event_format(JournalFormat).finish())
+        Box::new(
+            builder
+                .with_ansi(false)
+                .event_format(JournalFormat)
+                .finish(),
+        )
     } else {
         Box::new(builder.with_ansi(std::io::stderr().is_terminal()).finish())
     }
@@ -192,7 +197,10 @@ mod tests {
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 5, "{out}");
         let target = module_path!();
-        assert_eq!(lines[0], format!("<3>conn{{peer=7}}: {target}: boom code=5"));
+        assert_eq!(
+            lines[0],
+            format!("<3>conn{{peer=7}}: {target}: boom code=5")
+        );
         assert_eq!(lines[1], format!("<4>conn{{peer=7}}: {target}: careful"));
         assert!(lines[2].starts_with("<6>") && lines[2].ends_with("hello"));
         assert!(lines[3].starts_with("<7>") && lines[3].ends_with("details"));

@@ -116,7 +116,10 @@ mod tests {
         let text = clone.encode();
         assert!(text.contains("# HELP responses OCSP responses."), "{text}");
         assert!(text.contains("# TYPE responses counter"), "{text}");
-        assert!(text.contains("responses_total{daemon=\"ocspd\"} 3"), "{text}");
+        assert!(
+            text.contains("responses_total{daemon=\"ocspd\"} 3"),
+            "{text}"
+        );
         assert!(text.contains("age_seconds{daemon=\"ocspd\"} 42"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
     }

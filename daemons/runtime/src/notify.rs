@@ -139,7 +139,11 @@ mod tests {
         let msg = recv(&sock);
         let mut lines = msg.lines();
         assert_eq!(lines.next(), Some("RELOADING=1"));
-        let usec = lines.next().unwrap().strip_prefix("MONOTONIC_USEC=").unwrap();
+        let usec = lines
+            .next()
+            .unwrap()
+            .strip_prefix("MONOTONIC_USEC=")
+            .unwrap();
         assert!(usec.parse::<u64>().unwrap() > 0);
 
         std::env::remove_var("NOTIFY_SOCKET");

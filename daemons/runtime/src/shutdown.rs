@@ -22,8 +22,9 @@ impl Signals {
     /// From then on these signals no longer kill the process: SIGTERM or SIGINT cancels
     /// [`Signals::shutdown_token`], each SIGHUP bumps the [`Signals::reload`] counter.
     pub fn install() -> io::Result<Signals> {
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|e| io::Error::other(format!("Signals::install needs a tokio runtime: {e}")))?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
+            io::Error::other(format!("Signals::install needs a tokio runtime: {e}"))
+        })?;
         // Register all three before spawning, so a failure is reported here.
         let term = signal(SignalKind::terminate())?;
         let int = signal(SignalKind::interrupt())?;
