@@ -258,7 +258,15 @@ impl From<IpcError> for Attempt {
 impl From<capnp::Error> for Attempt {
     fn from(e: capnp::Error) -> Self {
         let disconnected = e.kind == capnp::ErrorKind::Disconnected;
-        let kind = if disconnected { ErrorKind::Unavailable } else { ErrorKind::Internal };
+        let kind = if disconnected {
+            ErrorKind::Unavailable
+        } else if e.extra.contains("which is too large") {
+            // signd refused the frame (ServeOptions::max_frame_bytes) and closed
+            // the connection; the next call reconnects.
+            ErrorKind::TooLarge
+        } else {
+            ErrorKind::Internal
+        };
         Self { error: IpcError::new(kind, format!("signd connection: {e}")), disconnected }
     }
 }
