@@ -14,6 +14,8 @@ mod signd_capnp {
 
 pub mod client;
 mod convert;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod server;
 pub mod types;
 

@@ -123,22 +123,38 @@ pub async fn serve(
                 continue;
             }
         };
-        let session = service.session(peer);
         let (read, write) = stream.into_split();
-        let network = VatNetwork::new(
-            futures::io::BufReader::new(read.compat()),
-            write.compat_write(),
-            Side::Server,
-            reader_options(opts.max_frame_bytes),
-        );
-        let bootstrap: wire::signd::Client = capnp_rpc::new_client(SigndServer { session, opts });
-        let rpc = RpcSystem::new(Box::new(network), Some(bootstrap.client));
+        let connection = serve_connection(read, write, peer, service.as_ref(), opts);
         tokio::task::spawn_local(async move {
-            if let Err(e) = rpc.await {
+            if let Err(e) = connection.await {
                 tracing::debug!(uid = peer.uid, pid = peer.pid, error = %e, "connection ended with an error");
             }
         });
     }
+}
+
+/// Serves one connection from `peer` over the two halves of any byte stream;
+/// resolves when the connection ends. Must run inside a `LocalSet`.
+pub fn serve_connection<R, W>(
+    read: R,
+    write: W,
+    peer: PeerCredentials,
+    service: &dyn SigndService,
+    opts: ServeOptions,
+) -> RpcSystem<Side>
+where
+    R: tokio::io::AsyncRead + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Unpin + 'static,
+{
+    let session = service.session(peer);
+    let network = VatNetwork::new(
+        futures::io::BufReader::new(read.compat()),
+        write.compat_write(),
+        Side::Server,
+        reader_options(opts.max_frame_bytes),
+    );
+    let bootstrap: wire::signd::Client = capnp_rpc::new_client(SigndServer { session, opts });
+    RpcSystem::new(Box::new(network), Some(bootstrap.client))
 }
 
 struct SigndServer {

@@ -209,7 +209,7 @@ fn kill9_during_signing_loses_nothing_acknowledged() {
         after = last.seq;
         audited.extend(page.into_iter().filter(|r| r.ok && r.operation == "sign").map(|r| r.message_sha256));
     }
-    let missing = acked.iter().filter(|h| !audited.contains(&h.to_vec())).count();
+    let missing = acked.iter().filter(|h| !audited.contains(h.as_slice())).count();
     assert_eq!(missing, 0, "{missing} of {} acknowledged signatures have no audit record", acked.len());
     // The kill landed mid-stream: callers saw signd go away and come back.
     assert!(errors > 0, "no call failed: signd was not killed mid-stream");

@@ -97,7 +97,7 @@ impl Policy {
 impl Role {
     /// Whether this role may use `key_id`, whose own role list is `key_roles`.
     pub fn may_use(&self, key_id: &str, key_roles: &[String]) -> bool {
-        key_roles.iter().any(|r| *r == self.name)
+        key_roles.contains(&self.name)
             || self.keys.iter().any(|p| match p.strip_suffix('*') {
                 Some(prefix) => key_id.starts_with(prefix),
                 None => p == key_id,
