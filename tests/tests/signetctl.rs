@@ -1,0 +1,138 @@
+//! signetctl against a real signd: import, JSON output a script can rely on,
+//! exit codes, and SIGHUP policy reload.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::process::Command;
+
+use signet_ipc::{block_on, SignatureScheme};
+use signet_tests::{bin, openssl_verify, run, signetctl, SigndProcess};
+
+fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+#[test]
+fn import_pkcs8_from_the_openssl_cli_then_sign_and_verify() {
+    let signd = SigndProcess::start("");
+    let dir = signd.dir.path();
+    for (name, genpkey_args, alg) in [
+        ("p384", vec!["-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-384"], "ecdsa-p384"),
+        ("ed", vec!["-algorithm", "ED25519"], "ed25519"),
+        ("rsa", vec!["-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"], "rsa-2048"),
+    ] {
+        let pem = dir.join(format!("{name}.pem"));
+        let (st, _, err) = run(Command::new("openssl").arg("genpkey").args(&genpkey_args).arg("-out").arg(&pem));
+        assert!(st.success(), "{err}");
+        // The DER form must import too.
+        let der = dir.join(format!("{name}.der"));
+        let (st, _, err) = run(Command::new("openssl").args(["pkey", "-in"]).arg(&pem).args(["-outform", "DER", "-out"]).arg(&der));
+        assert!(st.success(), "{err}");
+        let file = if name == "ed" { &der } else { &pem };
+        let (st, out, err) = run(signetctl(&signd.socket).args(["--json", "key", "import", name, "-a", alg, "--file"]).arg(file));
+        assert!(st.success(), "{err}");
+        let info = json(&out);
+        assert_eq!(info["algorithm"], alg);
+        assert_eq!(info["available"], true);
+
+        // signd's public key is the file's public key.
+        let (_, ours, _) = run(signetctl(&signd.socket).args(["key", "export-public", name]));
+        let (_, theirs, _) = run(Command::new("openssl").args(["pkey", "-pubout", "-in"]).arg(&pem));
+        assert_eq!(ours, theirs, "{name}");
+
+        let (st, out, err) = run(signetctl(&signd.socket).args(["--json", "sign", "--key", name, "--in"]).arg(&pem));
+        assert!(st.success(), "{err}");
+        let sig = base64_decode(json(&out)["signature"].as_str().unwrap());
+        let spki = block_on(signd.client().admin_key(name)).unwrap().spki;
+        let scheme = alg.parse::<signet_ipc::KeyAlgorithm>().unwrap().default_scheme();
+        assert!(openssl_verify(&spki, scheme, &std::fs::read(&pem).unwrap(), &sig), "{name}");
+    }
+    // Wrong algorithm claimed, and garbage: typed errors, exit code 2.
+    let (st, _, err) = run(signetctl(&signd.socket).args(["key", "import", "x", "-a", "ecdsa-p256", "--file"]).arg(dir.join("rsa.pem")));
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(err.contains("wrong-algorithm"), "{err}");
+    let (st, _, err) = run(signetctl(&signd.socket).args(["key", "import", "y", "-a", "ed25519", "--file", "/etc/hostname"]));
+    assert_eq!(st.code(), Some(2), "{err}");
+    // Missing file: exit 2 naming the file.
+    let (st, _, err) = run(signetctl(&signd.socket).args(["key", "import", "z", "-a", "ed25519", "--file", "/nonexistent"]));
+    assert_eq!(st.code(), Some(2));
+    assert!(err.contains("/nonexistent"), "{err}");
+}
+
+#[test]
+fn json_output_and_exit_codes() {
+    let signd = SigndProcess::start("");
+    let ctl = || signetctl(&signd.socket);
+    let (st, out, _) = run(ctl().args(["--json", "key", "generate", "j", "-a", "ml-dsa-44", "--role", "issuer"]));
+    assert!(st.success());
+    assert_eq!(json(&out)["roles"][0], "issuer");
+    let (_, out, _) = run(ctl().args(["--json", "key", "list"]));
+    assert_eq!(json(&out).as_array().unwrap().len(), 1);
+    let (_, out, _) = run(ctl().args(["--json", "health"]));
+    let h = json(&out);
+    assert_eq!((h["ok"].as_bool(), h["keys_loaded"].as_u64()), (Some(true), Some(1)));
+    let (_, out, _) = run(ctl().args(["--json", "whoami"]));
+    assert_eq!(json(&out)["admin"], true);
+    let (st, _, _) = run(ctl().args(["--json", "sign", "--key", "j", "--in", "/dev/null"]));
+    assert!(st.success());
+    let (_, out, _) = run(ctl().args(["--json", "audit", "--newest", "--limit", "1"]));
+    let a = json(&out);
+    assert_eq!(a[0]["operation"], "sign");
+    assert_eq!(a[0]["message_sha256"], "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+
+    // Exit codes: 2 bad arguments (clap) and bad requests, 4 unknown key, 5 no signd.
+    let (st, _, _) = run(ctl().args(["key", "generate", "q", "-a", "rsa-1024"]));
+    assert_eq!(st.code(), Some(2));
+    let (st, _, _) = run(ctl().args(["sign", "--key", "nope", "--in", "/dev/null"]));
+    assert_eq!(st.code(), Some(4));
+    let (st, _, err) = run(Command::new(bin("signetctl")).args(["--socket", "/nonexistent/signd.sock", "health"]));
+    assert_eq!(st.code(), Some(5), "{err}");
+    assert!(err.contains("/nonexistent/signd.sock"), "{err}");
+    // --help works everywhere.
+    for args in [&["--help"][..], &["key", "--help"], &["key", "generate", "--help"], &["sign", "--help"], &["audit", "--help"]] {
+        let (st, out, _) = run(ctl().args(args));
+        assert!(st.success() && out.contains("Usage"), "{args:?}");
+    }
+}
+
+#[test]
+fn sighup_reloads_policy() {
+    let signd = SigndProcess::start("");
+    block_on(signd.client().generate_key(signet_ipc::KeySpec {
+        id: "k".into(),
+        algorithm: signet_ipc::KeyAlgorithm::EcP256,
+        roles: vec![],
+        backend: String::new(),
+    }))
+    .unwrap();
+    let as_nobody = || {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(bin("signetctl"))
+            .env("SIGNET_SIGND_SOCKET", &signd.socket)
+            .args(["sign", "--key", "k", "--in", "/dev/null"]);
+        run(&mut c).0.code()
+    };
+    assert_eq!(as_nobody(), Some(3));
+    let mut config = std::fs::read_to_string(&signd.config).unwrap();
+    config.push_str("\n[roles.late]\nusers = [65534]\nkeys = [\"k\"]\n");
+    std::fs::write(&signd.config, config).unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(signd.pid() as i32), nix::sys::signal::Signal::SIGHUP).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while as_nobody() != Some(0) {
+        assert!(std::time::Instant::now() < deadline, "policy not reloaded; log:\n{}", signd.log());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // A broken config on reload keeps the old policy and signd serving.
+    std::fs::write(&signd.config, "this is not toml [").unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(signd.pid() as i32), nix::sys::signal::Signal::SIGHUP).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(as_nobody(), Some(0));
+    assert!(signd.log().contains("reload failed"), "{}", signd.log());
+    let sig = block_on(signd.client().sign("", "k", SignatureScheme::Default, b"m".to_vec()));
+    assert!(sig.is_ok());
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(s).unwrap()
+}
