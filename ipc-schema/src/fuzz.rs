@@ -28,7 +28,7 @@ pub fn server_input(data: &[u8]) -> usize {
         let (read, write) = tokio::io::split(server_end);
         let opts = ServeOptions { max_frame_bytes: 1 << 20, max_message_bytes: 1 << 16, max_batch: 64 };
         let peer = PeerCredentials { uid: 1, gid: 1, pid: 1 };
-        let connection = server::serve_connection(read, write, peer, &StandIn, opts);
+        let connection = server::serve_connection(read, write, peer, &StandIn, opts, &server::InFlight::default());
         let (mut client_read, mut client_write) = tokio::io::split(client);
         let feed = async {
             let _ = client_write.write_all(data).await;

@@ -88,23 +88,53 @@ impl Default for ServeOptions {
     }
 }
 
+/// Calls being served; `serve` waits for them to finish on shutdown.
+#[derive(Clone, Default)]
+pub struct InFlight(Rc<std::cell::Cell<usize>>);
+
+impl InFlight {
+    fn enter(&self) -> InFlightGuard {
+        self.0.set(self.0.get() + 1);
+        InFlightGuard(self.0.clone())
+    }
+
+    /// Calls in progress.
+    pub fn count(&self) -> usize {
+        self.0.get()
+    }
+}
+
+struct InFlightGuard(Rc<std::cell::Cell<usize>>);
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
+    }
+}
+
+/// How long `serve` waits for calls in progress after shutdown.
+pub const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub(crate) fn reader_options(max_frame_bytes: usize) -> capnp::message::ReaderOptions {
     let mut o = capnp::message::ReaderOptions::new();
     o.traversal_limit_in_words(Some(max_frame_bytes / 8)).nesting_limit(64);
     o
 }
 
-/// Serves `service` on `listener` until `shutdown` is cancelled. Must be called
-/// inside a `LocalSet`. A broken or hostile connection only ever ends itself.
+/// Serves `service` on `listener` until `shutdown` is cancelled, then stops
+/// accepting and waits (up to [`DRAIN_TIMEOUT`]) for calls in progress to be
+/// answered. Must be called inside a `LocalSet`. A broken or hostile
+/// connection only ever ends itself.
 pub async fn serve(
     listener: UnixListener,
     service: Rc<dyn SigndService>,
     opts: ServeOptions,
     shutdown: CancellationToken,
 ) {
+    let in_flight = InFlight::default();
     loop {
         let accepted = tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => break,
             a = listener.accept() => a,
         };
         let stream = match accepted {
@@ -124,12 +154,23 @@ pub async fn serve(
             }
         };
         let (read, write) = stream.into_split();
-        let connection = serve_connection(read, write, peer, service.as_ref(), opts);
+        let connection = serve_connection(read, write, peer, service.as_ref(), opts, &in_flight);
         tokio::task::spawn_local(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(uid = peer.uid, pid = peer.pid, error = %e, "connection ended with an error");
             }
         });
+    }
+    drop(listener);
+    if in_flight.count() > 0 {
+        tracing::info!(calls = in_flight.count(), "draining calls in progress");
+    }
+    let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
+    while in_flight.count() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    if in_flight.count() > 0 {
+        tracing::warn!(calls = in_flight.count(), "shutting down with calls still in progress");
     }
 }
 
@@ -141,6 +182,7 @@ pub fn serve_connection<R, W>(
     peer: PeerCredentials,
     service: &dyn SigndService,
     opts: ServeOptions,
+    in_flight: &InFlight,
 ) -> RpcSystem<Side>
 where
     R: tokio::io::AsyncRead + Unpin + 'static,
@@ -153,13 +195,14 @@ where
         Side::Server,
         reader_options(opts.max_frame_bytes),
     );
-    let bootstrap: wire::signd::Client = capnp_rpc::new_client(SigndServer { session, opts });
+    let bootstrap: wire::signd::Client = capnp_rpc::new_client(SigndServer { session, opts, in_flight: in_flight.clone() });
     RpcSystem::new(Box::new(network), Some(bootstrap.client))
 }
 
 struct SigndServer {
     session: Rc<dyn Session>,
     opts: ServeOptions,
+    in_flight: InFlight,
 }
 
 impl wire::signd::Server for SigndServer {
@@ -188,7 +231,7 @@ impl wire::signd::Server for SigndServer {
         };
         let mut r = results.get().init_result();
         match outcome {
-            Ok(inner) => r.set_ok(capnp_rpc::new_client(SignerServer { inner, opts: self.opts })),
+            Ok(inner) => r.set_ok(capnp_rpc::new_client(SignerServer { inner, opts: self.opts, in_flight: self.in_flight.clone() })),
             Err(e) => convert::write_error(r.init_err(), &e),
         }
         Ok(())
@@ -202,7 +245,7 @@ impl wire::signd::Server for SigndServer {
         let outcome = self.session.admin().await;
         let mut r = results.get().init_result();
         match outcome {
-            Ok(inner) => r.set_ok(capnp_rpc::new_client(AdminServer { inner })),
+            Ok(inner) => r.set_ok(capnp_rpc::new_client(AdminServer { inner, in_flight: self.in_flight.clone() })),
             Err(e) => convert::write_error(r.init_err(), &e),
         }
         Ok(())
@@ -221,6 +264,7 @@ impl wire::signd::Server for SigndServer {
 struct SignerServer {
     inner: Rc<dyn SignerService>,
     opts: ServeOptions,
+    in_flight: InFlight,
 }
 
 impl SignerServer {
@@ -252,6 +296,7 @@ impl wire::signer::Server for SignerServer {
         _: wire::signer::ListKeysParams,
         mut results: wire::signer::ListKeysResults,
     ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
         let outcome = self.inner.list_keys().await;
         write_result!(results.get().init_result(), outcome, |r: &mut wire::key_list_result::Builder<'_>, keys: Vec<KeyInfo>| {
             convert::write_key_list(r.reborrow().init_ok(keys.len() as u32), &keys)
@@ -264,6 +309,7 @@ impl wire::signer::Server for SignerServer {
         params: wire::signer::PublicKeyParams,
         mut results: wire::signer::PublicKeyResults,
     ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
         let id = params.get().map_err(|e| malformed("request", e)).and_then(|p| convert::text(p.get_key_id(), "key id"));
         let outcome = match id {
             Ok(id) => self.inner.public_key(id).await,
@@ -280,6 +326,7 @@ impl wire::signer::Server for SignerServer {
         params: wire::signer::SignParams,
         mut results: wire::signer::SignResults,
     ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
         let request = (|| {
             let p = params.get().map_err(|e| malformed("sign request", e))?;
             let message = convert::data(p.get_message(), "message")?;
@@ -302,6 +349,7 @@ impl wire::signer::Server for SignerServer {
         params: wire::signer::SignBatchParams,
         mut results: wire::signer::SignBatchResults,
     ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
         let request = (|| {
             let p = params.get().map_err(|e| malformed("sign batch request", e))?;
             let messages = convert::read_data_list(p.get_messages(), self.opts.max_batch)?;
@@ -328,6 +376,7 @@ impl wire::signer::Server for SignerServer {
 
 struct AdminServer {
     inner: Rc<dyn AdminService>,
+    in_flight: InFlight,
 }
 
 impl wire::admin::Server for AdminServer {
@@ -336,6 +385,7 @@ impl wire::admin::Server for AdminServer {
         _: wire::admin::ListKeysParams,
         mut results: wire::admin::ListKeysResults,
     ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
         let outcome = self.inner.list_keys().await;
         write_result!(results.get().init_result(), outcome, |r: &mut wire::key_list_result::Builder<'_>, keys: Vec<KeyInfo>| {
             convert::write_key_list(r.reborrow().init_ok(keys.len() as u32), &keys)
@@ -348,6 +398,7 @@ impl wire::admin::Server for AdminServer {
         params: wire::admin::KeyParams,
         mut results: wire::admin::KeyResults,
     ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
         let id = params.get().map_err(|e| malformed("request", e)).and_then(|p| convert::text(p.get_key_id(), "key id"));
         let outcome = match id {
             Ok(id) => self.inner.key(id).await,
@@ -364,6 +415,7 @@ impl wire::admin::Server for AdminServer {
         params: wire::admin::GenerateKeyParams,
         mut results: wire::admin::GenerateKeyResults,
     ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
         let spec = params.get().map_err(|e| malformed("request", e)).and_then(|p| convert::read_key_spec(p.get_spec()));
         let outcome = match spec {
             Ok(spec) => self.inner.generate_key(spec).await,
@@ -380,6 +432,7 @@ impl wire::admin::Server for AdminServer {
         params: wire::admin::ImportKeyParams,
         mut results: wire::admin::ImportKeyResults,
     ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
         let request = params.get().map_err(|e| malformed("request", e)).and_then(|p| {
             Ok((convert::read_key_spec(p.get_spec())?, convert::data(p.get_pkcs8(), "pkcs8")?))
         });
@@ -399,6 +452,7 @@ impl wire::admin::Server for AdminServer {
         params: wire::admin::AuditParams,
         mut results: wire::admin::AuditResults,
     ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
         let query =
             params.get().map_err(|e| malformed("request", e)).and_then(|p| convert::read_audit_query(p.get_query()));
         let outcome = match query {

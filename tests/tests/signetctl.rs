@@ -136,3 +136,29 @@ fn base64_decode(s: &str) -> Vec<u8> {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.decode(s).unwrap()
 }
+
+/// SIGTERM while a slow call is in progress: signd stops accepting, answers the
+/// call, then exits 0.
+#[test]
+fn sigterm_drains_calls_in_progress() {
+    let mut signd = SigndProcess::start("");
+    let client = signd.client();
+    let spec = signet_ipc::KeySpec {
+        id: "slow".into(),
+        algorithm: signet_ipc::KeyAlgorithm::Rsa4096,
+        roles: vec![],
+        backend: String::new(),
+    };
+    block_on(client.generate_key(spec)).unwrap();
+    // About a second of signing on this machine: 400 RSA-4096 signatures.
+    let batch = vec![b"m".to_vec(); 400];
+    let pending = std::thread::spawn(move || block_on(client.sign_batch("", "slow", SignatureScheme::Default, batch)));
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let started = std::time::Instant::now();
+    let status = signd.terminate();
+    let waited = started.elapsed();
+    assert!(status.success(), "{status}");
+    let answer = pending.join().unwrap();
+    assert_eq!(answer.unwrap_or_else(|e| panic!("in-progress call was dropped: {e}; waited {waited:?}; log:\n{}", signd.log())).len(), 400);
+    assert!(waited > std::time::Duration::from_millis(100), "signd exited in {waited:?}: the call had already finished, nothing was drained");
+}
