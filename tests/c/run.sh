@@ -89,7 +89,7 @@ compile() {
     cc "${cflags[@]}" "$src/$name.c" -o "$tmp/$name" $(pkg-config --cflags --libs libpki) \
         -Wl,-rpath,"$prefix/lib" "$@"
 }
-for prog in sign_all threads errors certs bench; do
+for prog in sign_all threads errors certs bench reconnect; do
     check "compile-$prog" compile "$prog"
 done
 check compile-with_openssl compile with_openssl -lssl -lcrypto
@@ -153,16 +153,25 @@ users = ["root"]
 admin = true
 keys = ["*"]
 TOML
-"$bin/signd" --config "$tmp/signd.toml" >"$tmp/log/signd.log" 2>&1 &
-signd_pid=$!
-for _ in $(seq 1 100); do
-    grep -q "signd ready" "$tmp/log/signd.log" && [ -S "$SIGNET_SIGND_SOCKET" ] && break
-    kill -0 "$signd_pid" 2>/dev/null || break
-    sleep 0.1
-done
-if ! grep -q "signd ready" "$tmp/log/signd.log"; then
-    log "signd did not start:"
+# start_signd: starts signd in the background and waits until it is ready.
+start_signd() {
+    : >"$tmp/log/signd.log"
+    "$bin/signd" --config "$tmp/signd.toml" >>"$tmp/log/signd.log" 2>&1 &
+    signd_pid=$!
+    for _ in $(seq 1 100); do
+        grep -q "signd ready" "$tmp/log/signd.log" && [ -S "$SIGNET_SIGND_SOCKET" ] && return 0
+        kill -0 "$signd_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "signd did not start:"
     tail -n 20 "$tmp/log/signd.log"
+    return 1
+}
+stop_signd() {
+    kill "$signd_pid" && wait "$signd_pid" 2>/dev/null
+    signd_pid=
+}
+if ! start_signd; then
     failed=$((failed + 1))
     summary
     exit 1
@@ -222,6 +231,27 @@ check with-openssl-daemon "$tmp/with_openssl" ecdsa-p256
 check example "$tmp/example" ecdsa-p256
 check example-static "$tmp/example-static" ed25519
 
+# One client across a signd restart: the reconnect program is driven by
+# lines on a fifo, between which signd is stopped and started again.
+reconnect() {
+    local fifo="$tmp/reconnect.fifo" out="$tmp/reconnect.out" pid r=0
+    mkfifo "$fifo" || return 1
+    "$tmp/reconnect" ecdsa-p256 <"$fifo" >"$out" 2>&1 &
+    pid=$!
+    exec {fd}>"$fifo"
+    wait_for() {
+        for _ in $(seq 1 100); do grep -q "$1" "$out" && return 0; sleep 0.1; done
+        echo "timed out waiting for '$1'"; return 1
+    }
+    wait_for "phase 1 done" && stop_signd && echo >&"$fd" && wait_for "phase 2 done" &&
+        start_signd && echo >&"$fd" || r=1
+    exec {fd}>&-
+    wait "$pid" || r=1
+    cat "$out"
+    return $r
+}
+check reconnect-after-restart reconnect
+
 # A caller signd's policy does not know: nobody.
 as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 check errors-denied as_nobody env SIGNET_SIGND_SOCKET="$SIGNET_SIGND_SOCKET" "$tmp/errors" denied
@@ -253,5 +283,10 @@ fi
 
 check bench "$tmp/bench" ecdsa-p256 2000
 grep '^bench' "$tmp/log/bench.log" || true
+# The same calls from Rust (signet-ipc directly), for comparison.
+if (cd "$repo" && cargo build --release -p libpki-ffi --example sign_bench) >"$tmp/log/build-bench.log" 2>&1; then
+    check bench-rust "$bin/examples/sign_bench" ecdsa-p256 2000
+    grep '^rust' "$tmp/log/bench-rust.log" || true
+fi
 
 summary
