@@ -354,8 +354,9 @@ void pki_buffer_free(pki_buffer *buffer);
 pki_result pki_client_new(const char *socket_path, pki_client **client_out);
 
 /**
- * Frees a client and closes its connection. NULL is a no-op. No other call
- * may be using the client, and it must not be used afterwards.
+ * Frees a client. NULL is a no-op. No other call may be using the client,
+ * and it must not be used afterwards. Returns at once: the client's I/O
+ * thread closes the connection and exits shortly after.
  */
 void pki_client_free(pki_client *client);
 

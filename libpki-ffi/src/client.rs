@@ -57,8 +57,9 @@ pub extern "C" fn pki_client_new(socket_path: *const c_char, client_out: *mut *m
     })
 }
 
-/// Frees a client and closes its connection. NULL is a no-op. No other call
-/// may be using the client, and it must not be used afterwards.
+/// Frees a client. NULL is a no-op. No other call may be using the client,
+/// and it must not be used afterwards. Returns at once: the client's I/O
+/// thread closes the connection and exits shortly after.
 #[no_mangle]
 pub extern "C" fn pki_client_free(client: *mut pki_client) {
     boundary::guard((), || {

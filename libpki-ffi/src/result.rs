@@ -218,3 +218,34 @@ pub(crate) fn finish(outcome: Result<(), Error>) -> pki_result {
     LAST_ERROR.with(|last| *last.borrow_mut() = detail);
     code
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    #[test]
+    fn every_code_has_its_name() {
+        let mut seen = std::collections::HashSet::new();
+        for r in pki_result::ALL {
+            assert!(seen.insert(r as u32), "{r:?} listed twice");
+            // SAFETY: pki_result_str returns a static C string.
+            let name = unsafe { CStr::from_ptr(pki_result_str(r as u32)) };
+            assert_eq!(name.to_str(), Ok(format!("{r:?}").as_str()));
+        }
+        // SAFETY: as above.
+        assert_eq!(unsafe { CStr::from_ptr(pki_result_str(0)) }.to_str(), Ok("PKI_RESULT_UNKNOWN"));
+    }
+
+    #[test]
+    fn last_error_is_set_cleared_and_truncated() {
+        assert_eq!(finish(Err(Error::invalid("0123456789"))), PKI_RESULT_INVALID_ARGUMENT);
+        let mut buf = [0x55 as c_char; 4];
+        assert_eq!(pki_last_error(buf.as_mut_ptr(), buf.len()), 10);
+        assert_eq!(buf.map(|c| c as u8), *b"012\0");
+        assert_eq!(pki_last_error(std::ptr::null_mut(), 0), 10);
+        assert_eq!(finish(Ok(())), PKI_RESULT_OK);
+        assert_eq!(pki_last_error(std::ptr::null_mut(), 0), 0);
+    }
+}

@@ -150,3 +150,28 @@ pub extern "C" fn pki_scheme_name(scheme: u32) -> *const c_char {
         index.and_then(|i| SCHEME_NAMES.get(i)).unwrap_or(&c"unknown").as_ptr()
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    #[test]
+    fn c_numbers_follow_signet_ipc() {
+        for (i, a) in KeyAlgorithm::ALL.into_iter().enumerate() {
+            assert_eq!(pki_algorithm::from_ipc(a) as usize, i + 1, "{a}");
+            // SAFETY: pki_algorithm_name returns a static C string.
+            let name = unsafe { CStr::from_ptr(pki_algorithm_name(i as u32 + 1)) };
+            assert_eq!(name.to_str(), Ok(a.name()));
+        }
+        for (i, s) in SignatureScheme::ALL.into_iter().enumerate() {
+            assert_eq!(scheme_from_c(i as u32).ok(), Some(s));
+            // SAFETY: pki_scheme_name returns a static C string.
+            let name = unsafe { CStr::from_ptr(pki_scheme_name(i as u32)) };
+            assert_eq!(name.to_str(), Ok(s.name()));
+        }
+        assert_eq!(pki_scheme::PKI_SCHEME_ML_DSA_87 as usize, SignatureScheme::ALL.len() - 1);
+        assert!(scheme_from_c(SignatureScheme::ALL.len() as u32).is_err());
+    }
+}

@@ -213,3 +213,70 @@ fn parse_cert(der_or_pem: &[u8], what: &str) -> Result<X509, Error> {
     let parsed = if der_or_pem.starts_with(b"-----BEGIN") { X509::from_pem(der_or_pem) } else { X509::from_der(der_or_pem) };
     parsed.map_err(|e| Error::new(pki_result::PKI_RESULT_MALFORMED_CERT, format!("{what}: not an X.509 certificate: {e}")))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use openssl::ec::{EcGroup, EcKey};
+    use openssl::pkey::Private;
+    use openssl::rsa::Rsa;
+    use openssl::sign::Signer;
+
+    fn sign(key: &PKey<Private>, md: Option<MessageDigest>, pss: bool, msg: &[u8]) -> Vec<u8> {
+        let mut s = match md {
+            Some(md) => Signer::new(md, key).unwrap(),
+            None => Signer::new_without_digest(key).unwrap(),
+        };
+        if pss {
+            s.set_rsa_padding(Padding::PKCS1_PSS).unwrap();
+            s.set_rsa_pss_saltlen(RsaPssSaltlen::DIGEST_LENGTH).unwrap();
+            s.set_rsa_mgf1_md(md.unwrap()).unwrap();
+        }
+        s.sign_oneshot_to_vec(msg).unwrap()
+    }
+
+    fn code(r: Result<(), Error>) -> pki_result {
+        r.err().map_or(pki_result::PKI_RESULT_OK, |e| e.code)
+    }
+
+    #[test]
+    fn default_schemes_verify_and_others_do_not() {
+        let ec = |nid| PKey::from_ec_key(EcKey::generate(&EcGroup::from_curve_name(nid).unwrap()).unwrap()).unwrap();
+        let ml = |kind| PKey::private_key_from_seed(None, kind, None, &[7u8; 32]).unwrap();
+        let cases: Vec<(PKey<Private>, Option<MessageDigest>)> = vec![
+            (ec(Nid::X9_62_PRIME256V1), Some(MessageDigest::sha256())),
+            (ec(Nid::SECP384R1), Some(MessageDigest::sha384())),
+            (ec(Nid::SECP521R1), Some(MessageDigest::sha512())),
+            (PKey::generate_ed25519().unwrap(), None),
+            (PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap(), Some(MessageDigest::sha256())),
+            (ml(KeyType::ML_DSA_44), None),
+            (ml(KeyType::ML_DSA_65), None),
+            (ml(KeyType::ML_DSA_87), None),
+        ];
+        for (key, md) in cases {
+            let spki = key.public_key_to_der().unwrap();
+            let sig = sign(&key, md, false, b"msg");
+            assert_eq!(code(verify(&spki, SignatureScheme::Default, b"msg", &sig)), pki_result::PKI_RESULT_OK);
+            assert_eq!(
+                code(verify(&spki, SignatureScheme::Default, b"msh", &sig)),
+                pki_result::PKI_RESULT_BAD_SIGNATURE
+            );
+        }
+    }
+
+    #[test]
+    fn rsa_pss_and_wrong_schemes() {
+        let key = PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap();
+        let spki = key.public_key_to_der().unwrap();
+        let sig = sign(&key, Some(MessageDigest::sha384()), true, b"m");
+        assert_eq!(code(verify(&spki, SignatureScheme::RsaPssSha384, b"m", &sig)), pki_result::PKI_RESULT_OK);
+        assert_eq!(code(verify(&spki, SignatureScheme::RsaPssSha256, b"m", &sig)), pki_result::PKI_RESULT_BAD_SIGNATURE);
+        assert_eq!(code(verify(&spki, SignatureScheme::Default, b"m", &sig)), pki_result::PKI_RESULT_BAD_SIGNATURE);
+        assert_eq!(code(verify(&spki, SignatureScheme::Ed25519, b"m", &sig)), pki_result::PKI_RESULT_WRONG_ALGORITHM);
+        assert_eq!(code(verify(b"junk", SignatureScheme::Default, b"m", &sig)), pki_result::PKI_RESULT_MALFORMED_KEY);
+        let k1 = PKey::from_ec_key(EcKey::generate(&EcGroup::from_curve_name(Nid::SECP256K1).unwrap()).unwrap());
+        let k1 = k1.unwrap().public_key_to_der().unwrap();
+        assert_eq!(code(verify(&k1, SignatureScheme::Default, b"m", &sig)), pki_result::PKI_RESULT_UNSUPPORTED_KEY);
+    }
+}

@@ -66,7 +66,7 @@ prefix="$tmp/prefix"
 check install "$repo/scripts/install" --no-build --prefix "$prefix"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 
-check header-up-to-date bash -c "cd '$repo' && cargo test --release -p libpki-ffi --test header"
+check rust-tests-and-header bash -c "cd '$repo' && cargo test --release -p libpki-ffi"
 
 exports_only_pki() {
     local so="$prefix/lib/libpki.so"
