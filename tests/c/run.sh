@@ -1,0 +1,292 @@
+#!/usr/bin/env bash
+# libpki's C tests: builds the library, installs it to a temp prefix with
+# scripts/install, compiles the C programs here with the system cc through
+# pkg-config, starts a real signd on a temp dir, and runs them (also under
+# valgrind). Ends with "libpki C tests: N passed, M failed"; exits non-zero
+# on any failure.
+#
+# Needs: cargo, cc, pkg-config, openssl (CLI), valgrind, setpriv, libssl-dev.
+# Environment: CARGO_TARGET_DIR (default <repo>/target); LIBPKI_VALGRIND=0
+# skips the valgrind runs; LIBPKI_KEEP=1 keeps the temp dir.
+set -uo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+src="$repo/tests/c"
+target="${CARGO_TARGET_DIR:-$repo/target}"
+passed=0
+failed=0
+signd_pid=
+
+tmp="$(mktemp -d /tmp/libpki-c.XXXXXX)"
+# The refused-caller test runs as nobody: it must reach the socket, the
+# programs and the library.
+chmod 0755 "$tmp"
+cleanup() {
+    if [ -n "$signd_pid" ]; then
+        kill "$signd_pid" 2>/dev/null
+        wait "$signd_pid" 2>/dev/null
+    fi
+    if [ "${LIBPKI_KEEP:-0}" = 1 ]; then echo "kept $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+
+log() { printf '%s\n' "$*"; }
+
+# check NAME COMMAND...: runs a check, output to $tmp/log/NAME.log.
+mkdir -p "$tmp/log"
+check() {
+    local name="$1"
+    shift
+    if "$@" >"$tmp/log/$name.log" 2>&1; then
+        passed=$((passed + 1))
+        log "ok   $name"
+    else
+        failed=$((failed + 1))
+        log "FAIL $name"
+        sed 's/^/     | /' "$tmp/log/$name.log" | tail -n 40
+    fi
+}
+
+summary() {
+    log "libpki C tests: $passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+}
+
+# --- build and install ------------------------------------------------------
+
+log "building libpki, signd and signetctl (release) ..."
+if ! (cd "$repo" && cargo build --release -p libpki-ffi -p signd -p signetctl) >"$tmp/log/build.log" 2>&1; then
+    tail -n 40 "$tmp/log/build.log"
+    failed=$((failed + 1))
+    summary
+    exit 1
+fi
+bin="$target/release"
+prefix="$tmp/prefix"
+check install "$repo/scripts/install" --no-build --prefix "$prefix"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+
+check rust-tests-and-header bash -c "cd '$repo' && cargo test --release -p libpki-ffi"
+
+exports_only_pki() {
+    local so="$prefix/lib/libpki.so"
+    local others
+    others="$(nm -D --defined-only "$so" | awk '{print $3}' | grep -v '^pki_' || true)"
+    [ -z "$others" ] || { echo "libpki.so exports non-pki symbols:"; echo "$others"; return 1; }
+    nm -D --defined-only "$so" | grep -q ' T pki_sign$' || { echo "pki_sign is not exported"; return 1; }
+    readelf -d "$so" | grep -q 'SONAME.*\[libpki\.so\.0\]' || { echo "no soname libpki.so.0"; return 1; }
+    # No dynamic OpenSSL dependency: it is linked in statically.
+    ! readelf -d "$so" | grep -Eq 'NEEDED.*lib(ssl|crypto)' || { echo "libpki.so needs a shared OpenSSL"; return 1; }
+}
+check exports-only-pki exports_only_pki
+
+# compile NAME [EXTRA...]: builds tests/c/NAME.c through pkg-config.
+cflags=(-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -O1 -pthread)
+compile() {
+    local name="$1"
+    shift
+    # shellcheck disable=SC2046 # pkg-config output is a list of words.
+    cc "${cflags[@]}" "$src/$name.c" -o "$tmp/$name" $(pkg-config --cflags --libs libpki) \
+        -Wl,-rpath,"$prefix/lib" "$@"
+}
+for prog in sign_all threads errors certs bench reconnect; do
+    check "compile-$prog" compile "$prog"
+done
+check compile-with_openssl compile with_openssl -lssl -lcrypto
+
+# The guide's example program, extracted from docs/libpki.md, built against
+# the shared library and, separately, the static one.
+sed -n '/^```c$/,/^```$/p' "$repo/docs/libpki.md" | sed '1d;$d' > "$tmp/example.c"
+check compile-example bash -c "cc ${cflags[*]} '$tmp/example.c' -o '$tmp/example' \
+    \$(pkg-config --cflags --libs libpki) -Wl,-rpath,'$prefix/lib'"
+check compile-example-static bash -c "cc ${cflags[*]} '$tmp/example.c' -o '$tmp/example-static' \
+    \$(pkg-config --cflags libpki) '$prefix/lib/libpki.a' \$(pkg-config --static --libs-only-l libpki | sed 's/-lpki //') \
+    && ! readelf -d '$tmp/example-static' | grep -q 'libpki'"
+
+# --- tests that need no daemon ---------------------------------------------
+
+check errors-local "$tmp/errors" local
+check errors-no-daemon "$tmp/errors" nodaemon "$tmp/nothing-here.sock"
+check with-openssl-local "$tmp/with_openssl"
+
+# Certificates: a root CA and a leaf from the openssl CLI, a second root.
+certs="$tmp/pki-certs"
+make_certs() {
+    mkdir -p "$certs" && cd "$certs" || return 1
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout root.key \
+        -subj "/CN=libpki test root" -days 3650 -outform DER -out root.der \
+        -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign &&
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout other.key \
+        -subj "/CN=libpki other root" -days 3650 -outform DER -out other.der \
+        -addext basicConstraints=critical,CA:TRUE &&
+    openssl req -new -newkey rsa:2048 -nodes -keyout leaf.key -subj "/CN=leaf.example" -out leaf.csr &&
+    printf 'basicConstraints=CA:FALSE\nsubjectAltName=DNS:leaf.example\n' > leaf.ext &&
+    openssl x509 -req -in leaf.csr -CA root.der -CAform DER -CAkey root.key -CAcreateserial \
+        -days 30 -extfile leaf.ext -outform DER -out leaf.der &&
+    openssl x509 -inform DER -in leaf.der -out leaf.pem &&
+    head -c 300 /dev/urandom > garbage.der
+}
+check make-certs make_certs
+now="$(date +%s)"
+check cert-good "$tmp/certs" "$certs/leaf.der" 0 PKI_RESULT_OK "$certs/root.der"
+check cert-good-pem-at-time "$tmp/certs" "$certs/leaf.pem" $((now + 86400)) PKI_RESULT_OK "$certs/other.der" "$certs/root.der"
+check cert-root-itself "$tmp/certs" "$certs/root.der" 0 PKI_RESULT_OK "$certs/root.der"
+check cert-expired "$tmp/certs" "$certs/leaf.der" $((now + 365 * 86400)) PKI_RESULT_CERT_EXPIRED "$certs/root.der"
+check cert-not-yet-valid "$tmp/certs" "$certs/leaf.der" $((now - 86400)) PKI_RESULT_CERT_NOT_YET_VALID "$certs/root.der"
+check cert-wrong-root "$tmp/certs" "$certs/leaf.der" 0 PKI_RESULT_CERT_UNTRUSTED "$certs/other.der"
+check cert-no-roots "$tmp/certs" "$certs/leaf.der" 0 PKI_RESULT_CERT_UNTRUSTED
+check cert-garbage "$tmp/certs" "$certs/garbage.der" 0 PKI_RESULT_MALFORMED_CERT "$certs/root.der"
+check cert-garbage-root "$tmp/certs" "$certs/leaf.der" 0 PKI_RESULT_MALFORMED_CERT "$certs/garbage.der"
+
+# --- a real signd -----------------------------------------------------------
+
+run="$tmp/run"
+mkdir -p "$run" "$tmp/state"
+chmod 0755 "$run"
+export SIGNET_SIGND_SOCKET="$run/signd.sock"
+cat > "$tmp/signd.toml" <<TOML
+socket = "$SIGNET_SIGND_SOCKET"
+socket_mode = "0666"
+state_dir = "$tmp/state"
+[roles.admin]
+users = ["root"]
+admin = true
+keys = ["*"]
+TOML
+# start_signd: starts signd in the background and waits until it is ready.
+start_signd() {
+    : >"$tmp/log/signd.log"
+    "$bin/signd" --config "$tmp/signd.toml" >>"$tmp/log/signd.log" 2>&1 &
+    signd_pid=$!
+    for _ in $(seq 1 100); do
+        grep -q "signd ready" "$tmp/log/signd.log" && [ -S "$SIGNET_SIGND_SOCKET" ] && return 0
+        kill -0 "$signd_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "signd did not start:"
+    tail -n 20 "$tmp/log/signd.log"
+    return 1
+}
+stop_signd() {
+    kill "$signd_pid" && wait "$signd_pid" 2>/dev/null
+    signd_pid=
+}
+if ! start_signd; then
+    failed=$((failed + 1))
+    summary
+    exit 1
+fi
+
+algorithms=(ecdsa-p256 ecdsa-p384 ecdsa-p521 ed25519 rsa-2048 rsa-3072 rsa-4096 ml-dsa-44 ml-dsa-65 ml-dsa-87)
+generate_keys() {
+    for alg in "${algorithms[@]}"; do
+        # Key ids are the algorithm names; the tests rely on it.
+        "$bin/signetctl" key generate "$alg" -a "$alg" || return 1
+    done
+}
+check generate-keys generate_keys
+
+sigs="$tmp/sigs"
+mkdir -p "$sigs"
+check sign-all "$tmp/sign_all" "$sigs" "${algorithms[@]}"
+
+# The system openssl (3.0) checks what signd signed. It cannot parse ML-DSA
+# keys (3.5+), so ML-DSA signatures are checked with pki_verify only (in
+# sign_all above).
+openssl_verify() {
+    local id="$1" digest="$2" sig="$3"
+    shift 3
+    openssl pkey -pubin -inform DER -in "$sigs/$id.spki.der" -out "$sigs/$id.pem" &&
+    openssl dgst "-$digest" -verify "$sigs/$id.pem" -signature "$sigs/$sig" "$@" "$sigs/msg"
+}
+check openssl-ecdsa-p256 openssl_verify ecdsa-p256 sha256 ecdsa-p256.sig
+check openssl-ecdsa-p256-sha512 openssl_verify ecdsa-p256 sha512 ecdsa-p256.sha512.sig
+check openssl-ecdsa-p384 openssl_verify ecdsa-p384 sha384 ecdsa-p384.sig
+check openssl-ecdsa-p521 openssl_verify ecdsa-p521 sha512 ecdsa-p521.sig
+for bits in 2048 3072 4096; do
+    check "openssl-rsa-$bits" openssl_verify "rsa-$bits" sha256 "rsa-$bits.sig"
+    check "openssl-rsa-$bits-pkcs1-sha512" openssl_verify "rsa-$bits" sha512 "rsa-$bits.pkcs1-sha512.sig"
+    for h in 256 384 512; do
+        check "openssl-rsa-$bits-pss-sha$h" openssl_verify "rsa-$bits" "sha$h" "rsa-$bits.pss-sha$h.sig" \
+            -sigopt rsa_padding_mode:pss -sigopt rsa_pss_saltlen:digest -sigopt "rsa_mgf1_md:sha$h"
+    done
+done
+openssl_ed25519() {
+    openssl pkey -pubin -inform DER -in "$sigs/ed25519.spki.der" -out "$sigs/ed25519.pem" &&
+    openssl pkeyutl -verify -pubin -inkey "$sigs/ed25519.pem" -rawin -in "$sigs/msg" -sigfile "$sigs/ed25519.sig"
+}
+check openssl-ed25519 openssl_ed25519
+# And a tampered message fails there too (the check above is not vacuous).
+tampered() {
+    cp "$sigs/msg" "$sigs/msg.orig" && printf 'x' >> "$sigs/msg" &&
+    ! openssl_verify ecdsa-p256 sha256 ecdsa-p256.sig; local r=$?
+    mv "$sigs/msg.orig" "$sigs/msg"
+    return $r
+}
+check openssl-rejects-tampered tampered
+
+check threads-8x1000 "$tmp/threads" ecdsa-p256 8 1000
+check errors-daemon "$tmp/errors" daemon
+check with-openssl-daemon "$tmp/with_openssl" ecdsa-p256
+check example "$tmp/example" ecdsa-p256
+check example-static "$tmp/example-static" ed25519
+
+# One client across a signd restart: the reconnect program is driven by
+# lines on a fifo, between which signd is stopped and started again.
+reconnect() {
+    local fifo="$tmp/reconnect.fifo" out="$tmp/reconnect.out" pid r=0
+    mkfifo "$fifo" || return 1
+    "$tmp/reconnect" ecdsa-p256 <"$fifo" >"$out" 2>&1 &
+    pid=$!
+    exec {fd}>"$fifo"
+    wait_for() {
+        for _ in $(seq 1 100); do grep -q "$1" "$out" && return 0; sleep 0.1; done
+        echo "timed out waiting for '$1'"; return 1
+    }
+    wait_for "phase 1 done" && stop_signd && echo >&"$fd" && wait_for "phase 2 done" &&
+        start_signd && echo >&"$fd" || r=1
+    exec {fd}>&-
+    wait "$pid" || r=1
+    cat "$out"
+    return $r
+}
+check reconnect-after-restart reconnect
+
+# A caller signd's policy does not know: nobody.
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+check errors-denied as_nobody env SIGNET_SIGND_SOCKET="$SIGNET_SIGND_SOCKET" "$tmp/errors" denied
+
+# --- valgrind ---------------------------------------------------------------
+
+if [ "${LIBPKI_VALGRIND:-1}" != 0 ]; then
+    # Rust's std and OpenSSL keep some allocations until exit ("still
+    # reachable"); that is fine. Definite leaks and invalid accesses are not.
+    vg() {
+        valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite \
+            --error-exitcode=1 "$@"
+    }
+    check valgrind-errors-local vg "$tmp/errors" local
+    check valgrind-errors-no-daemon vg "$tmp/errors" nodaemon "$tmp/nothing-here.sock"
+    check valgrind-errors-daemon vg "$tmp/errors" daemon
+    check valgrind-errors-denied as_nobody env SIGNET_SIGND_SOCKET="$SIGNET_SIGND_SOCKET" \
+        valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite \
+        --error-exitcode=1 "$tmp/errors" denied
+    mkdir -p "$tmp/sigs-vg"
+    check valgrind-sign-all vg "$tmp/sign_all" "$tmp/sigs-vg" "${algorithms[@]}"
+    check valgrind-threads-8x50 vg "$tmp/threads" ecdsa-p256 8 50
+    check valgrind-certs vg "$tmp/certs" "$certs/leaf.der" $((now + 365 * 86400)) PKI_RESULT_CERT_EXPIRED "$certs/root.der"
+    check valgrind-with-openssl vg "$tmp/with_openssl" ecdsa-p256
+    check valgrind-example vg "$tmp/example" ecdsa-p256
+fi
+
+# --- performance (reported, not judged) ------------------------------------
+
+check bench "$tmp/bench" ecdsa-p256 2000
+grep '^bench' "$tmp/log/bench.log" || true
+# The same calls from Rust (signet-ipc directly), for comparison.
+if (cd "$repo" && cargo build --release -p libpki-ffi --example sign_bench) >"$tmp/log/build-bench.log" 2>&1; then
+    check bench-rust "$bin/examples/sign_bench" ecdsa-p256 2000
+    grep '^rust' "$tmp/log/bench-rust.log" || true
+fi
+
+summary
