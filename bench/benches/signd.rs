@@ -150,6 +150,19 @@ fn summary(
     if let Ok(l) = std::fs::read_to_string("/proc/loadavg") {
         println!("SUMMARY loadavg {}", l.trim());
     }
+    // Transport alone: `health` crosses the client thread, the socket and
+    // signd's capnp thread, but not the signing pool or the audit writer.
+    let mut lat = Vec::with_capacity(5000);
+    for _ in 0..5000 {
+        let s = Instant::now();
+        block_on(client.health()).unwrap();
+        lat.push(s.elapsed());
+    }
+    println!(
+        "SUMMARY health_roundtrip n=5000 p50_us={:.1} p99_us={:.1}",
+        us(percentile(&mut lat, 50.0)),
+        us(percentile(&mut lat, 99.0))
+    );
     for (case, pkey) in keys {
         let key = case.key_id();
         let direct = direct_rate(pkey, case, msg, 1.0);
