@@ -21,12 +21,14 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
+use openssl::hash::MessageDigest;
 use openssl::pkey::{PKey, Private};
+use openssl::sign::Signer;
 use signd::backend::openssl::{generate, sign};
 use signet_bench::{
     generate_keys, message, percentile, run_inflight, self_cpu_time, Case, SigndProcess, CASES, P256,
 };
-use signet_ipc::{block_on, SigndClient};
+use signet_ipc::{block_on, SignatureScheme, SigndClient};
 
 const BATCH: usize = 256;
 
@@ -46,6 +48,25 @@ fn main() {
         g.throughput(Throughput::Elements(1));
         for (case, pkey) in &keys {
             g.bench_function(case.label, |b| b.iter(|| sign(pkey, case.scheme, black_box(&msg)).unwrap()));
+        }
+        g.finish();
+    }
+    // Experiment: the same Signer, but one EVP_DigestSign into a buffer sized
+    // up front instead of `sign_oneshot_to_vec` (a size query, then the sign).
+    {
+        let mut g = c.benchmark_group("direct_prealloc");
+        g.throughput(Throughput::Elements(1));
+        for (case, pkey) in keys.iter().filter(|(c, _)| matches!(c.label, "p256" | "ed25519" | "mldsa44" | "mldsa65" | "mldsa87")) {
+            let mut buf = vec![0u8; 8192];
+            g.bench_function(case.label, |b| {
+                b.iter(|| {
+                    let mut signer = match case.scheme {
+                        SignatureScheme::EcdsaSha256 => Signer::new(MessageDigest::sha256(), pkey).unwrap(),
+                        _ => Signer::new_without_digest(pkey).unwrap(),
+                    };
+                    signer.sign_oneshot(&mut buf, black_box(&msg)).unwrap()
+                })
+            });
         }
         g.finish();
     }
