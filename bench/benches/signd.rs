@@ -12,7 +12,9 @@
 //! After criterion, a summary pass (lines starting `SUMMARY`) measures with
 //! plain timed loops: direct rate, round-trip p50/p99 (up to 5,000 calls),
 //! in-flight-16 rate and p50/p99 for every case, and CPU time per signature
-//! in signd and in the client. Set `SIGNET_BENCH_SUMMARY=0` to skip it.
+//! in signd and in the client. Set `SIGNET_BENCH_SUMMARY=0` to skip it, or
+//! to a comma-separated list of case labels (`p256,ed25519`) to limit the
+//! per-case loops to those.
 //!
 //! signd is found through `SIGNET_BIN_DIR` (default: `target/release`).
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)]
@@ -184,7 +186,15 @@ fn summary(
         us(percentile(&mut lat, 50.0)),
         us(percentile(&mut lat, 99.0))
     );
+    // SIGNET_BENCH_SUMMARY=p256,ed25519 limits the per-case loops to those cases.
+    let only: Option<Vec<String>> = std::env::var("SIGNET_BENCH_SUMMARY")
+        .ok()
+        .filter(|v| !matches!(v.as_str(), "" | "1"))
+        .map(|v| v.split(',').map(str::to_owned).collect());
     for (case, pkey) in keys {
+        if only.as_ref().is_some_and(|o| !o.iter().any(|l| l == case.label)) {
+            continue;
+        }
         let key = case.key_id();
         let direct = direct_rate(pkey, case, msg, 1.0);
         // Round trip: estimate the call time, then up to 5,000 calls or ~2 s.
