@@ -211,6 +211,7 @@ impl wire::signd::Server for SigndServer {
         _: wire::signd::WhoamiParams,
         mut results: wire::signd::WhoamiResults,
     ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
         let r = results.get().init_result();
         match self.session.whoami() {
             Ok(c) => convert::write_caller(r.init_ok(), &c),
@@ -224,6 +225,7 @@ impl wire::signd::Server for SigndServer {
         params: wire::signd::SignerParams,
         mut results: wire::signd::SignerResults,
     ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
         let role = params.get().map_err(|e| malformed("signer request", e)).and_then(|p| convert::text(p.get_role(), "role"));
         let outcome = match role {
             Ok(role) => self.session.signer(role).await,
@@ -242,6 +244,7 @@ impl wire::signd::Server for SigndServer {
         _: wire::signd::AdminParams,
         mut results: wire::signd::AdminResults,
     ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
         let outcome = self.session.admin().await;
         let mut r = results.get().init_result();
         match outcome {
@@ -256,6 +259,7 @@ impl wire::signd::Server for SigndServer {
         _: wire::signd::HealthParams,
         mut results: wire::signd::HealthResults,
     ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
         convert::write_health(results.get().init_health(), &self.session.health());
         Ok(())
     }

@@ -152,8 +152,15 @@ fn sigterm_drains_calls_in_progress() {
     block_on(client.generate_key(spec)).unwrap();
     // About a second of signing on this machine: 400 RSA-4096 signatures.
     let batch = vec![b"m".to_vec(); 400];
+    let cpu_before = cpu_ticks(signd.pid());
     let pending = std::thread::spawn(move || block_on(client.sign_batch("", "slow", SignatureScheme::Default, batch)));
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    // Wait until signd is visibly signing (its CPU time grows by 0.1 s), so the
+    // call is inside signd when SIGTERM arrives, however loaded the machine is.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while cpu_ticks(signd.pid()) < cpu_before + 10 {
+        assert!(std::time::Instant::now() < deadline, "signd never started signing");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let started = std::time::Instant::now();
     let status = signd.terminate();
     let waited = started.elapsed();
@@ -161,4 +168,13 @@ fn sigterm_drains_calls_in_progress() {
     let answer = pending.join().unwrap();
     assert_eq!(answer.unwrap_or_else(|e| panic!("in-progress call was dropped: {e}; waited {waited:?}; log:\n{}", signd.log())).len(), 400);
     assert!(waited > std::time::Duration::from_millis(100), "signd exited in {waited:?}: the call had already finished, nothing was drained");
+}
+
+/// utime + stime of a process, in clock ticks (normally 1/100 s), from /proc.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the parenthesised command name; utime and stime are 14 and 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }

@@ -1,10 +1,14 @@
-//! The audit log: every signature and every refusal, appended to LMDB by one
-//! writer thread with group commit.
+//! The audit log: every signature and every refusal, appended to LMDB.
 //!
 //! A caller's answer is sent only after the record describing it is committed,
 //! so an acknowledged signature always has its audit record (kill -9 included).
-//! Records that arrive while a commit is running are committed together in the
-//! next transaction, which keeps throughput high whatever the fsync policy.
+//!
+//! Two ways to commit, chosen by the store's durability:
+//! - **inline** (no fsync per commit): the thread that produced the records
+//!   commits them itself. A commit is a few page writes, cheaper than handing
+//!   the records to another thread and waking it.
+//! - **group** (fsync per commit): one writer thread commits whatever has
+//!   queued up while the previous fsync ran, so many signatures share one fsync.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -94,30 +98,50 @@ struct Job {
 pub struct AuditLog {
     store: Store,
     table: Table<u64, Entry>,
-    jobs: Sender<Job>,
+    /// The group-commit writer; `None` commits inline.
+    jobs: Option<Sender<Job>>,
     count: Arc<AtomicU64>,
 }
 
+/// How [`AuditLog::append`] commits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitMode {
+    /// On the calling thread, one transaction per append.
+    Inline,
+    /// On a writer thread that batches appends into one (fsynced) transaction.
+    Group,
+}
+
 impl AuditLog {
-    /// Opens the `audit` table of `store` and starts the writer thread.
-    pub fn open(store: &Store) -> Result<Self, StoreError> {
+    /// Opens the `audit` table of `store`; with [`CommitMode::Group`] starts the writer thread.
+    pub fn open(store: &Store, mode: CommitMode) -> Result<Self, StoreError> {
         let table = store.table::<u64, Entry>("audit")?;
-        let count = store.read(|txn| txn.len(&table))?;
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let writer_store = store.clone();
-        let count = Arc::new(AtomicU64::new(count));
-        let writer_count = count.clone();
-        std::thread::Builder::new()
-            .name("audit-writer".into())
-            .spawn(move || writer(writer_store, table, rx, writer_count))
-            .map_err(StoreError::FlushThread)?;
-        Ok(Self { store: store.clone(), table, jobs: tx, count })
+        let count = Arc::new(AtomicU64::new(store.read(|txn| txn.len(&table))?));
+        let jobs = match mode {
+            CommitMode::Inline => None,
+            CommitMode::Group => {
+                let (tx, rx) = crossbeam_channel::unbounded();
+                let (writer_store, writer_count) = (store.clone(), count.clone());
+                std::thread::Builder::new()
+                    .name("audit-writer".into())
+                    .spawn(move || writer(writer_store, table, rx, writer_count))
+                    .map_err(StoreError::FlushThread)?;
+                Some(tx)
+            }
+        };
+        Ok(Self { store: store.clone(), table, jobs, count })
     }
 
-    /// Appends `entries` and calls `done` once they are committed.
+    /// Appends `entries` and calls `done` once they are committed (inline
+    /// mode: before returning).
     pub fn append(&self, entries: Vec<Entry>, done: Done) {
-        if let Err(crossbeam_channel::SendError(job)) = self.jobs.send(Job { entries, done }) {
-            (job.done)(Err(IpcError::internal("the audit writer has stopped")));
+        match &self.jobs {
+            None => done(commit(&self.store, self.table, &[&entries], &self.count)),
+            Some(jobs) => {
+                if let Err(crossbeam_channel::SendError(job)) = jobs.send(Job { entries, done }) {
+                    (job.done)(Err(IpcError::internal("the audit writer has stopped")));
+                }
+            }
         }
     }
 
@@ -167,28 +191,33 @@ fn writer(store: Store, table: Table<u64, Entry>, jobs: Receiver<Job>, count: Ar
                 Err(_) => break,
             }
         }
-        let result = store.write(|txn| {
-            let mut seq = txn.next_u64_key(&table)?;
-            for job in &group {
-                for entry in &job.entries {
-                    txn.insert_new(&table, &seq, entry)?;
-                    seq += 1;
-                }
-            }
-            Ok(())
-        });
-        let result = match result {
-            Ok(()) => {
-                count.fetch_add(records as u64, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(e) => {
-                tracing::error!(error = %e, records, "audit commit failed; refusing the operations it recorded");
-                Err(IpcError::internal(format!("audit log commit failed: {e}")))
-            }
-        };
+        let batches: Vec<&[Entry]> = group.iter().map(|j| j.entries.as_slice()).collect();
+        let result = commit(&store, table, &batches, &count);
         for job in group {
             (job.done)(result.clone());
+        }
+    }
+}
+
+/// Commits `batches` in one transaction, numbering the entries in order.
+fn commit(store: &Store, table: Table<u64, Entry>, batches: &[&[Entry]], count: &AtomicU64) -> Result<(), IpcError> {
+    let records: usize = batches.iter().map(|b| b.len()).sum();
+    let result = store.write(|txn| {
+        let mut seq = txn.next_u64_key(&table)?;
+        for entry in batches.iter().flat_map(|b| b.iter()) {
+            txn.insert_new(&table, &seq, entry)?;
+            seq += 1;
+        }
+        Ok(())
+    });
+    match result {
+        Ok(()) => {
+            count.fetch_add(records as u64, Ordering::Relaxed);
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!(error = %e, records, "audit commit failed; refusing the operations it recorded");
+            Err(IpcError::internal(format!("audit log commit failed: {e}")))
         }
     }
 }
@@ -200,9 +229,15 @@ mod tests {
 
     #[tokio::test]
     async fn appends_in_order_and_queries_both_ways() {
+        for mode in [CommitMode::Inline, CommitMode::Group] {
+            appends_in_order(mode).await;
+        }
+    }
+
+    async fn appends_in_order(mode: CommitMode) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), StoreOptions::new("signd-test", 1)).unwrap();
-        let log = AuditLog::open(&store).unwrap();
+        let log = AuditLog::open(&store, mode).unwrap();
         let peer = PeerCredentials { uid: 7, gid: 7, pid: 9 };
         for i in 0..10 {
             log.append_wait(vec![Entry::new(&peer, "r", "sign", &format!("k{i}"))]).await.unwrap();

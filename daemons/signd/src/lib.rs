@@ -77,7 +77,13 @@ pub fn open_state(config: &Config) -> Result<State, SigndError> {
         OpensslBackend::new(&config.state_dir.join("keys")).map_err(|e| SigndError::Startup(e.to_string()))?,
     );
     let keys = keys::KeyRing::open(&store, vec![openssl]).map_err(store_err)?;
-    let audit = audit::AuditLog::open(&store).map_err(store_err)?;
+    // fsync per commit is worth batching on one thread; without it, the
+    // signing thread commits its own record (see audit.rs).
+    let mode = match config.audit.durability {
+        Durability::Sync => audit::CommitMode::Group,
+        Durability::Process => audit::CommitMode::Inline,
+    };
+    let audit = audit::AuditLog::open(&store, mode).map_err(store_err)?;
     let pool = pool::Pool::new(config.workers).map_err(|e| SigndError::Startup(format!("signing threads: {e}")))?;
     Ok(State { keys, audit, pool })
 }
