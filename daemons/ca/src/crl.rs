@@ -2,15 +2,18 @@
 
 use std::time::SystemTime;
 
-use der::asn1::Uint;
+use der::asn1::{Uint, UintRef};
+use der::{Decode, DecodeValue, Encode, EncodeValue, Header, Length, Reader, Sequence, SliceReader, Writer};
 use signet_ipc::SignatureScheme;
+use spki::AlgorithmIdentifierOwned;
 use x509_cert::certificate::Version;
-use x509_cert::crl::{RevokedCert, TbsCertList};
+use x509_cert::ext::Extensions;
+use x509_cert::name::Name;
+use x509_cert::time::Time;
 use x509_cert::ext::pkix::crl::dp::IssuingDistributionPoint;
 use x509_cert::ext::pkix::name::DistributionPointName;
 use x509_cert::ext::pkix::{AuthorityKeyIdentifier, BaseCrlNumber, CrlNumber, CrlReason};
 use x509_cert::ext::Extension;
-use x509_cert::serial_number::SerialNumber;
 
 use crate::alg::to_der;
 use crate::cert::{assemble_signed, ext, ext_raw};
@@ -48,34 +51,38 @@ pub struct CrlParams<'a> {
 }
 
 /// Builds a version 2 TBSCertList (DER) for `issuer`.
+///
+/// Entries are DER-encoded one by one (through `der`'s derived encoders) into one
+/// buffer that becomes the body of `revokedCertificates`: no per-entry allocation,
+/// and each entry's length is computed once, so a million entries build in well
+/// under a second.
 pub fn build_tbs_crl(issuer: &Issuer, params: &CrlParams<'_>) -> Result<Vec<u8>, CaError> {
     if params.next_update <= params.this_update {
         return Err(CaError::CrlBadNextUpdate);
     }
-    // Precompute the (at most ten) reasonCode extensions once: each entry clones one.
-    let reason_ext = |r: CrlReason| ext(&r, false);
-    let mut reasons: Vec<(CrlReason, Extension)> = Vec::new();
-    let mut revoked = Vec::with_capacity(params.revoked.len());
+    // The (at most ten) reasonCode entry extensions, encoded once: the body of the
+    // entry's `Extensions` SEQUENCE is the single Extension's DER.
+    let mut reason_ders: Vec<(CrlReason, Vec<u8>)> = Vec::new();
+    for entry in params.revoked {
+        if let Some(r) = entry.reason.filter(|r| *r != CrlReason::Unspecified) {
+            if !reason_ders.iter().any(|(k, _)| *k == r) {
+                reason_ders.push((r, to_der(&ext(&r, false)?)?));
+            }
+        }
+    }
+    // ~45 octets per entry with a reason code.
+    let mut body = Vec::with_capacity(params.revoked.len() * 48);
     for entry in params.revoked {
         let crl_entry_extensions = match entry.reason {
             None | Some(CrlReason::Unspecified) => None,
-            Some(r) => {
-                let e = match reasons.iter().find(|(k, _)| *k == r) {
-                    Some((_, e)) => e.clone(),
-                    None => {
-                        let e = reason_ext(r)?;
-                        reasons.push((r, e.clone()));
-                        e
-                    }
-                };
-                Some(vec![e])
-            }
+            Some(r) => reason_ders.iter().find(|(k, _)| *k == r).map(|(_, d)| RawSequence(d)),
         };
-        revoked.push(RevokedCert {
+        RevokedEntryRef {
             serial_number: serial(&entry.serial)?,
             revocation_date: x509_time(entry.revocation_time)?,
             crl_entry_extensions,
-        });
+        }
+        .encode_to_vec(&mut body)?;
     }
 
     let mut exts = vec![
@@ -107,18 +114,82 @@ pub fn build_tbs_crl(issuer: &Issuer, params: &CrlParams<'_>) -> Result<Vec<u8>,
         exts.push(ext_raw(IDP_OID, true, &idp)?);
     }
 
-    let tbs = TbsCertList {
+    let tbs = TbsCertListRef {
         version: Version::V2,
         signature: issuer.signature_algorithm()?,
         issuer: issuer.name.clone(),
         this_update: x509_time(params.this_update)?,
         next_update: Some(x509_time(params.next_update)?),
         // RFC 5280 5.1.2.6: absent, not empty, when nothing is revoked.
-        revoked_certificates: (!revoked.is_empty()).then_some(revoked),
+        revoked_certificates: (!body.is_empty()).then_some(RawSequence(&body)),
         crl_extensions: Some(exts),
     };
     to_der(&tbs)
 }
+
+/// TBSCertList with `revokedCertificates` kept as its encoded body: the same DER as
+/// `x509_cert::crl::TbsCertList`, without a million owned entries.
+#[derive(Sequence)]
+pub(crate) struct TbsCertListRef<'a> {
+    pub(crate) version: Version,
+    pub(crate) signature: AlgorithmIdentifierOwned,
+    pub(crate) issuer: Name,
+    pub(crate) this_update: Time,
+    pub(crate) next_update: Option<Time>,
+    pub(crate) revoked_certificates: Option<RawSequence<'a>>,
+    #[asn1(context_specific = "0", tag_mode = "EXPLICIT", optional = "true")]
+    pub(crate) crl_extensions: Option<Extensions>,
+}
+
+/// One revokedCertificates entry, borrowed.
+#[derive(Sequence)]
+pub(crate) struct RevokedEntryRef<'a> {
+    pub(crate) serial_number: UintRef<'a>,
+    pub(crate) revocation_date: Time,
+    pub(crate) crl_entry_extensions: Option<RawSequence<'a>>,
+}
+
+impl<'a> TbsCertListRef<'a> {
+    /// Decodes every entry of revokedCertificates (strict DER), returning the count.
+    pub(crate) fn count_revoked(&self) -> Result<usize, der::Error> {
+        let Some(list) = &self.revoked_certificates else { return Ok(0) };
+        let mut reader = SliceReader::new(list.0)?;
+        let mut n = 0;
+        while !reader.is_finished() {
+            let entry = RevokedEntryRef::decode(&mut reader)?;
+            if let Some(exts) = entry.crl_entry_extensions {
+                let mut r = SliceReader::new(exts.0)?;
+                while !r.is_finished() {
+                    Extension::decode(&mut r)?;
+                }
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+/// A SEQUENCE whose body is kept as already-encoded octets (a SEQUENCE OF built
+/// or checked element by element).
+pub(crate) struct RawSequence<'a>(pub(crate) &'a [u8]);
+
+impl<'a> DecodeValue<'a> for RawSequence<'a> {
+    fn decode_value<R: Reader<'a>>(reader: &mut R, header: Header) -> der::Result<Self> {
+        Ok(Self(reader.read_slice(header.length)?))
+    }
+}
+
+impl EncodeValue for RawSequence<'_> {
+    fn value_len(&self) -> der::Result<Length> {
+        Length::try_from(self.0.len())
+    }
+
+    fn encode_value(&self, writer: &mut impl Writer) -> der::Result<()> {
+        writer.write(self.0)
+    }
+}
+
+impl<'a> der::Sequence<'a> for RawSequence<'a> {}
 
 /// Wraps a TBSCertList and signd's signature into a CertificateList (DER).
 pub fn assemble_crl(tbs_der: &[u8], scheme: SignatureScheme, signature: &[u8]) -> Result<Vec<u8>, CaError> {
@@ -134,11 +205,16 @@ fn uri(url: &str) -> Result<x509_cert::ext::pkix::name::GeneralName, CaError> {
     ))
 }
 
-fn serial(bytes: &[u8]) -> Result<SerialNumber, CaError> {
+fn serial(bytes: &[u8]) -> Result<UintRef<'_>, CaError> {
     if bytes.iter().all(|&b| b == 0) {
         return Err(CaError::BadSerial("zero or empty"));
     }
-    SerialNumber::new(bytes).map_err(|_| CaError::BadSerial("longer than 20 octets"))
+    let n = UintRef::new(bytes).map_err(|_| CaError::BadSerial("not an integer"))?;
+    // As SerialNumber: at most 20 content octets once encoded.
+    if n.value_len().map_err(CaError::Encode)? > Length::new(20) {
+        return Err(CaError::BadSerial("longer than 20 octets"));
+    }
+    Ok(n)
 }
 
 fn crl_number(n: u128) -> Result<Uint, CaError> {

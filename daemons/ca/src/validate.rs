@@ -13,7 +13,6 @@ use const_oid::ObjectIdentifier;
 use der::Decode;
 use signet_ipc::KeyAlgorithm;
 use x509_cert::certificate::{TbsCertificate, Version};
-use x509_cert::crl::TbsCertList;
 use x509_cert::ext::pkix::{
     AuthorityKeyIdentifier, BaseCrlNumber, BasicConstraints, CrlNumber, ExtendedKeyUsage, KeyUsage, KeyUsages,
     SubjectAltName,
@@ -23,6 +22,7 @@ use x509_cert::name::Name;
 use x509_ocsp::{CertStatus, ResponderId, ResponseData};
 
 use crate::alg::{self, oid, to_der};
+use crate::crl::TbsCertListRef;
 use crate::ocsp::{CertStatusInfo, Responder};
 use crate::profile::Profile;
 use crate::{CaError, Issuer, SanEntry};
@@ -213,7 +213,8 @@ pub struct ParsedTbsCrl {
 
 /// Refuses anything that is not a well-formed v2 TBSCertList of `issuer`.
 pub fn validate_tbs_crl(der: &[u8], issuer: &Issuer) -> Result<ParsedTbsCrl, CaError> {
-    let tbs = TbsCertList::from_der(der).map_err(CaError::malformed("TBSCertList"))?;
+    let tbs = TbsCertListRef::from_der(der).map_err(CaError::malformed("TBSCertList"))?;
+    let revoked_count = tbs.count_revoked().map_err(CaError::malformed("revokedCertificates"))?;
     if tbs.version != Version::V2 {
         return Err(CaError::CrlNotV2);
     }
@@ -264,7 +265,7 @@ pub fn validate_tbs_crl(der: &[u8], issuer: &Issuer) -> Result<ParsedTbsCrl, CaE
         delta_base,
         this_update,
         next_update,
-        revoked_count: tbs.revoked_certificates.map_or(0, |r| r.len()),
+        revoked_count,
     })
 }
 
