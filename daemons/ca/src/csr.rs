@@ -122,3 +122,74 @@ fn verify_self_signature(der: &[u8]) -> Result<(), CaError> {
         Err(e) => Err(fail(e)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use openssl::hash::MessageDigest;
+    use openssl::stack::Stack;
+    use openssl::x509::extension::SubjectAlternativeName;
+    use openssl::x509::{X509NameBuilder, X509ReqBuilder};
+    use signet_ipc::SignatureScheme;
+
+    use super::*;
+    use crate::testutil::TestKey;
+
+    fn csr(key: &TestKey, digest: MessageDigest) -> Vec<u8> {
+        let mut b = X509ReqBuilder::new().unwrap();
+        let mut n = X509NameBuilder::new().unwrap();
+        n.append_entry_by_text("CN", "csr.example.com").unwrap();
+        b.set_subject_name(&n.build()).unwrap();
+        b.set_pubkey(&key.pkey).unwrap();
+        let mut exts = Stack::new().unwrap();
+        let san = SubjectAlternativeName::new()
+            .dns("csr.example.com")
+            .ip("10.0.0.1")
+            .email("ops@example.com")
+            .build(&b.x509v3_context(None))
+            .unwrap();
+        exts.push(san).unwrap();
+        b.add_extensions(&exts).unwrap();
+        b.sign(&key.pkey, digest).unwrap();
+        b.build().to_der().unwrap()
+    }
+
+    #[test]
+    fn parses_and_verifies_csrs_of_each_algorithm() {
+        for (alg, digest) in [
+            (KeyAlgorithm::EcP256, MessageDigest::sha256()),
+            (KeyAlgorithm::Ed25519, MessageDigest::null()),
+            (KeyAlgorithm::Rsa2048, MessageDigest::sha256()),
+            (KeyAlgorithm::MlDsa44, MessageDigest::null()),
+        ] {
+            let key = TestKey::new(alg, SignatureScheme::Default);
+            let der = csr(&key, digest);
+            let parsed = parse_csr(&der).unwrap();
+            assert_eq!(parsed.key_algorithm, alg);
+            assert_eq!(parsed.spki_der, key.spki_der());
+            assert_eq!(
+                parsed.sans,
+                vec![
+                    SanEntry::Dns("csr.example.com".into()),
+                    SanEntry::Ip("10.0.0.1".parse().unwrap()),
+                    SanEntry::Email("ops@example.com".into())
+                ]
+            );
+            let pem = der::pem::encode_string("CERTIFICATE REQUEST", der::pem::LineEnding::LF, &der).unwrap();
+            assert_eq!(parse_csr(pem.as_bytes()).unwrap().subject, parsed.subject);
+        }
+    }
+
+    #[test]
+    fn typed_errors() {
+        let key = TestKey::new(KeyAlgorithm::EcP256, SignatureScheme::Default);
+        let mut der = csr(&key, MessageDigest::sha256());
+        let last = der.len() - 3;
+        der[last] ^= 0x01; // inside the signature
+        assert!(matches!(parse_csr(&der), Err(CaError::CsrSignature(_))));
+        assert!(matches!(parse_csr(b"\x30\x00"), Err(CaError::Malformed { .. })));
+        assert!(matches!(parse_csr(b"-----BEGIN CERTIFICATE REQUEST-----\n!!\n-----END CERTIFICATE REQUEST-----\n"), Err(CaError::CsrPem(_))));
+        let good = csr(&key, MessageDigest::sha256());
+        let cert_pem = der::pem::encode_string("CERTIFICATE", der::pem::LineEnding::LF, &good).unwrap();
+        assert!(matches!(parse_csr(cert_pem.as_bytes()), Err(CaError::CsrPem(_))));
+    }
+}

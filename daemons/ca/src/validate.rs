@@ -337,3 +337,127 @@ fn check_aki(value: &[u8], issuer: &Issuer) -> Result<(), Option<der::Error>> {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use rand_chacha::rand_core::SeedableRng;
+    use signet_ipc::SignatureScheme;
+
+    use super::*;
+    use crate::cert::{build_intermediate_tbs, build_leaf_tbs, CaRequest};
+    use crate::crl::{build_tbs_crl, CrlParams};
+    use crate::testutil::{self, name, TestKey};
+
+    fn now() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_780_000_000)
+    }
+
+    fn setup() -> (Issuer, IssuerPolicy, TestKey) {
+        let ca_key = TestKey::new(KeyAlgorithm::EcP256, SignatureScheme::Default);
+        let issuer = Issuer::new(name("CN=Issuing CA,O=Signet"), &ca_key.spki_der(), SignatureScheme::Default).unwrap();
+        let policy = IssuerPolicy::from_profile(&testutil::profile(), issuer.clone());
+        (issuer, policy, TestKey::new(KeyAlgorithm::Ed25519, SignatureScheme::Default))
+    }
+
+    fn leaf_tbs(issuer: &Issuer, key: &TestKey, profile: &Profile, at: SystemTime) -> Vec<u8> {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+        build_leaf_tbs(profile, issuer, &testutil::leaf_request(key), at, &mut rng).unwrap()
+    }
+
+    #[test]
+    fn accepts_what_the_builder_produced() {
+        let (issuer, policy, key) = setup();
+        let tbs = leaf_tbs(&issuer, &key, &testutil::profile(), now());
+        let parsed = validate_end_entity_tbs(&tbs, &policy, now()).unwrap();
+        assert_eq!(parsed.subject_key_algorithm, KeyAlgorithm::Ed25519);
+        assert_eq!(parsed.sans.len(), 4);
+        assert_eq!(parsed.serial.len(), 16);
+        assert_eq!(parsed.not_after.duration_since(parsed.not_before).unwrap() + Duration::from_secs(1), policy.max_validity);
+    }
+
+    #[test]
+    fn refuses_ca_true() {
+        let (issuer, policy, key) = setup();
+        let req = CaRequest {
+            subject: name("CN=Sneaky Sub CA"),
+            spki_der: key.spki_der(),
+            validity: Duration::from_secs(86400),
+            backdate: Duration::ZERO,
+            path_len: None,
+            ocsp_urls: vec![],
+            ca_issuers_url: None,
+            crl_url: None,
+        };
+        let tbs = build_intermediate_tbs(&req, &issuer, now(), &mut testutil::rng()).unwrap();
+        assert!(matches!(validate_end_entity_tbs(&tbs, &policy, now()), Err(CaError::CaCertificateRefused)));
+    }
+
+    #[test]
+    fn refuses_over_long_validity() {
+        let (issuer, policy, key) = setup();
+        let mut long = testutil::profile();
+        long.max_validity_seconds *= 2;
+        let tbs = leaf_tbs(&issuer, &key, &long, now());
+        assert!(matches!(validate_end_entity_tbs(&tbs, &policy, now()), Err(CaError::ValidityTooLong { .. })));
+    }
+
+    #[test]
+    fn refuses_foreign_issuer_name() {
+        let (issuer, policy, key) = setup();
+        let foreign = Issuer { name: name("CN=Someone Else"), ..issuer };
+        let tbs = leaf_tbs(&foreign, &key, &testutil::profile(), now());
+        assert!(matches!(validate_end_entity_tbs(&tbs, &policy, now()), Err(CaError::IssuerNameMismatch)));
+    }
+
+    #[test]
+    fn refuses_wrong_aki() {
+        let (issuer, policy, key) = setup();
+        let other = Issuer { key_id: vec![0x55; 20], ..issuer };
+        let tbs = leaf_tbs(&other, &key, &testutil::profile(), now());
+        assert!(matches!(validate_end_entity_tbs(&tbs, &policy, now()), Err(CaError::AuthorityKeyIdMismatch)));
+    }
+
+    #[test]
+    fn refuses_wrong_signature_algorithm_times_and_ekus() {
+        let (issuer, policy, key) = setup();
+        let sha384 = Issuer { scheme: SignatureScheme::EcdsaSha384, ..issuer.clone() };
+        let tbs = leaf_tbs(&sha384, &key, &testutil::profile(), now());
+        assert!(matches!(validate_end_entity_tbs(&tbs, &policy, now()), Err(CaError::SignatureAlgorithmMismatch)));
+
+        let tbs = leaf_tbs(&issuer, &key, &testutil::profile(), now());
+        let later = now() + Duration::from_secs(86400);
+        assert!(matches!(validate_end_entity_tbs(&tbs, &policy, later), Err(CaError::NotBeforeTooOld(_))));
+        let earlier = now() - Duration::from_secs(86400);
+        assert!(matches!(validate_end_entity_tbs(&tbs, &policy, earlier), Err(CaError::NotBeforeInFuture(_))));
+
+        let mut narrow = policy.clone();
+        narrow.allowed_ekus.retain(|o| *o == crate::Eku::ServerAuth.oid());
+        assert!(matches!(validate_end_entity_tbs(&tbs, &narrow, now()), Err(CaError::EkuNotAllowed(_))));
+
+        assert!(matches!(validate_end_entity_tbs(b"\x30\x03\x02\x01\x01", &policy, now()), Err(CaError::Malformed { .. })));
+    }
+
+    #[test]
+    fn crl_validation() {
+        let (issuer, _, _) = setup();
+        let params = CrlParams {
+            this_update: now(),
+            next_update: now() + Duration::from_secs(3600),
+            crl_number: 9,
+            shard_url: Some("http://crl.example/1.crl"),
+            delta_base: None,
+            revoked: &[],
+        };
+        let tbs = build_tbs_crl(&issuer, &params).unwrap();
+        let parsed = validate_tbs_crl(&tbs, &issuer).unwrap();
+        assert_eq!(parsed.crl_number, vec![9]);
+        let foreign = Issuer { name: name("CN=Someone Else"), ..issuer.clone() };
+        assert!(matches!(validate_tbs_crl(&tbs, &foreign), Err(CaError::IssuerNameMismatch)));
+        let other_key = Issuer { key_id: vec![1; 20], ..issuer.clone() };
+        assert!(matches!(validate_tbs_crl(&tbs, &other_key), Err(CaError::AuthorityKeyIdMismatch)));
+        let leaf_like = leaf_tbs(&issuer, &TestKey::new(KeyAlgorithm::EcP256, SignatureScheme::Default), &testutil::profile(), now());
+        assert!(matches!(validate_tbs_crl(&leaf_like, &issuer), Err(CaError::Malformed { .. })));
+    }
+}
