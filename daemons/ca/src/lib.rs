@@ -12,6 +12,7 @@
 //! ASN.1 comes from RustCrypto's `der` / `x509-cert` / `x509-ocsp` / `spki` /
 //! `const-oid`, all on the der 0.7 line (x509-ocsp 0.2 requires it).
 #![forbid(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod alg;
 pub mod cert;

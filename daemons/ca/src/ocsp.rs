@@ -42,7 +42,7 @@ impl OcspHash {
     }
 
     /// Output length in octets.
-    pub fn len(self) -> usize {
+    pub fn output_len(self) -> usize {
         match self {
             Self::Sha1 => 20,
             Self::Sha256 => 32,
@@ -124,7 +124,7 @@ pub fn parse_ocsp_request(der: &[u8]) -> Result<OcspRequest, CaError> {
     if raw.hash_algorithm.parameters.as_ref().is_some_and(|p| p.tag() != Tag::Null || !p.value().is_empty()) {
         return Err(CaError::OcspUnsupportedHash(raw.hash_algorithm.oid));
     }
-    if raw.issuer_name_hash.as_bytes().len() != hash.len() || raw.issuer_key_hash.as_bytes().len() != hash.len() {
+    if raw.issuer_name_hash.as_bytes().len() != hash.output_len() || raw.issuer_key_hash.as_bytes().len() != hash.output_len() {
         return Err(CaError::OcspBadCertIdHash);
     }
 

@@ -124,11 +124,10 @@ pub fn validate_end_entity_tbs(tbs_der: &[u8], policy: &IssuerPolicy, now: Syste
         let value = ext.extn_value.as_bytes();
         let malformed = |source| CaError::MalformedExtension { oid: ext.extn_id, source };
         match ext.extn_id {
-            ids::ID_CE_BASIC_CONSTRAINTS => {
-                if BasicConstraints::from_der(value).map_err(malformed)?.ca {
-                    return Err(CaError::CaCertificateRefused);
-                }
+            ids::ID_CE_BASIC_CONSTRAINTS if BasicConstraints::from_der(value).map_err(malformed)?.ca => {
+                return Err(CaError::CaCertificateRefused);
             }
+            ids::ID_CE_BASIC_CONSTRAINTS => {}
             ids::ID_CE_KEY_USAGE => {
                 let ku = KeyUsage::from_der(value).map_err(malformed)?;
                 if ku.0.contains(KeyUsages::KeyCertSign) || ku.0.contains(KeyUsages::CRLSign) {
