@@ -1,0 +1,182 @@
+//! Test helpers: real keys from OpenSSL, signed exactly as signd signs.
+
+use std::str::FromStr;
+use std::time::{Duration, SystemTime};
+
+use der::asn1::{Null, OctetString};
+use der::{Any, Encode};
+use openssl::pkey::{PKey, Private};
+use rand_chacha::rand_core::SeedableRng;
+use signet_ipc::{KeyAlgorithm, SignatureScheme};
+use spki::AlgorithmIdentifierOwned;
+use x509_cert::ext::Extension;
+use x509_cert::name::Name;
+use x509_cert::serial_number::SerialNumber;
+use x509_ocsp::{CertId, Request, TbsRequest};
+
+use crate::alg::oid;
+use crate::cert::{build_intermediate_tbs, build_leaf_tbs, build_root_tbs, CaRequest, LeafRequest, SanEntry};
+use crate::{assemble_certificate, Issuer, Profile};
+
+/// A key pair and the scheme it signs with.
+pub struct TestKey {
+    pub pkey: PKey<Private>,
+    pub scheme: SignatureScheme,
+}
+
+impl TestKey {
+    pub fn new(alg: KeyAlgorithm, scheme: SignatureScheme) -> Self {
+        let pkey = signd::backend::openssl::generate(alg).unwrap();
+        Self { pkey, scheme: alg.resolve(scheme).unwrap() }
+    }
+
+    pub fn spki_der(&self) -> Vec<u8> {
+        self.pkey.public_key_to_der().unwrap()
+    }
+
+    /// Signs like signd: ECDSA DER signatures, RSA PKCS#1 / PSS, Ed25519 and ML-DSA pure.
+    pub fn sign(&self, msg: &[u8]) -> Vec<u8> {
+        signd::backend::openssl::sign(&self.pkey, self.scheme, msg).unwrap()
+    }
+}
+
+/// A CA: key, certificate, and its `Issuer`.
+pub struct TestCa {
+    pub key: TestKey,
+    pub cert_der: Vec<u8>,
+    pub issuer: Issuer,
+}
+
+pub fn rng() -> rand_chacha::ChaCha20Rng {
+    rand_chacha::ChaCha20Rng::seed_from_u64(7)
+}
+
+pub fn name(s: &str) -> Name {
+    Name::from_str(s).unwrap()
+}
+
+fn ca_request(subject: &str, key: &TestKey, path_len: Option<u8>) -> CaRequest {
+    CaRequest {
+        subject: name(subject),
+        spki_der: key.spki_der(),
+        validity: Duration::from_secs(10 * 365 * 86400),
+        backdate: Duration::from_secs(3600),
+        path_len,
+        ocsp_urls: vec![],
+        ca_issuers_url: None,
+        crl_url: None,
+    }
+}
+
+pub fn root(alg: KeyAlgorithm, scheme: SignatureScheme, now: SystemTime) -> TestCa {
+    let key = TestKey::new(alg, scheme);
+    let tbs = build_root_tbs(&ca_request("CN=Signet Test Root,O=Signet", &key, Some(1)), key.scheme, now, &mut rng()).unwrap();
+    let cert_der = assemble_certificate(&tbs, key.scheme, &key.sign(&tbs)).unwrap();
+    let issuer = Issuer::from_certificate_der(&cert_der, key.scheme).unwrap();
+    TestCa { key, cert_der, issuer }
+}
+
+pub fn intermediate(parent: &TestCa, alg: KeyAlgorithm, scheme: SignatureScheme, now: SystemTime) -> TestCa {
+    let key = TestKey::new(alg, scheme);
+    let mut req = ca_request("CN=Signet Test Issuing CA,O=Signet", &key, Some(0));
+    req.ca_issuers_url = Some("http://ca.example/root.der".into());
+    req.crl_url = Some("http://crl.example/root.crl".into());
+    let tbs = build_intermediate_tbs(&req, &parent.issuer, now, &mut rng()).unwrap();
+    let cert_der = assemble_certificate(&tbs, parent.key.scheme, &parent.key.sign(&tbs)).unwrap();
+    let issuer = Issuer::from_certificate_der(&cert_der, key.scheme).unwrap();
+    TestCa { key, cert_der, issuer }
+}
+
+pub fn profile() -> Profile {
+    toml::from_str(
+        r#"
+name = "tls"
+max_validity_seconds = 7776000
+backdate_seconds = 3600
+key_usage = ["digital-signature", "key-encipherment"]
+allowed_ekus = ["server-auth", "client-auth"]
+default_ekus = ["server-auth", "client-auth"]
+allow_dns_sans = true
+allow_ip_sans = true
+allow_email_sans = true
+ocsp_urls = ["http://ocsp.example/"]
+ca_issuers_url = "http://ca.example/issuing.der"
+crl_url = "http://crl.example/{shard}.crl"
+must_staple = true
+allowed_key_algorithms = ["ecdsa-p256", "ecdsa-p384", "ed25519", "rsa-2048", "ml-dsa-44", "ml-dsa-65"]
+"#,
+    )
+    .unwrap()
+}
+
+pub fn leaf_request(key: &TestKey) -> LeafRequest {
+    LeafRequest {
+        subject: name("CN=www.example.com"),
+        spki_der: key.spki_der(),
+        sans: vec![
+            SanEntry::Dns("www.example.com".into()),
+            SanEntry::Dns("*.example.com".into()),
+            SanEntry::Ip("192.0.2.7".parse().unwrap()),
+            SanEntry::Ip("2001:db8::7".parse().unwrap()),
+        ],
+        validity: None,
+        ekus: None,
+        crl_shard: Some(7),
+    }
+}
+
+/// A leaf TBS and certificate under `ca`.
+pub fn leaf(ca: &TestCa, key: &TestKey, now: SystemTime) -> (Vec<u8>, Vec<u8>) {
+    let tbs = build_leaf_tbs(&profile(), &ca.issuer, &leaf_request(key), now, &mut rng()).unwrap();
+    let cert = assemble_certificate(&tbs, ca.key.scheme, &ca.key.sign(&tbs)).unwrap();
+    (tbs, cert)
+}
+
+/// An issuer with a real P-256 key, for tests that only need its name and key id.
+pub fn issuer() -> Issuer {
+    let key = TestKey::new(KeyAlgorithm::EcP256, SignatureScheme::Default);
+    Issuer::new(name("CN=Unit Test CA"), &key.spki_der(), SignatureScheme::Default).unwrap()
+}
+
+/// Well-formed OCSP requests (SHA-1 and SHA-256 CertIDs, with and without nonces).
+pub fn ocsp_request_samples() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for (hash, len) in [(oid::SHA1, 20), (oid::SHA256, 32)] {
+        for nonce in [None, Some(vec![0xab; 16]), Some(vec![1; 32])] {
+            let cert_id = CertId {
+                hash_algorithm: AlgorithmIdentifierOwned { oid: hash, parameters: Some(Any::from(Null)) },
+                issuer_name_hash: OctetString::new(vec![0x11; len]).unwrap(),
+                issuer_key_hash: OctetString::new(vec![0x22; len]).unwrap(),
+                serial_number: SerialNumber::new(&[0x40, 1, 2, 3, 4, 5, 6, 7, 8]).unwrap(),
+            };
+            let request_extensions = nonce.map(|n| {
+                vec![Extension {
+                    extn_id: oid::OCSP_NONCE,
+                    critical: false,
+                    extn_value: OctetString::new(OctetString::new(n).unwrap().to_der().unwrap()).unwrap(),
+                }]
+            });
+            let req = x509_ocsp::OcspRequest {
+                tbs_request: TbsRequest {
+                    version: x509_ocsp::Version::V1,
+                    requestor_name: None,
+                    request_list: vec![Request { req_cert: cert_id, single_request_extensions: None }],
+                    request_extensions,
+                },
+                optional_signature: None,
+            };
+            out.push(req.to_der().unwrap());
+        }
+    }
+    out
+}
+
+/// Peak resident set size of this process (VmHWM), MiB.
+pub fn peak_rss_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb / 1024)
+}
