@@ -287,13 +287,15 @@ typedef struct pki_buffer pki_buffer;
  * `pki_client_free`.
  *
  * Thread safety: one `pki_client` may be used from any number of threads at
- * once, with no locking by the caller; concurrent calls share one connection
- * and are in flight together. Each call blocks its calling thread until
- * signd answers. Only `pki_client_free` needs exclusive use: call it after
- * every other call on the client has returned.
+ * once, with no locking by the caller. Each calling thread talks to signd
+ * over a connection of its own, made on the thread's first call and closed
+ * when the thread exits; a call runs entirely on its calling thread and
+ * blocks it until signd answers (no hidden threads). Only `pki_client_free`
+ * needs exclusive use: call it after every other call on the client has
+ * returned.
  *
- * The client connects lazily on its first call and reconnects by itself
- * after signd restarts, so it may be created while signd is down.
+ * Connections are made lazily and remade by themselves after signd
+ * restarts, so a client may be created while signd is down.
  */
 typedef struct pki_client pki_client;
 
@@ -348,15 +350,15 @@ void pki_buffer_free(pki_buffer *buffer);
  * on the first call that needs it.
  *
  * Errors: `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_INVALID_ARGUMENT` (an
- * empty or non-UTF-8 path), `PKI_RESULT_INTERNAL` (cannot start the client's
- * I/O thread).
+ * empty or non-UTF-8 path).
  */
 pki_result pki_client_new(const char *socket_path, pki_client **client_out);
 
 /**
  * Frees a client. NULL is a no-op. No other call may be using the client,
- * and it must not be used afterwards. Returns at once: the client's I/O
- * thread closes the connection and exits shortly after.
+ * and it must not be used afterwards. A thread's connection to signd stays
+ * open until that thread exits (a client made later on the same thread for
+ * the same socket reuses it).
  */
 void pki_client_free(pki_client *client);
 

@@ -5,7 +5,10 @@ set -euo pipefail
 
 SIGNET_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export SIGNET_CACHE="${SIGNET_CACHE:-$HOME/.cache/signet}"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$SIGNET_CACHE/target}"
+# One target directory per checkout: cargo names a workspace member's artifacts
+# by its path relative to the workspace, so two checkouts sharing a target
+# directory can pick up each other's builds. Keyed by the checkout's path.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$SIGNET_CACHE/target-$(printf '%s' "$SIGNET_ROOT" | sha256sum | cut -c1-12)}"
 export SIGNET_BIN_DIR="$CARGO_TARGET_DIR/release"
 
 # Debian packages Signet needs to build and test, as "command-or-file:package".

@@ -1,15 +1,23 @@
 //! The signd client: a `Send + Sync` handle usable from any thread or runtime.
 //!
-//! capnp-rpc is `!Send`, so one background thread owns the connection on a
-//! `LocalSet`; each call crosses to it over a channel and its answer comes back
-//! on a oneshot. Many calls may be in flight at once. When the connection
-//! breaks (signd restarted), the next call reconnects, and a call that failed
-//! because the connection broke under it is retried once on the new connection.
+//! capnp-rpc is `!Send`, so a connection lives on one thread. Two ways to call:
+//! - the default: one background thread (started on first use) owns the
+//!   connection on a `LocalSet`; each call crosses to it over a channel and its
+//!   answer comes back on a oneshot. Many calls may be in flight at once, from
+//!   any thread or async runtime.
+//! - [`SigndClient::per_thread`]: each calling thread owns its own connection
+//!   and runs the call itself, for synchronous callers (C programs, CLIs). No
+//!   thread hand-off, so the lowest latency per call.
+//!
+//! When the connection breaks (signd restarted), the next call reconnects, and
+//! a call that failed because the connection broke under it is retried once on
+//! the new connection.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::future::Future;
 use std::sync::Arc;
 
 use capnp_rpc::{rpc_twoparty_capnp::Side, twoparty::VatNetwork, RpcSystem};
@@ -24,15 +32,18 @@ use crate::types::*;
 /// The socket signd listens on in a system install.
 pub const DEFAULT_SOCKET: &str = "/run/signet/signd.sock";
 
-/// A handle to signd. Cheap to clone; all clones share one connection.
+/// A handle to signd. Cheap to clone; all clones share one connection (or, for
+/// [`SigndClient::per_thread`] handles, one connection per calling thread).
 #[derive(Clone)]
 pub struct SigndClient {
     inner: Arc<Inner>,
+    per_thread: bool,
 }
 
 struct Inner {
     path: PathBuf,
-    jobs: mpsc::UnboundedSender<Job>,
+    /// The background connection thread's queue, started on first use.
+    jobs: std::sync::OnceLock<Result<mpsc::UnboundedSender<Job>, IpcError>>,
 }
 
 type Job = (Request, oneshot::Sender<Result<Response, IpcError>>);
@@ -68,13 +79,18 @@ impl SigndClient {
     /// first call, so this succeeds even while signd is down.
     pub fn new(path: impl AsRef<Path>) -> Result<Self, IpcError> {
         let path = path.as_ref().to_path_buf();
-        let (tx, rx) = mpsc::unbounded_channel();
-        let thread_path = path.clone();
-        std::thread::Builder::new()
-            .name("signd-client".into())
-            .spawn(move || run(thread_path, rx))
-            .map_err(|e| IpcError::internal(format!("cannot start the signd client thread: {e}")))?;
-        Ok(Self { inner: Arc::new(Inner { path, jobs: tx }) })
+        Ok(Self { inner: Arc::new(Inner { path, jobs: std::sync::OnceLock::new() }), per_thread: false })
+    }
+
+    /// A handle whose calls run on the calling thread, over a connection that
+    /// thread owns (made on its first call, closed when the thread exits).
+    ///
+    /// For synchronous callers that drive each call with [`block_on`]: a call
+    /// blocks its thread until the answer arrives, and needs no other thread.
+    /// Called from inside an async runtime, calls fall back to the shared
+    /// background connection rather than block the runtime's thread.
+    pub fn per_thread(&self) -> Self {
+        Self { inner: self.inner.clone(), per_thread: true }
     }
 
     /// The socket path this client talks to.
@@ -83,10 +99,21 @@ impl SigndClient {
     }
 
     async fn call(&self, request: Request) -> Result<Response, IpcError> {
+        if self.per_thread && tokio::runtime::Handle::try_current().is_err() {
+            return on_this_thread(&self.inner.path, request);
+        }
+        let jobs = self.inner.jobs.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let thread_path = self.inner.path.clone();
+            std::thread::Builder::new()
+                .name("signd-client".into())
+                .spawn(move || run(thread_path, rx))
+                .map(|_| tx)
+                .map_err(|e| IpcError::internal(format!("cannot start the signd client thread: {e}")))
+        });
+        let jobs = jobs.as_ref().map_err(Clone::clone)?;
         let (tx, rx) = oneshot::channel();
-        self.inner
-            .jobs
-            .send((request, tx))
+        jobs.send((request, tx))
             .map_err(|_| IpcError::new(ErrorKind::Unavailable, "the signd client thread has stopped"))?;
         rx.await.map_err(|_| IpcError::new(ErrorKind::Unavailable, "the signd client thread has stopped"))?
     }
@@ -204,6 +231,49 @@ fn unexpected(r: &Response) -> IpcError {
     IpcError::internal(format!("signd client: unexpected response {r:?}"))
 }
 
+// --- connections owned by the calling thread ----------------------------------
+
+/// A calling thread's own connection(s), one per socket path.
+///
+/// No `LocalSet` and no spawned tasks: the call and the connection's
+/// `RpcSystem` are polled together inside `block_on`, so nothing depends on
+/// tokio's thread-locals when the thread exits and this is dropped. Field
+/// order is drop order: the connection goes while the runtime still lives.
+struct ThreadConn {
+    state: Rc<ConnState>,
+    rt: tokio::runtime::Runtime,
+}
+
+thread_local! {
+    static THREAD_CONNS: RefCell<HashMap<PathBuf, Rc<ThreadConn>>> = RefCell::new(HashMap::new());
+}
+
+fn on_this_thread(path: &Path, request: Request) -> Result<Response, IpcError> {
+    let conn = THREAD_CONNS.with(|conns| -> Result<Rc<ThreadConn>, IpcError> {
+        if let Some(c) = conns.borrow().get(path) {
+            return Ok(c.clone());
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| IpcError::internal(format!("cannot start a signd client runtime: {e}")))?;
+        let c = Rc::new(ThreadConn { state: Rc::new(ConnState::new(path, true)), rt });
+        conns.borrow_mut().insert(path.to_path_buf(), c.clone());
+        Ok(c)
+    })?;
+    let state = conn.state.clone();
+    let mut call = std::pin::pin!(conn.state.execute(request));
+    conn.rt.block_on(std::future::poll_fn(move |cx| {
+        if let std::task::Poll::Ready(r) = call.as_mut().poll(cx) {
+            return std::task::Poll::Ready(r);
+        }
+        // Move the connection's I/O along, then give the call another look at
+        // whatever that delivered; anything further wakes `cx`.
+        state.drive(cx);
+        call.as_mut().poll(cx)
+    }))
+}
+
 // --- the connection thread --------------------------------------------------
 
 fn run(path: PathBuf, mut jobs: mpsc::UnboundedReceiver<Job>) {
@@ -220,7 +290,7 @@ fn run(path: PathBuf, mut jobs: mpsc::UnboundedReceiver<Job>) {
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
-        let state = Rc::new(ConnState { path, conn: RefCell::new(None), connecting: tokio::sync::Mutex::new(()) });
+        let state = Rc::new(ConnState::new(&path, false));
         while let Some((request, reply)) = jobs.recv().await {
             let state = state.clone();
             tokio::task::spawn_local(async move {
@@ -234,6 +304,9 @@ struct ConnState {
     path: PathBuf,
     conn: RefCell<Option<Rc<Conn>>>,
     connecting: tokio::sync::Mutex<()>,
+    /// Per-thread mode: the connection's RpcSystem, polled by [`ConnState::drive`]
+    /// instead of running as a spawned task.
+    held: Option<RefCell<Option<std::pin::Pin<Box<RpcSystem<Side>>>>>>,
 }
 
 struct Conn {
@@ -272,6 +345,30 @@ impl From<capnp::Error> for Attempt {
 }
 
 impl ConnState {
+    fn new(path: &Path, hold_driver: bool) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            conn: RefCell::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+            held: hold_driver.then(|| RefCell::new(None)),
+        }
+    }
+
+    /// Per-thread mode: polls the held RpcSystem; marks the connection broken
+    /// when it ends.
+    fn drive(&self, cx: &mut std::task::Context<'_>) {
+        let Some(held) = &self.held else { return };
+        let mut slot = held.borrow_mut();
+        if let Some(rpc) = slot.as_mut() {
+            if rpc.as_mut().poll(cx).is_ready() {
+                *slot = None;
+                if let Some(c) = self.conn.borrow().as_ref() {
+                    c.broken.set(true);
+                }
+            }
+        }
+    }
+
     async fn execute(&self, request: Request) -> Result<Response, IpcError> {
         let conn = self.connection().await?;
         match attempt(&conn, &request).await {
@@ -306,11 +403,16 @@ impl ConnState {
         let mut rpc = RpcSystem::new(Box::new(network), None);
         let bootstrap: wire::signd::Client = rpc.bootstrap(Side::Server);
         let broken = Rc::new(std::cell::Cell::new(false));
-        let flag = broken.clone();
-        tokio::task::spawn_local(async move {
-            let _ = rpc.await;
-            flag.set(true);
-        });
+        match &self.held {
+            Some(held) => *held.borrow_mut() = Some(Box::pin(rpc)),
+            None => {
+                let flag = broken.clone();
+                tokio::task::spawn_local(async move {
+                    let _ = rpc.await;
+                    flag.set(true);
+                });
+            }
+        }
         let conn = Rc::new(Conn {
             bootstrap,
             signers: RefCell::new(HashMap::new()),

@@ -16,13 +16,15 @@ const SOCKET_ENV: &str = "SIGNET_SIGND_SOCKET";
 /// `pki_client_free`.
 ///
 /// Thread safety: one `pki_client` may be used from any number of threads at
-/// once, with no locking by the caller; concurrent calls share one connection
-/// and are in flight together. Each call blocks its calling thread until
-/// signd answers. Only `pki_client_free` needs exclusive use: call it after
-/// every other call on the client has returned.
+/// once, with no locking by the caller. Each calling thread talks to signd
+/// over a connection of its own, made on the thread's first call and closed
+/// when the thread exits; a call runs entirely on its calling thread and
+/// blocks it until signd answers (no hidden threads). Only `pki_client_free`
+/// needs exclusive use: call it after every other call on the client has
+/// returned.
 ///
-/// The client connects lazily on its first call and reconnects by itself
-/// after signd restarts, so it may be created while signd is down.
+/// Connections are made lazily and remade by themselves after signd
+/// restarts, so a client may be created while signd is down.
 pub struct pki_client {
     client: SigndClient,
 }
@@ -35,8 +37,7 @@ pub struct pki_client {
 /// on the first call that needs it.
 ///
 /// Errors: `PKI_RESULT_NULL_PARAMETER`, `PKI_RESULT_INVALID_ARGUMENT` (an
-/// empty or non-UTF-8 path), `PKI_RESULT_INTERNAL` (cannot start the client's
-/// I/O thread).
+/// empty or non-UTF-8 path).
 #[no_mangle]
 pub extern "C" fn pki_client_new(socket_path: *const c_char, client_out: *mut *mut pki_client) -> pki_result {
     boundary::result(|| {
@@ -50,7 +51,9 @@ pub extern "C" fn pki_client_new(socket_path: *const c_char, client_out: *mut *m
         if path.is_empty() {
             return Err(Error::invalid("socket_path is empty"));
         }
-        let client = SigndClient::new(&path)?;
+        // C callers are synchronous: each call runs on its own thread over
+        // that thread's connection, with no hand-off to a client thread.
+        let client = SigndClient::new(&path)?.per_thread();
         // SAFETY: `out` is non-NULL and the caller promises it is writable.
         unsafe { *out = Box::into_raw(Box::new(pki_client { client })) };
         Ok(())
@@ -58,8 +61,9 @@ pub extern "C" fn pki_client_new(socket_path: *const c_char, client_out: *mut *m
 }
 
 /// Frees a client. NULL is a no-op. No other call may be using the client,
-/// and it must not be used afterwards. Returns at once: the client's I/O
-/// thread closes the connection and exits shortly after.
+/// and it must not be used afterwards. A thread's connection to signd stays
+/// open until that thread exits (a client made later on the same thread for
+/// the same socket reuses it).
 #[no_mangle]
 pub extern "C" fn pki_client_free(client: *mut pki_client) {
     boundary::guard((), || {

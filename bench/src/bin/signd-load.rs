@@ -42,11 +42,23 @@ struct Args {
     /// Size of each message in bytes.
     #[arg(long, default_value_t = 256)]
     message_bytes: usize,
+    /// Call `health` instead of signing: the transport's own round trip.
+    #[arg(long)]
+    health: bool,
+    /// Run each call on this thread over its own connection
+    /// (`SigndClient::per_thread`, as C callers do); needs --concurrency 1.
+    #[arg(long)]
+    per_thread: bool,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.per_thread && args.concurrency != 1 {
+        eprintln!("signd-load: --per-thread runs one call at a time: use --concurrency 1");
+        return ExitCode::from(2);
+    }
     let client = match SigndClient::new(&args.socket) {
+        Ok(c) if args.per_thread => c.per_thread(),
         Ok(c) => c,
         Err(e) => {
             eprintln!("signd-load: {e}");
@@ -55,13 +67,16 @@ fn main() -> ExitCode {
     };
     let msg: Vec<u8> = (0..args.message_bytes).map(|i| (i * 7 + 3) as u8).collect();
     let batch = args.batch as usize;
+    let health = args.health;
     let call = || {
         let client = client.clone();
         let (role, key, scheme) = (args.role.clone(), args.key.clone(), args.scheme);
         let msg = msg.clone();
         async move {
             let t = Instant::now();
-            let ok = if batch > 1 {
+            let ok = if health {
+                client.health().await.map(|h| h.ok)
+            } else if batch > 1 {
                 client.sign_batch(&role, &key, scheme, vec![msg; batch]).await.map(|s| s.len() == batch)
             } else {
                 client.sign(&role, &key, scheme, msg).await.map(|_| true)

@@ -255,3 +255,34 @@ mod tests {
         assert_eq!(all[3].uid, 7);
     }
 }
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+    use signet_store::{Durability, StoreOptions};
+
+    /// `cargo test --release -p signd -- --ignored --nocapture append_cost`
+    #[test]
+    #[ignore = "prints a timing"]
+    fn append_cost() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = StoreOptions::new("signd-test", 1);
+        opts.durability = Durability::Process { flush_interval: std::time::Duration::from_millis(200) };
+        let store = Store::open(dir.path(), opts).unwrap();
+        let log = AuditLog::open(&store, CommitMode::Inline).unwrap();
+        let peer = PeerCredentials { uid: 7, gid: 7, pid: 9 };
+        let mut e = Entry::new(&peer, "role", "sign", "key");
+        e.message_sha256 = vec![7; 32];
+        let n = 20_000;
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            log.append(vec![e.clone()], Box::new(|r| assert!(r.is_ok())));
+        }
+        eprintln!("inline append: {:.1} µs each", t.elapsed().as_secs_f64() * 1e6 / n as f64);
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(openssl::sha::sha256(&[0u8; 256]));
+        }
+        eprintln!("sha256(256 B): {:.2} µs each", t.elapsed().as_secs_f64() * 1e6 / n as f64);
+    }
+}

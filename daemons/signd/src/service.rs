@@ -230,14 +230,15 @@ impl SignerService for Signer {
             };
             let (tx, rx) = tokio::sync::oneshot::channel();
             let audit = caller.shared.state.audit.clone();
-            caller.shared.state.pool.spawn(move || {
+            let work = move || {
                 let signed = handle.sign(scheme, &message);
                 entry.message_sha256 = openssl::sha::sha256(&message).to_vec();
                 if let Err(e) = &signed {
                     entry = entry.failed(e);
                 }
                 audit.append(vec![entry], Box::new(move |committed| drop(tx.send(committed.and(signed)))));
-            });
+            };
+            caller.shared.state.pool.spawn(work);
             rx.await.map_err(|_| IpcError::internal("signing thread stopped"))?
         }
         .boxed_local()
@@ -376,3 +377,4 @@ impl AdminService for Admin {
         futures::future::ready(outcome).boxed_local()
     }
 }
+

@@ -171,7 +171,8 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<(), Failure> {
-    let client = SigndClient::new(&cli.socket)?;
+    // One call at a time from this thread: run it here, no client thread.
+    let client = SigndClient::new(&cli.socket)?.per_thread();
     let out = output::Printer { json: cli.json };
     match &cli.command {
         Command::Key(KeyCommand::Generate { id, algorithm, roles, backend }) => {
