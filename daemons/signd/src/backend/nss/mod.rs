@@ -1,0 +1,878 @@
+//! The NSS backend: keys on an NSS token, either NSS's own softokn (the
+//! database's internal key slot) or any PKCS #11 module registered in the
+//! database (an HSM; SoftHSM2 in the tests).
+//!
+//! NSS is initialised once per process ([`NssBackend::open`]); it is not
+//! fork-safe, and signd never forks. Keys are permanent, sensitive token
+//! objects named by CKA_ID (NSS sets it to a hash of the public key) and
+//! labelled with the signd key id. A key's `SECKEYPrivateKey*` is found once
+//! and cached: a signature never re-imports or re-finds a key. When a sign
+//! fails (token removed, session lost) the cached handle is dropped and the
+//! key is looked up again once; if that fails the caller gets
+//! `KeyUnavailable` and the next call tries again.
+//!
+//! Everything `unsafe` in signd's NSS support is in this module and `ffi`.
+
+mod ffi;
+
+use std::ffi::{CStr, CString};
+use std::os::raw::{c_char, c_int, c_void};
+use std::path::{Path, PathBuf};
+use std::ptr::{self, NonNull};
+use std::sync::{Arc, Mutex, RwLock};
+
+use openssl::nid::Nid;
+use openssl::pkey::{Id, PKey, Public};
+use signet_ipc::{ErrorKind, IpcError, KeyAlgorithm, SignatureScheme};
+
+use super::{Backend, NewKey, SigningKey};
+use ffi::*;
+
+/// The backend name recorded with keys.
+pub const NAME: &str = "nss";
+
+/// Where NSS keys live and how to log in, from `[nss]` in signd.toml.
+#[derive(Clone, Debug)]
+pub struct NssSettings {
+    /// The NSS database, `sql:DIR` (a bare directory means `sql:DIR`).
+    pub database: String,
+    /// Token label for new keys; empty or "internal" is NSS's softokn.
+    pub token: String,
+    /// The file holding the token's user PIN (its first line), if it needs one.
+    pub pin_file: Option<PathBuf>,
+}
+
+/// The NSS backend (one per process).
+pub struct NssBackend {
+    inner: Arc<Inner>,
+}
+
+/// Which mechanism family to prefer when a token has both (see docs/signd.md:
+/// measured faster on softokn and SoftHSM2: hashing in signd, then the raw
+/// mechanism).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preference {
+    /// Hash in NSS (HASH_HashBuf), then CKM_ECDSA / CKM_RSA_PKCS(_PSS).
+    Prehash,
+    /// The token hashes: CKM_ECDSA_SHA256, CKM_SHA256_RSA_PKCS(_PSS), ...
+    Combined,
+}
+
+struct Inner {
+    database: String,
+    /// The configured token, normalised ("internal" for softokn).
+    token: String,
+    pin_file: Option<PathBuf>,
+    /// Set once a login was refused: signd does not retry a wrong PIN, which
+    /// could lock the token.
+    bad_pin: Mutex<Option<String>>,
+}
+
+/// The database NSS was initialised with in this process.
+static NSS_DATABASE: Mutex<Option<String>> = Mutex::new(None);
+/// The PIN NSS's password callback hands out.
+static PIN: Mutex<Option<CString>> = Mutex::new(None);
+
+impl NssBackend {
+    /// Initialises NSS on `settings.database` (once per process) and reads
+    /// the PIN file. A missing database or unreadable PIN file is an error
+    /// here (signd does not start); a missing token or a wrong PIN is not:
+    /// it is logged, and keys on that token are unavailable with the reason.
+    pub fn open(settings: &NssSettings) -> Result<Self, IpcError> {
+        let database = normalise_database(&settings.database);
+        let dir = Path::new(database.strip_prefix("sql:").unwrap_or(&database));
+        if !dir.join("cert9.db").is_file() || !dir.join("key4.db").is_file() {
+            return Err(backend_err(format!(
+                "NSS database {database}: {} has no cert9.db/key4.db (create it with `certutil -N -d {database}`)",
+                dir.display()
+            )));
+        }
+        let pin = match &settings.pin_file {
+            None => None,
+            Some(path) => Some(read_pin(path)?),
+        };
+        init_nss(&database)?;
+        *PIN.lock().unwrap_or_else(|p| p.into_inner()) = pin;
+        let token = match settings.token.as_str() {
+            "" | "internal" => "internal".to_owned(),
+            t => t.to_owned(),
+        };
+        let inner = Arc::new(Inner { database, token, pin_file: settings.pin_file.clone(), bad_pin: Mutex::new(None) });
+        if let Err(e) = inner.slot(&inner.token) {
+            tracing::error!(token = %inner.token, problem = %e.detail, "NSS token not usable; its keys are unavailable");
+        }
+        Ok(Self { inner })
+    }
+
+    /// The normalised database name (`sql:DIR`).
+    pub fn database(&self) -> &str {
+        &self.inner.database
+    }
+
+    /// Finds a key already on the configured token by nickname (CKA_LABEL) or
+    /// CKA_ID (hex), and returns its location.
+    pub fn locate(&self, nickname: Option<&str>, cka_id_hex: Option<&str>) -> Result<String, IpcError> {
+        let token = self.inner.token.clone();
+        let id = match (nickname, cka_id_hex) {
+            (None, Some(hex)) => hex::decode(hex).map_err(|e| IpcError::invalid(format!("cka_id {hex:?} is not hex: {e}")))?,
+            (Some(nick), None) => {
+                let slot = self.inner.slot(&token)?;
+                slot.key_id_by_nickname(nick)?
+            }
+            _ => return Err(IpcError::invalid("give exactly one of `nickname` and `cka_id`")),
+        };
+        Ok(location(&token, &id))
+    }
+
+    /// Loads a key with an explicit mechanism preference (benchmarks).
+    pub fn load_key(&self, location: &str, preference: Preference) -> Result<NssKey, IpcError> {
+        let (token, id) = parse_location(location)?;
+        let slot = self.inner.slot(&token)?;
+        let key = slot.find_key(&id).ok_or_else(|| {
+            IpcError::new(ErrorKind::KeyUnavailable, format!("no private key with CKA_ID {} on token \"{token}\"", hex::encode(&id)))
+        })?;
+        let (algorithm, spki) = key.public()?;
+        let plans = Plans::new(&slot, algorithm, &spki, preference)?;
+        Ok(NssKey::new(self.inner.clone(), token, id, key, algorithm, spki, plans))
+    }
+}
+
+impl Backend for NssBackend {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn generate(&self, id: &str, algorithm: KeyAlgorithm) -> Result<NewKey, IpcError> {
+        let token = self.inner.token.clone();
+        let slot = self.inner.slot(&token)?;
+        let unsupported = || {
+            IpcError::new(ErrorKind::Unsupported, format!("{algorithm} keys are unsupported by this token (NSS token \"{token}\")"))
+        };
+        let nickname = CString::new(id).map_err(|_| IpcError::invalid("key id contains NUL"))?;
+        let (private, public) = match algorithm {
+            KeyAlgorithm::EcP256 | KeyAlgorithm::EcP384 | KeyAlgorithm::EcP521 => {
+                if !slot.does(CKM_EC_KEY_PAIR_GEN) {
+                    return Err(unsupported());
+                }
+                let params = curve_params(algorithm);
+                let mut item = SECItem::borrowed(params);
+                slot.generate(CKM_EC_KEY_PAIR_GEN, ptr::addr_of_mut!(item).cast())?
+            }
+            KeyAlgorithm::Rsa2048 | KeyAlgorithm::Rsa3072 | KeyAlgorithm::Rsa4096 => {
+                if !slot.does(CKM_RSA_PKCS_KEY_PAIR_GEN) {
+                    return Err(unsupported());
+                }
+                let bits = match algorithm {
+                    KeyAlgorithm::Rsa2048 => 2048,
+                    KeyAlgorithm::Rsa3072 => 3072,
+                    _ => 4096,
+                };
+                let mut params = PK11RSAGenParams { keySizeInBits: bits, pe: 65537 };
+                slot.generate(CKM_RSA_PKCS_KEY_PAIR_GEN, ptr::addr_of_mut!(params).cast())?
+            }
+            // NSS 3.87 has no Edwards key type (keythi.h), so it can neither
+            // generate nor describe Ed25519 keys, even on a token that has
+            // CKM_EDDSA. ML-DSA is OpenSSL-only.
+            KeyAlgorithm::Ed25519 | KeyAlgorithm::MlDsa44 | KeyAlgorithm::MlDsa65 | KeyAlgorithm::MlDsa87 => {
+                return Err(unsupported());
+            }
+        };
+        // From here on a failure must not leave an unrecorded key behind.
+        let prepared = (|| {
+            // SAFETY: both pointers are live key objects returned by
+            // PK11_GenerateKeyPair; the nickname is a NUL-terminated string
+            // NSS copies.
+            let labelled = unsafe {
+                PK11_SetPrivateKeyNickname(private.0.as_ptr(), nickname.as_ptr()) == SEC_SUCCESS
+                    && PK11_SetPublicKeyNickname(public.0.as_ptr(), nickname.as_ptr()) == SEC_SUCCESS
+            };
+            if !labelled {
+                return Err(backend_err(last_error("setting the key's nickname")));
+            }
+            let cka_id = private.cka_id()?;
+            let (found, spki) = normalise_spki(&public.spki()?)?;
+            if found != algorithm {
+                return Err(backend_err(format!("the token made a {found} key, not {algorithm}")));
+            }
+            let plans = Plans::new(&slot, algorithm, &spki, Preference::Prehash)?;
+            Ok((cka_id, spki, plans))
+        })();
+        match prepared {
+            Ok((cka_id, spki, plans)) => {
+                drop(public);
+                let location = location(&token, &cka_id);
+                let key = NssKey::new(self.inner.clone(), token, cka_id, private, algorithm, spki, plans);
+                Ok(NewKey { key: Arc::new(key), location })
+            }
+            Err(e) => {
+                public.delete_from_token();
+                private.delete_from_token();
+                Err(e)
+            }
+        }
+    }
+
+    fn import(&self, _id: &str, _algorithm: KeyAlgorithm, _pkcs8: &[u8]) -> Result<NewKey, IpcError> {
+        // Importing would put key material that existed outside the token
+        // onto it; generate on the token, or import with NSS tools
+        // (pk12util) and name the key in [[nss.keys]].
+        Err(IpcError::new(
+            ErrorKind::Unsupported,
+            "the nss backend does not import keys: generate on the token, or import with pk12util and list the key under [[nss.keys]]",
+        ))
+    }
+
+    fn load(&self, location: &str) -> Result<Arc<dyn SigningKey>, IpcError> {
+        Ok(Arc::new(self.load_key(location, Preference::Prehash)?))
+    }
+
+    fn discard(&self, location: &str) {
+        if let Ok((token, id)) = parse_location(location) {
+            if let Ok(slot) = self.inner.slot(&token) {
+                if let Some(key) = slot.find_key(&id) {
+                    key.delete_from_token();
+                }
+            }
+        }
+    }
+}
+
+impl Inner {
+    /// The token named `token`, present and logged in.
+    fn slot(&self, token: &str) -> Result<Slot, IpcError> {
+        let unavailable = |detail: String| IpcError::new(ErrorKind::KeyUnavailable, detail);
+        let slot = if token == "internal" {
+            // SAFETY: returns a new reference to the internal key slot (or
+            // NULL); Slot frees it.
+            NonNull::new(unsafe { PK11_GetInternalKeySlot() })
+        } else {
+            let name = CString::new(token).map_err(|_| IpcError::invalid("token label contains NUL"))?;
+            // SAFETY: `name` is NUL-terminated; the result is a new reference or NULL.
+            NonNull::new(unsafe { PK11_FindSlotByName(name.as_ptr()) })
+        };
+        let slot = Slot(slot.ok_or_else(|| unavailable(format!("token \"{token}\" not found in NSS database {}", self.database)))?);
+        // SAFETY: slot is a live slot reference.
+        if unsafe { PK11_IsPresent(slot.0.as_ptr()) } == PR_FALSE {
+            return Err(unavailable(format!("token \"{token}\" is not present")));
+        }
+        // SAFETY: as above; NULL wincx is allowed.
+        let need_login = unsafe { PK11_NeedLogin(slot.0.as_ptr()) != PR_FALSE && PK11_IsLoggedIn(slot.0.as_ptr(), ptr::null_mut()) == PR_FALSE };
+        if need_login {
+            self.login(&slot, token)?;
+        }
+        Ok(slot)
+    }
+
+    fn login(&self, slot: &Slot, token: &str) -> Result<(), IpcError> {
+        let unavailable = |detail: String| IpcError::new(ErrorKind::KeyUnavailable, detail);
+        let mut bad = self.bad_pin.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(problem) = &*bad {
+            return Err(unavailable(problem.clone()));
+        }
+        let Some(file) = &self.pin_file else {
+            return Err(unavailable(format!("token \"{token}\" needs a PIN: set nss.pin_file")));
+        };
+        let pin = PIN.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default();
+        // SAFETY: slot is live; `pin` is NUL-terminated and outlives the call.
+        if unsafe { PK11_CheckUserPassword(slot.0.as_ptr(), pin.as_ptr()) } == SEC_SUCCESS {
+            return Ok(());
+        }
+        // SAFETY: reads this thread's NSS error code.
+        let code = unsafe { PORT_GetError() };
+        if code == SEC_ERROR_BAD_PASSWORD {
+            let problem = format!(
+                "login to token \"{token}\" failed: wrong PIN in {} (not retried, to avoid locking the token; fix the file and restart signd)",
+                file.display()
+            );
+            *bad = Some(problem.clone());
+            tracing::error!(token, "{problem}");
+            return Err(unavailable(problem));
+        }
+        Err(unavailable(last_error(&format!("login to token \"{token}\""))))
+    }
+}
+
+/// A private key handle (`SECKEYPrivateKey*`), destroyed on drop (which
+/// frees the handle, not the token object).
+struct PrivateKey(NonNull<SECKEYPrivateKey>);
+
+// SAFETY: a SECKEYPrivateKey is an immutable record (slot reference, object
+// handle, key type) once created; NSS signs with it from any thread, taking
+// a fresh PKCS #11 session per operation (or the slot's monitor when the
+// module is not thread-safe), which is how NSS's own servers (libssl) share
+// one server key between connections. signd never mutates the struct after
+// creation; it only passes the pointer to PK11_SignWithMechanism, and the
+// handle is destroyed once, by Drop, when the last reference goes.
+unsafe impl Send for PrivateKey {}
+// SAFETY: see Send: concurrent use is read-only.
+unsafe impl Sync for PrivateKey {}
+
+impl PrivateKey {
+    fn cka_id(&self) -> Result<Vec<u8>, IpcError> {
+        // SAFETY: live key; the result is NULL or an item we free below.
+        let item = unsafe { PK11_GetLowLevelKeyIDForPrivateKey(self.0.as_ptr()) };
+        if item.is_null() {
+            return Err(backend_err(last_error("reading CKA_ID")));
+        }
+        // SAFETY: `item` is a valid SECItem whose data holds len bytes; it is
+        // copied out before being freed with its container.
+        unsafe {
+            let id = item_bytes(&*item);
+            SECITEM_FreeItem(item, PR_TRUE);
+            Ok(id)
+        }
+    }
+
+    fn delete_from_token(self) {
+        let p = self.0.as_ptr();
+        std::mem::forget(self);
+        // SAFETY: PK11_DeleteTokenPrivateKey destroys the token object and
+        // the handle; `self` is forgotten so Drop does not free it again.
+        unsafe {
+            PK11_DeleteTokenPrivateKey(p, PR_TRUE);
+        }
+    }
+}
+
+impl Drop for PrivateKey {
+    fn drop(&mut self) {
+        // SAFETY: we own this handle and destroy it exactly once.
+        unsafe { SECKEY_DestroyPrivateKey(self.0.as_ptr()) }
+    }
+}
+
+impl PrivateKey {
+    /// The key's algorithm and SubjectPublicKeyInfo, derived from the token.
+    fn public(&self) -> Result<(KeyAlgorithm, Vec<u8>), IpcError> {
+        // SAFETY: live key; the result is NULL or a new public key we own.
+        let public = NonNull::new(unsafe { SECKEY_ConvertToPublicKey(self.0.as_ptr()) })
+            .ok_or_else(|| IpcError::new(ErrorKind::KeyUnavailable, last_error("reading the public half of the key")))?;
+        normalise_spki(&PublicKey(public).spki()?)
+    }
+}
+
+/// A public key handle, destroyed on drop.
+struct PublicKey(NonNull<SECKEYPublicKey>);
+
+impl PublicKey {
+    fn spki(&self) -> Result<Vec<u8>, IpcError> {
+        // SAFETY: live key; the result is NULL or an item we free below.
+        let item = unsafe { SECKEY_EncodeDERSubjectPublicKeyInfo(self.0.as_ptr()) };
+        if item.is_null() {
+            return Err(backend_err(last_error("encoding the public key")));
+        }
+        // SAFETY: `item` is a valid SECItem; copied, then freed with its container.
+        unsafe {
+            let der = item_bytes(&*item);
+            SECITEM_FreeItem(item, PR_TRUE);
+            Ok(der)
+        }
+    }
+
+    fn delete_from_token(self) {
+        let p = self.0.as_ptr();
+        std::mem::forget(self);
+        // SAFETY: PK11_DeleteTokenPublicKey destroys the token object and the
+        // handle; `self` is forgotten so Drop does not free it again.
+        unsafe {
+            PK11_DeleteTokenPublicKey(p);
+        }
+    }
+}
+
+impl Drop for PublicKey {
+    fn drop(&mut self) {
+        // SAFETY: we own this handle and destroy it exactly once.
+        unsafe { SECKEY_DestroyPublicKey(self.0.as_ptr()) }
+    }
+}
+
+/// A slot reference, freed on drop.
+struct Slot(NonNull<PK11SlotInfo>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // SAFETY: we own this reference and free it exactly once.
+        unsafe { PK11_FreeSlot(self.0.as_ptr()) }
+    }
+}
+
+impl Slot {
+    fn does(&self, mechanism: CK_MECHANISM_TYPE) -> bool {
+        // SAFETY: live slot.
+        unsafe { PK11_DoesMechanism(self.0.as_ptr(), mechanism) != PR_FALSE }
+    }
+
+    /// A permanent, sensitive key pair on the token.
+    fn generate(&self, mechanism: CK_MECHANISM_TYPE, params: *mut c_void) -> Result<(PrivateKey, PublicKey), IpcError> {
+        let mut public = ptr::null_mut();
+        // SAFETY: live slot; `params` points at the parameter structure the
+        // mechanism expects (SECKEYECParams / PK11RSAGenParams), alive for the
+        // call; `public` receives a new public key or stays NULL.
+        let private = unsafe { PK11_GenerateKeyPair(self.0.as_ptr(), mechanism, params, &mut public, PR_TRUE, PR_TRUE, ptr::null_mut()) };
+        let error = last_error("generating the key pair");
+        match (NonNull::new(private).map(PrivateKey), NonNull::new(public).map(PublicKey)) {
+            (Some(private), Some(public)) => Ok((private, public)),
+            (private, public) => {
+                public.map(PublicKey::delete_from_token);
+                private.map(PrivateKey::delete_from_token);
+                Err(backend_err(error))
+            }
+        }
+    }
+
+    fn find_key(&self, cka_id: &[u8]) -> Option<PrivateKey> {
+        let mut id = SECItem::borrowed(cka_id);
+        // SAFETY: live slot; NSS only reads `id`; the result is NULL or a new handle.
+        NonNull::new(unsafe { PK11_FindKeyByKeyID(self.0.as_ptr(), &mut id, ptr::null_mut()) }).map(PrivateKey)
+    }
+
+    /// The CKA_ID of the one private key labelled `nickname`.
+    fn key_id_by_nickname(&self, nickname: &str) -> Result<Vec<u8>, IpcError> {
+        let nick = CString::new(nickname).map_err(|_| IpcError::invalid("nickname contains NUL"))?;
+        // SAFETY: live slot; NSS only reads the nickname; the list is NULL or ours.
+        let list = unsafe { PK11_ListPrivKeysInSlot(self.0.as_ptr(), nick.as_ptr().cast_mut(), ptr::null_mut()) };
+        let mut ids = Vec::new();
+        if !list.is_null() {
+            // SAFETY: `list` is a valid SECKEYPrivateKeyList: a circular
+            // PRCList whose nodes start with their links; each node's key is
+            // a live handle owned by the list until it is destroyed below.
+            unsafe {
+                let head = ptr::addr_of_mut!((*list).list);
+                let mut node = (*head).next;
+                while node != head {
+                    let key = (*node.cast::<SECKEYPrivateKeyListNode>()).key;
+                    let item = PK11_GetLowLevelKeyIDForPrivateKey(key);
+                    if !item.is_null() {
+                        ids.push(item_bytes(&*item));
+                        SECITEM_FreeItem(item, PR_TRUE);
+                    }
+                    node = (*node).next;
+                }
+                SECKEY_DestroyPrivateKeyList(list);
+            }
+        }
+        match ids.len() {
+            1 => Ok(ids.remove(0)),
+            0 => Err(IpcError::new(ErrorKind::KeyUnavailable, format!("no private key named {nickname:?} on the token"))),
+            n => Err(IpcError::invalid(format!("{n} private keys are named {nickname:?}; name the key by cka_id instead"))),
+        }
+    }
+}
+
+/// A key on an NSS token, with its handle cached.
+pub struct NssKey {
+    inner: Arc<Inner>,
+    token: String,
+    cka_id: Vec<u8>,
+    algorithm: KeyAlgorithm,
+    spki: Vec<u8>,
+    plans: Plans,
+    /// The cached handle; None after a failure until the key is found again.
+    handle: RwLock<Option<Arc<PrivateKey>>>,
+}
+
+impl NssKey {
+    fn new(inner: Arc<Inner>, token: String, cka_id: Vec<u8>, key: PrivateKey, algorithm: KeyAlgorithm, spki: Vec<u8>, plans: Plans) -> Self {
+        Self { inner, token, cka_id, algorithm, spki, plans, handle: RwLock::new(Some(Arc::new(key))) }
+    }
+
+    /// Where the key lives (as recorded).
+    pub fn location(&self) -> String {
+        location(&self.token, &self.cka_id)
+    }
+
+    /// Signs `n` times with the cached handle and nothing else of signd's
+    /// (no lock, no lookup): the baseline for the benchmarks.
+    pub fn raw_sign_loop(&self, scheme: SignatureScheme, message: &[u8], n: usize) -> Result<(), IpcError> {
+        let plan = self.plans.get(scheme)?;
+        let key = self.handle()?;
+        for _ in 0..n {
+            plan.sign(&key, message).map_err(backend_err)?;
+        }
+        Ok(())
+    }
+
+    /// Which mechanism signs `scheme` (for logs and benchmarks).
+    pub fn mechanism(&self, scheme: SignatureScheme) -> Option<(u64, bool)> {
+        self.plans.get(scheme).ok().map(|p| (p.mechanism as u64, p.hash.is_some()))
+    }
+
+    fn handle(&self) -> Result<Arc<PrivateKey>, IpcError> {
+        if let Some(h) = self.handle.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            return Ok(h.clone());
+        }
+        self.refind()
+    }
+
+    /// Looks the key up again on its token and checks it is the same key.
+    fn refind(&self) -> Result<Arc<PrivateKey>, IpcError> {
+        let mut cached = self.handle.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = cached.as_ref() {
+            return Ok(h.clone());
+        }
+        let slot = self.inner.slot(&self.token)?;
+        let key = slot.find_key(&self.cka_id).ok_or_else(|| {
+            IpcError::new(ErrorKind::KeyUnavailable, format!("key {} is not on the token", self.location()))
+        })?;
+        let (_, spki) = key.public()?;
+        if spki != self.spki {
+            return Err(IpcError::new(ErrorKind::KeyUnavailable, format!("the key found at {} is not the recorded key", self.location())));
+        }
+        tracing::info!(location = %self.location(), "NSS key found again");
+        let key = Arc::new(key);
+        *cached = Some(key.clone());
+        Ok(key)
+    }
+
+    fn invalidate(&self, stale: &Arc<PrivateKey>) {
+        let mut cached = self.handle.write().unwrap_or_else(|p| p.into_inner());
+        if cached.as_ref().is_some_and(|h| Arc::ptr_eq(h, stale)) {
+            *cached = None;
+        }
+    }
+}
+
+impl SigningKey for NssKey {
+    fn algorithm(&self) -> KeyAlgorithm {
+        self.algorithm
+    }
+
+    fn spki(&self) -> &[u8] {
+        &self.spki
+    }
+
+    fn sign(&self, scheme: SignatureScheme, message: &[u8]) -> Result<Vec<u8>, IpcError> {
+        let plan = self.plans.get(scheme)?;
+        let key = self.handle()?;
+        match plan.sign(&key, message) {
+            Ok(sig) => Ok(sig),
+            Err(first) => {
+                // The token may have gone away or lost its session: drop the
+                // handle and look the key up once more before giving up.
+                tracing::warn!(location = %self.location(), error = %first, "NSS sign failed; looking the key up again");
+                self.invalidate(&key);
+                let key = self.refind().map_err(|e| IpcError::new(e.kind, format!("{first}; then {}", e.detail)))?;
+                plan.sign(&key, message).map_err(backend_err)
+            }
+        }
+    }
+}
+
+/// How to sign one scheme with one key, decided when the key is loaded.
+#[derive(Clone, Copy)]
+struct Plan {
+    mechanism: CK_MECHANISM_TYPE,
+    /// Hash in signd first (NSS's HASH_HashBuf), then sign the digest.
+    hash: Option<Hash>,
+    /// Wrap the digest in a DigestInfo (PKCS #1 v1.5 over raw CKM_RSA_PKCS).
+    digest_info: bool,
+    pss: Option<CK_RSA_PKCS_PSS_PARAMS>,
+    /// The raw signature's maximum length.
+    sig_len: usize,
+    /// For ECDSA: the raw r||s length, converted to DER Ecdsa-Sig-Value.
+    ecdsa_raw_len: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Hash {
+    alg: c_int,
+    len: usize,
+    oid: c_int,
+    mechanism: CK_MECHANISM_TYPE,
+    mgf: CK_ULONG,
+}
+
+struct Plans(Vec<(SignatureScheme, Plan)>);
+
+impl Plans {
+    fn new(slot: &Slot, algorithm: KeyAlgorithm, spki: &[u8], preference: Preference) -> Result<Self, IpcError> {
+        let public = PKey::public_key_from_der(spki).map_err(|e| backend_err(format!("public key: {e}")))?;
+        let (sig_len, ecdsa_raw_len) = match algorithm {
+            KeyAlgorithm::EcP256 => (64, 64),
+            KeyAlgorithm::EcP384 => (96, 96),
+            KeyAlgorithm::EcP521 => (132, 132),
+            KeyAlgorithm::Ed25519 => (64, 0),
+            _ => (public.size(), 0),
+        };
+        let mut plans = Vec::new();
+        for scheme in SignatureScheme::ALL.into_iter().filter(|s| *s != SignatureScheme::Default && algorithm.allows(*s)) {
+            let choice = |combined: CK_MECHANISM_TYPE, raw: Plan| {
+                let combined = Plan { mechanism: combined, hash: None, digest_info: false, ..raw };
+                let (first, second) = match preference {
+                    Preference::Prehash => (raw, combined),
+                    Preference::Combined => (combined, raw),
+                };
+                [first, second].into_iter().find(|p| slot.does(p.mechanism))
+            };
+            let base = Plan { mechanism: 0, hash: None, digest_info: false, pss: None, sig_len, ecdsa_raw_len };
+            use SignatureScheme as S;
+            let plan = match scheme {
+                S::EcdsaSha256 | S::EcdsaSha384 | S::EcdsaSha512 => {
+                    let h = hash_of(scheme);
+                    let combined = match scheme {
+                        S::EcdsaSha256 => CKM_ECDSA_SHA256,
+                        S::EcdsaSha384 => CKM_ECDSA_SHA384,
+                        _ => CKM_ECDSA_SHA512,
+                    };
+                    choice(combined, Plan { mechanism: CKM_ECDSA, hash: Some(h), ..base })
+                }
+                S::RsaPkcs1Sha256 | S::RsaPkcs1Sha384 | S::RsaPkcs1Sha512 => {
+                    let h = hash_of(scheme);
+                    let combined = match scheme {
+                        S::RsaPkcs1Sha256 => CKM_SHA256_RSA_PKCS,
+                        S::RsaPkcs1Sha384 => CKM_SHA384_RSA_PKCS,
+                        _ => CKM_SHA512_RSA_PKCS,
+                    };
+                    choice(combined, Plan { mechanism: CKM_RSA_PKCS, hash: Some(h), digest_info: true, ..base })
+                }
+                S::RsaPssSha256 | S::RsaPssSha384 | S::RsaPssSha512 => {
+                    let h = hash_of(scheme);
+                    let combined = match scheme {
+                        S::RsaPssSha256 => CKM_SHA256_RSA_PKCS_PSS,
+                        S::RsaPssSha384 => CKM_SHA384_RSA_PKCS_PSS,
+                        _ => CKM_SHA512_RSA_PKCS_PSS,
+                    };
+                    // MGF1 with the same hash, salt as long as the hash (as the OpenSSL backend).
+                    let pss = CK_RSA_PKCS_PSS_PARAMS { hashAlg: h.mechanism, mgf: h.mgf, sLen: h.len as CK_ULONG };
+                    choice(combined, Plan { mechanism: CKM_RSA_PKCS_PSS, hash: Some(h), pss: Some(pss), ..base })
+                }
+                S::Ed25519 => Some(Plan { mechanism: CKM_EDDSA, ..base }).filter(|p| slot.does(p.mechanism)),
+                S::MlDsa44 | S::MlDsa65 | S::MlDsa87 | S::Default => None,
+            };
+            if let Some(plan) = plan {
+                plans.push((scheme, plan));
+            }
+        }
+        Ok(Self(plans))
+    }
+
+    fn get(&self, scheme: SignatureScheme) -> Result<&Plan, IpcError> {
+        self.0.iter().find(|(s, _)| *s == scheme).map(|(_, p)| p).ok_or_else(|| {
+            IpcError::new(ErrorKind::Unsupported, format!("{} is unsupported by this token", scheme.name()))
+        })
+    }
+}
+
+fn hash_of(scheme: SignatureScheme) -> Hash {
+    use SignatureScheme as S;
+    match scheme {
+        S::EcdsaSha384 | S::RsaPkcs1Sha384 | S::RsaPssSha384 => {
+            Hash { alg: HASH_ALG_SHA384, len: 48, oid: SEC_OID_SHA384, mechanism: CKM_SHA384, mgf: CKG_MGF1_SHA384 }
+        }
+        S::EcdsaSha512 | S::RsaPkcs1Sha512 | S::RsaPssSha512 => {
+            Hash { alg: HASH_ALG_SHA512, len: 64, oid: SEC_OID_SHA512, mechanism: CKM_SHA512, mgf: CKG_MGF1_SHA512 }
+        }
+        _ => Hash { alg: HASH_ALG_SHA256, len: 32, oid: SEC_OID_SHA256, mechanism: CKM_SHA256, mgf: CKG_MGF1_SHA256 },
+    }
+}
+
+impl Plan {
+    fn sign(&self, key: &PrivateKey, message: &[u8]) -> Result<Vec<u8>, String> {
+        let len = u32::try_from(message.len()).map_err(|_| "message over 4 GiB".to_owned())?;
+        let mut digest = [0u8; 64];
+        // A DigestInfo NSS allocated, freed at the end.
+        let mut encoded: *mut SECItem = ptr::null_mut();
+        let input = match self.hash {
+            None => SECItem::borrowed(message),
+            Some(h) => {
+                // SAFETY: `digest` has room for the largest digest (64
+                // bytes); `message` is valid for `len` bytes.
+                if unsafe { HASH_HashBuf(h.alg, digest.as_mut_ptr(), message.as_ptr(), len) } != SEC_SUCCESS {
+                    return Err(last_error("hashing"));
+                }
+                if self.digest_info {
+                    // SAFETY: NSS copies the digest into a new DigestInfo,
+                    // encodes it into a new item (NULL pool: heap), and the
+                    // DigestInfo is destroyed right after.
+                    unsafe {
+                        let info = SGN_CreateDigestInfo(h.oid, digest.as_ptr(), h.len as u32);
+                        if info.is_null() {
+                            return Err(last_error("building the DigestInfo"));
+                        }
+                        // What secdig.h's SGN_EncodeDigestInfo does (not exported).
+                        encoded = SEC_ASN1EncodeItem(ptr::null_mut(), ptr::null_mut(), info.cast(), NSS_Get_sgn_DigestInfoTemplate(ptr::null_mut(), PR_TRUE));
+                        SGN_DestroyDigestInfo(info);
+                        if encoded.is_null() {
+                            return Err(last_error("encoding the DigestInfo"));
+                        }
+                        SECItem { type_: 0, data: (*encoded).data, len: (*encoded).len }
+                    }
+                } else {
+                    SECItem::borrowed(&digest[..h.len])
+                }
+            }
+        };
+        let param = self.pss.as_ref().map(|p| SECItem {
+            type_: 0,
+            data: ptr::from_ref(p).cast_mut().cast(),
+            len: std::mem::size_of::<CK_RSA_PKCS_PSS_PARAMS>() as u32,
+        });
+        let mut sig = vec![0u8; self.sig_len];
+        let mut out = SECItem::out(&mut sig);
+        // SAFETY: live key; `param` (if any) points at a CK_RSA_PKCS_PSS_PARAMS
+        // in `self`, `input` at the digest/DigestInfo/message, `out` at a
+        // buffer of sig_len bytes, all alive for the call; NSS writes at most
+        // out.len bytes and sets out.len to the signature length.
+        let status = unsafe {
+            PK11_SignWithMechanism(key.0.as_ptr(), self.mechanism, param.as_ref().map_or(ptr::null(), ptr::from_ref), &mut out, &input)
+        };
+        let error = (status != SEC_SUCCESS).then(|| last_error("signing"));
+        if !encoded.is_null() {
+            // SAFETY: `encoded` came from SEC_ASN1EncodeItem with a NULL
+            // pool, so it and its data are heap allocations we free once.
+            unsafe { SECITEM_FreeItem(encoded, PR_TRUE) };
+        }
+        if let Some(e) = error {
+            return Err(e);
+        }
+        sig.truncate(out.len as usize);
+        if self.ecdsa_raw_len == 0 {
+            return Ok(sig);
+        }
+        if sig.len() != self.ecdsa_raw_len as usize {
+            return Err(format!("the token returned a {}-byte ECDSA signature, expected {}", sig.len(), self.ecdsa_raw_len));
+        }
+        let mut raw = SECItem::out(&mut sig);
+        let mut der = SECItem::empty();
+        // SAFETY: `raw` holds r||s of ecdsa_raw_len bytes; NSS allocates
+        // der.data (heap), which is copied and then freed once.
+        unsafe {
+            if DSAU_EncodeDerSigWithLen(&mut der, &mut raw, self.ecdsa_raw_len) != SEC_SUCCESS {
+                return Err(last_error("DER-encoding the ECDSA signature"));
+            }
+            let out = item_bytes(&der);
+            SECITEM_FreeItem(&mut der, PR_FALSE);
+            Ok(out)
+        }
+    }
+}
+
+/// A key's recorded location: `token "LABEL", CKA_ID HEX`.
+fn location(token: &str, cka_id: &[u8]) -> String {
+    format!("token \"{token}\", CKA_ID {}", hex::encode(cka_id))
+}
+
+fn parse_location(location: &str) -> Result<(String, Vec<u8>), IpcError> {
+    let bad = || IpcError::new(ErrorKind::KeyUnavailable, format!("not an NSS key location: {location:?}"));
+    let rest = location.strip_prefix("token \"").ok_or_else(bad)?;
+    let (token, id) = rest.rsplit_once("\", CKA_ID ").ok_or_else(bad)?;
+    let id = hex::decode(id).map_err(|_| bad())?;
+    Ok((token.to_owned(), id))
+}
+
+fn normalise_database(database: &str) -> String {
+    if database.contains(':') {
+        database.to_owned()
+    } else {
+        format!("sql:{database}")
+    }
+}
+
+fn read_pin(path: &Path) -> Result<CString, IpcError> {
+    let text = std::fs::read_to_string(path).map_err(|e| backend_err(format!("cannot read NSS PIN file {}: {e}", path.display())))?;
+    let pin = text.lines().next().unwrap_or("");
+    CString::new(pin).map_err(|_| backend_err(format!("NSS PIN file {} contains a NUL byte", path.display())))
+}
+
+/// Initialises NSS once for the process on `database`.
+fn init_nss(database: &str) -> Result<(), IpcError> {
+    let mut initialised = NSS_DATABASE.lock().unwrap_or_else(|p| p.into_inner());
+    match initialised.as_deref() {
+        Some(db) if db == database => return Ok(()),
+        Some(db) => return Err(backend_err(format!("NSS is already initialised on {db} in this process; cannot also open {database}"))),
+        None => {}
+    }
+    let db = CString::new(database).map_err(|_| IpcError::invalid("NSS database name contains NUL"))?;
+    let empty = c"";
+    // SAFETY: all strings are NUL-terminated and outlive the call; this runs
+    // once per process, under the NSS_DATABASE lock.
+    let status = unsafe { NSS_Initialize(db.as_ptr(), empty.as_ptr(), empty.as_ptr(), c"secmod.db".as_ptr(), NSS_INIT_NOROOTINIT) };
+    if status != SEC_SUCCESS {
+        return Err(backend_err(last_error(&format!("opening NSS database {database}"))));
+    }
+    // SAFETY: registers a callback with the signature NSS expects.
+    unsafe { PK11_SetPasswordFunc(password_callback) };
+    *initialised = Some(database.to_owned());
+    Ok(())
+}
+
+/// NSS's password callback: the PIN from the PIN file, once per attempt
+/// (never on a retry, so a wrong PIN is not tried in a loop).
+unsafe extern "C" fn password_callback(_slot: *mut PK11SlotInfo, retry: PRBool, _arg: *mut c_void) -> *mut c_char {
+    if retry != PR_FALSE {
+        return ptr::null_mut();
+    }
+    let pin = PIN.lock().unwrap_or_else(|p| p.into_inner());
+    match pin.as_ref() {
+        // SAFETY: NSS frees the returned copy with PORT_Free.
+        Some(pin) => unsafe { PORT_Strdup(pin.as_ptr()) },
+        None => ptr::null_mut(),
+    }
+}
+
+/// The thread's last NSS error, as "WHAT failed: NAME: text".
+fn last_error(what: &str) -> String {
+    // SAFETY: PORT_GetError reads thread-local state; the name and text are
+    // static strings owned by NSPR's error tables (or NULL).
+    unsafe {
+        let code = PORT_GetError();
+        let text = |p: *const c_char| (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned());
+        let name = text(PR_ErrorToName(code)).unwrap_or_else(|| format!("error {code}"));
+        match text(PR_ErrorToString(code, 0)) {
+            Some(t) if !t.is_empty() && t != "Unknown code" => format!("{what} failed: {name}: {t}"),
+            _ => format!("{what} failed: {name}"),
+        }
+    }
+}
+
+fn backend_err(detail: impl Into<String>) -> IpcError {
+    IpcError::new(ErrorKind::Backend, detail)
+}
+
+/// Copies an item's bytes.
+///
+/// # Safety
+/// `item.data` must be NULL or valid for `item.len` bytes.
+unsafe fn item_bytes(item: &SECItem) -> Vec<u8> {
+    if item.data.is_null() || item.len == 0 {
+        return Vec::new();
+    }
+    // SAFETY: the caller guarantees data is valid for len bytes.
+    unsafe { std::slice::from_raw_parts(item.data, item.len as usize).to_vec() }
+}
+
+/// The named-curve ECParameters (an OBJECT IDENTIFIER, RFC 5480 §2.1.1.1)
+/// NSS takes as the EC key-generation parameter. Constants, not encoding
+/// logic; a test checks them against OpenSSL's SPKI for each curve.
+fn curve_params(algorithm: KeyAlgorithm) -> &'static [u8] {
+    match algorithm {
+        KeyAlgorithm::EcP384 => &[0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22],
+        KeyAlgorithm::EcP521 => &[0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x23],
+        _ => &[0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07],
+    }
+}
+
+/// Re-encodes an SPKI the way OpenSSL does (so it compares byte for byte with
+/// the OpenSSL backend's) and says which of signd's algorithms it is.
+fn normalise_spki(der: &[u8]) -> Result<(KeyAlgorithm, Vec<u8>), IpcError> {
+    let bad = |e: String| IpcError::new(ErrorKind::KeyUnavailable, format!("the token's public key: {e}"));
+    let key: PKey<Public> = PKey::public_key_from_der(der).map_err(|e| bad(e.to_string()))?;
+    let algorithm = match key.id() {
+        Id::EC => match key.ec_key().map_err(|e| bad(e.to_string()))?.group().curve_name() {
+            Some(Nid::X9_62_PRIME256V1) => KeyAlgorithm::EcP256,
+            Some(Nid::SECP384R1) => KeyAlgorithm::EcP384,
+            Some(Nid::SECP521R1) => KeyAlgorithm::EcP521,
+            other => return Err(IpcError::new(ErrorKind::Unsupported, format!("EC curve {other:?} is not supported by signd"))),
+        },
+        Id::RSA => match key.bits() {
+            2048 => KeyAlgorithm::Rsa2048,
+            3072 => KeyAlgorithm::Rsa3072,
+            4096 => KeyAlgorithm::Rsa4096,
+            b => return Err(IpcError::new(ErrorKind::Unsupported, format!("RSA with a {b}-bit modulus is not supported by signd"))),
+        },
+        Id::ED25519 => KeyAlgorithm::Ed25519,
+        other => return Err(IpcError::new(ErrorKind::Unsupported, format!("key type {other:?} is not supported by signd"))),
+    };
+    Ok((algorithm, key.public_key_to_der().map_err(|e| bad(e.to_string()))?))
+}
