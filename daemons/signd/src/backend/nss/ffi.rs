@@ -55,6 +55,10 @@ pub struct SECKEYPublicKey {
     _private: [u8; 0],
 }
 #[repr(C)]
+pub struct CERTCertificate {
+    _private: [u8; 0],
+}
+#[repr(C)]
 pub struct SGNDigestInfo {
     _private: [u8; 0],
 }
@@ -189,6 +193,9 @@ extern "C" {
     pub fn PK11_SetPublicKeyNickname(key: *mut SECKEYPublicKey, nickname: *const c_char) -> SECStatus;
     pub fn PK11_GetLowLevelKeyIDForPrivateKey(key: *mut SECKEYPrivateKey) -> *mut SECItem;
     pub fn PK11_FindKeyByKeyID(slot: *mut PK11SlotInfo, keyID: *mut SECItem, wincx: *mut c_void) -> *mut SECKEYPrivateKey;
+    pub fn PK11_FindCertFromNickname(nickname: *const c_char, wincx: *mut c_void) -> *mut CERTCertificate;
+    pub fn PK11_FindPrivateKeyFromCert(slot: *mut PK11SlotInfo, cert: *mut CERTCertificate, wincx: *mut c_void) -> *mut SECKEYPrivateKey;
+    pub fn CERT_DestroyCertificate(cert: *mut CERTCertificate);
     pub fn PK11_ListPrivKeysInSlot(slot: *mut PK11SlotInfo, nickname: *mut c_char, wincx: *mut c_void) -> *mut SECKEYPrivateKeyList;
     pub fn SECKEY_DestroyPrivateKeyList(list: *mut SECKEYPrivateKeyList);
     pub fn PK11_ReadRawAttribute(kind: c_int, object: *mut c_void, attr: CK_ATTRIBUTE_TYPE, item: *mut SECItem) -> SECStatus;

@@ -117,7 +117,7 @@ impl NssBackend {
             (None, Some(hex)) => hex::decode(hex).map_err(|e| IpcError::invalid(format!("cka_id {hex:?} is not hex: {e}")))?,
             (Some(nick), None) => {
                 let slot = self.inner.slot(&token)?;
-                slot.key_id_by_nickname(nick)?
+                slot.key_id_by_nickname(&token, nick)?
             }
             _ => return Err(IpcError::invalid("give exactly one of `nickname` and `cka_id`")),
         };
@@ -427,8 +427,36 @@ impl Slot {
         NonNull::new(unsafe { PK11_FindKeyByKeyID(self.0.as_ptr(), &mut id, ptr::null_mut()) }).map(PrivateKey)
     }
 
-    /// The CKA_ID of the one private key labelled `nickname`.
-    fn key_id_by_nickname(&self, nickname: &str) -> Result<Vec<u8>, IpcError> {
+    /// The CKA_ID of the one private key labelled `nickname`, or else of the
+    /// key of the certificate with that nickname on this token (certutil
+    /// labels the certificate, not the key).
+    fn key_id_by_nickname(&self, token: &str, nickname: &str) -> Result<Vec<u8>, IpcError> {
+        match self.key_id_by_label(nickname) {
+            Err(e) if e.kind == ErrorKind::KeyUnavailable => {}
+            other => return other,
+        }
+        let full = if token == "internal" || nickname.contains(':') { nickname.to_owned() } else { format!("{token}:{nickname}") };
+        let full = CString::new(full).map_err(|_| IpcError::invalid("nickname contains NUL"))?;
+        // SAFETY: NUL-terminated name; the result is NULL or a certificate we destroy below.
+        let cert = unsafe { PK11_FindCertFromNickname(full.as_ptr(), ptr::null_mut()) };
+        if cert.is_null() {
+            return Err(IpcError::new(
+                ErrorKind::KeyUnavailable,
+                format!("no private key or certificate named {nickname:?} on token \"{token}\""),
+            ));
+        }
+        // SAFETY: live slot and certificate; the key is NULL or a new handle.
+        let key = unsafe {
+            let key = PK11_FindPrivateKeyFromCert(self.0.as_ptr(), cert, ptr::null_mut());
+            CERT_DestroyCertificate(cert);
+            NonNull::new(key).map(PrivateKey)
+        };
+        key.ok_or_else(|| IpcError::new(ErrorKind::KeyUnavailable, format!("certificate {nickname:?} has no private key on token \"{token}\"")))?
+            .cka_id()
+    }
+
+    /// The CKA_ID of the one private key whose CKA_LABEL is `nickname`.
+    fn key_id_by_label(&self, nickname: &str) -> Result<Vec<u8>, IpcError> {
         let nick = CString::new(nickname).map_err(|_| IpcError::invalid("nickname contains NUL"))?;
         // SAFETY: live slot; NSS only reads the nickname; the list is NULL or ours.
         let list = unsafe { PK11_ListPrivKeysInSlot(self.0.as_ptr(), nick.as_ptr().cast_mut(), ptr::null_mut()) };
@@ -498,6 +526,16 @@ impl NssKey {
         self.plans.get(scheme).ok().map(|p| (p.mechanism as u64, p.hash.is_some()))
     }
 
+    /// Test hook: makes this key's cached handle point at `other`'s key, as
+    /// a stale handle would after a token was swapped, so that the next sign
+    /// fails on the token and exercises the drop-and-find-again path.
+    #[doc(hidden)]
+    pub fn poison_handle_for_test(&self, other: &NssKey) -> Result<(), IpcError> {
+        let stale = other.handle()?;
+        *self.handle.write().unwrap_or_else(|p| p.into_inner()) = Some(stale);
+        Ok(())
+    }
+
     fn handle(&self) -> Result<Arc<PrivateKey>, IpcError> {
         if let Some(h) = self.handle.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
             return Ok(h.clone());
@@ -512,7 +550,15 @@ impl NssKey {
             return Ok(h.clone());
         }
         let slot = self.inner.slot(&self.token)?;
-        let key = slot.find_key(&self.cka_id).ok_or_else(|| {
+        let mut found = slot.find_key(&self.cka_id);
+        // SAFETY: live slot.
+        if found.is_none() && unsafe { PK11_NeedLogin(slot.0.as_ptr()) } != PR_FALSE {
+            // The token may have dropped our login (reset, re-inserted) while
+            // NSS still thinks we are logged in: log in again and look once more.
+            self.inner.login(&slot, &self.token)?;
+            found = slot.find_key(&self.cka_id);
+        }
+        let key = found.ok_or_else(|| {
             IpcError::new(ErrorKind::KeyUnavailable, format!("key {} is not on the token", self.location()))
         })?;
         let (_, spki) = key.public()?;
