@@ -196,6 +196,7 @@ extern "C" {
     pub fn PK11_FindCertFromNickname(nickname: *const c_char, wincx: *mut c_void) -> *mut CERTCertificate;
     pub fn PK11_FindPrivateKeyFromCert(slot: *mut PK11SlotInfo, cert: *mut CERTCertificate, wincx: *mut c_void) -> *mut SECKEYPrivateKey;
     pub fn CERT_DestroyCertificate(cert: *mut CERTCertificate);
+    pub fn PK11_CopyTokenPrivKeyToSessionPrivKey(slot: *mut PK11SlotInfo, key: *mut SECKEYPrivateKey) -> *mut SECKEYPrivateKey;
     pub fn PK11_ListPrivKeysInSlot(slot: *mut PK11SlotInfo, nickname: *mut c_char, wincx: *mut c_void) -> *mut SECKEYPrivateKeyList;
     pub fn SECKEY_DestroyPrivateKeyList(list: *mut SECKEYPrivateKeyList);
     pub fn PK11_ReadRawAttribute(kind: c_int, object: *mut c_void, attr: CK_ATTRIBUTE_TYPE, item: *mut SECItem) -> SECStatus;
