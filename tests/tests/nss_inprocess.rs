@@ -60,6 +60,30 @@ fn a_failed_sign_finds_the_key_again() {
     }
 }
 
+/// A sign that fails when the key is no longer on the token gives the typed
+/// `KeyUnavailable` error; the token's other keys keep signing, and so does
+/// the failed key once it can be found again.
+#[test]
+fn a_key_gone_from_the_token_is_unavailable_and_others_keep_signing() {
+    let f = fixture();
+    let backend = &f.softhsm;
+    // Only one handle (one session copy) of the key exists: a session copy
+    // carries the key's CKA_ID, so a live one would be found again.
+    let location = backend.generate("gone", KeyAlgorithm::EcP256).unwrap().location;
+    let gone = backend.load_key(&location, Preference::Prehash).unwrap();
+    let other = key(backend, "stays", KeyAlgorithm::EcP384, Preference::Prehash);
+    let rsa = key(backend, "gone-rsa", KeyAlgorithm::Rsa2048, Preference::Prehash);
+    backend.discard(&gone.location());
+    gone.poison_handle_for_test(&rsa).unwrap();
+    for _ in 0..2 {
+        let e = gone.sign(S::EcdsaSha256, b"m").unwrap_err();
+        assert_eq!(e.kind, signet_ipc::ErrorKind::KeyUnavailable, "{e}");
+        assert!(e.detail.contains("is not on the token"), "{e}");
+        let sig = other.sign(S::EcdsaSha384, b"m").unwrap();
+        assert!(openssl_verify(other.spki(), S::EcdsaSha384, b"m", &sig));
+    }
+}
+
 /// Both mechanism families (hash in NSS then raw mechanism; token hashes)
 /// give signatures OpenSSL verifies, for every scheme.
 #[test]

@@ -240,8 +240,13 @@ impl Backend for NssBackend {
     fn discard(&self, location: &str) {
         if let Ok((token, id)) = parse_location(location) {
             if let Ok(slot) = self.inner.slot(&token) {
-                if let Some(key) = slot.find_key(&id) {
-                    key.delete_from_token();
+                // Session copies carry the same CKA_ID and may be found first:
+                // delete until the token object is gone too.
+                for _ in 0..8 {
+                    match slot.find_key(&id) {
+                        Some(key) => key.delete_from_token(),
+                        None => break,
+                    }
                 }
             }
         }
@@ -296,6 +301,8 @@ impl Inner {
                 file.display()
             );
             *bad = Some(problem.clone());
+            // Nor may NSS try it on its own (its password callback).
+            *PIN.lock().unwrap_or_else(|p| p.into_inner()) = None;
             tracing::error!(token, "{problem}");
             return Err(unavailable(problem));
         }
