@@ -150,7 +150,9 @@ impl NssToken {
 pub const SOFTHSM_MODULE: &str = "/usr/lib/softhsm/libsofthsm2.so";
 
 fn must(cmd: &mut Command) {
-    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    let out = cmd.stdin(Stdio::null()).output().unwrap_or_else(|e| {
+        panic!("{cmd:?}: {e} (the NSS tests need certutil and modutil (Debian libnss3-tools) and softhsm2-util (softhsm2); scripts/test installs them)")
+    });
     assert!(out.status.success(), "{cmd:?}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
 

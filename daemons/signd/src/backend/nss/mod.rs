@@ -6,7 +6,8 @@
 //! fork-safe, and signd never forks. Keys are permanent, sensitive token
 //! objects named by CKA_ID (NSS sets it to a hash of the public key) and
 //! labelled with the signd key id. A key's `SECKEYPrivateKey*` is found once
-//! and cached: a signature never re-imports or re-finds a key. When a sign
+//! and cached (as an in-token session copy, see `Slot::signing_copy`): a
+//! signature never re-imports or re-finds a key. When a sign
 //! fails (token removed, session lost) the cached handle is dropped and the
 //! key is looked up again once; if that fails the caller gets
 //! `KeyUnavailable` and the next call tries again.
@@ -49,9 +50,10 @@ pub struct NssBackend {
     inner: Arc<Inner>,
 }
 
-/// Which mechanism family to prefer when a token has both (see docs/signd.md:
-/// measured faster on softokn and SoftHSM2: hashing in signd, then the raw
-/// mechanism).
+/// Which mechanism family to prefer when a token has both. signd uses
+/// `Prehash`: on softokn and SoftHSM2 the two measured the same (see
+/// docs/signd.md), and more tokens have the raw mechanisms (SoftHSM2 has no
+/// CKM_ECDSA_SHA256).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Preference {
     /// Hash in NSS (HASH_HashBuf), then CKM_ECDSA / CKM_RSA_PKCS(_PSS).
