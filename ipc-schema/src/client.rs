@@ -330,7 +330,9 @@ impl From<IpcError> for Attempt {
 
 impl From<capnp::Error> for Attempt {
     fn from(e: capnp::Error) -> Self {
-        let disconnected = e.kind == capnp::ErrorKind::Disconnected;
+        // A peer killed mid-message surfaces as a failed read ("Premature end
+        // of file") rather than as Disconnected; either way the connection is gone.
+        let disconnected = matches!(e.kind, capnp::ErrorKind::Disconnected | capnp::ErrorKind::PrematureEndOfFile);
         let kind = if disconnected {
             ErrorKind::Unavailable
         } else if e.extra.contains("which is too large") {

@@ -26,11 +26,145 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// Where a test's signd keeps its keys. Tests that need keys run once per
+/// backend (as rustls runs its API tests once per crypto provider).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// PKCS#8 files under the state directory.
+    Openssl,
+    /// NSS's own softokn (the database's internal key slot).
+    NssSoftokn,
+    /// SoftHSM2, a PKCS#11 module registered in the NSS database as an HSM.
+    NssSofthsm,
+}
+
+impl Backend {
+    /// All three.
+    pub const ALL: [Backend; 3] = [Backend::Openssl, Backend::NssSoftokn, Backend::NssSofthsm];
+
+    /// The backend name signd records ("openssl", "nss").
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Openssl => "openssl",
+            Backend::NssSoftokn | Backend::NssSofthsm => "nss",
+        }
+    }
+
+    /// Whether the backend can generate and sign with `alg`; where not, signd
+    /// must answer with the typed `Unsupported` error.
+    pub fn supports(self, alg: signet_ipc::KeyAlgorithm) -> bool {
+        use signet_ipc::KeyAlgorithm as A;
+        match self {
+            Backend::Openssl => true,
+            // NSS 3.87 has no ML-DSA, and no Edwards key type at all (softokn
+            // cannot make Ed25519 keys; NSS cannot describe SoftHSM2's).
+            Backend::NssSoftokn | Backend::NssSofthsm => !matches!(alg, A::Ed25519 | A::MlDsa44 | A::MlDsa65 | A::MlDsa87),
+        }
+    }
+}
+
+/// An NSS database on a temp dir, with SoftHSM2 registered in it for
+/// [`Backend::NssSofthsm`]. Built with the real tools (certutil, modutil,
+/// softhsm2-util), as an operator would.
+pub struct NssToken {
+    /// The directory holding everything.
+    pub dir: PathBuf,
+    /// `sql:DIR` of the NSS database.
+    pub database: String,
+    /// The token label signd is configured with ("internal" for softokn).
+    pub token: String,
+    /// The PIN file, if the token needs a login.
+    pub pin_file: Option<PathBuf>,
+    /// SOFTHSM2_CONF, for SoftHSM2.
+    pub softhsm_conf: Option<PathBuf>,
+}
+
+/// The user PIN of test tokens.
+pub const TEST_PIN: &str = "1234";
+
+impl NssToken {
+    /// An NSS database in `dir`; softokn gets the password `password` (none: empty).
+    pub fn softokn(dir: &Path, password: Option<&str>) -> Self {
+        let db = dir.join("nssdb");
+        std::fs::create_dir_all(&db).unwrap();
+        let database = format!("sql:{}", db.display());
+        let mut certutil = Command::new("certutil");
+        certutil.args(["-N", "-d", &database]);
+        let pin_file = password.map(|pw| {
+            let f = dir.join("nss-pin");
+            std::fs::write(&f, format!("{pw}\n")).unwrap();
+            certutil.arg("-f").arg(&f);
+            f
+        });
+        if password.is_none() {
+            certutil.arg("--empty-password");
+        }
+        must(&mut certutil);
+        Self { dir: dir.to_path_buf(), database, token: "internal".into(), pin_file, softhsm_conf: None }
+    }
+
+    /// A fresh SoftHSM2 token "signet" (PIN 1234) registered in a fresh NSS database in `dir`.
+    pub fn softhsm(dir: &Path) -> Self {
+        let tokens = dir.join("tokens");
+        std::fs::create_dir_all(&tokens).unwrap();
+        let conf = dir.join("softhsm2.conf");
+        std::fs::write(&conf, format!("directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n", tokens.display())).unwrap();
+        must(Command::new("softhsm2-util").env("SOFTHSM2_CONF", &conf).args([
+            "--init-token", "--free", "--label", "signet", "--pin", TEST_PIN, "--so-pin", "5678",
+        ]));
+        let mut t = Self::softokn(dir, None);
+        must(Command::new("modutil").env("SOFTHSM2_CONF", &conf).args([
+            "-dbdir", &t.database, "-add", "softhsm", "-libfile", SOFTHSM_MODULE, "-force",
+        ]));
+        let pin = dir.join("nss-pin");
+        std::fs::write(&pin, format!("{TEST_PIN}\n")).unwrap();
+        t.token = "signet".into();
+        t.pin_file = Some(pin);
+        t.softhsm_conf = Some(conf);
+        t
+    }
+
+    /// The environment signd (or any NSS tool) needs for this token.
+    pub fn env(&self) -> Vec<(String, String)> {
+        self.softhsm_conf.iter().map(|c| ("SOFTHSM2_CONF".to_owned(), c.display().to_string())).collect()
+    }
+
+    /// The `[nss]` section of signd.toml for this token.
+    pub fn config(&self) -> String {
+        let mut c = format!("[nss]\ndatabase = \"{}\"\ntoken = \"{}\"\n", self.database, self.token);
+        if let Some(p) = &self.pin_file {
+            c.push_str(&format!("pin_file = \"{}\"\n", p.display()));
+        }
+        c
+    }
+
+    /// certutil or another NSS tool, with this token's environment.
+    pub fn tool(&self, name: &str) -> Command {
+        let mut c = Command::new(name);
+        c.envs(self.env());
+        c
+    }
+}
+
+/// SoftHSM2's PKCS#11 module (Debian package softhsm2).
+pub const SOFTHSM_MODULE: &str = "/usr/lib/softhsm/libsofthsm2.so";
+
+fn must(cmd: &mut Command) {
+    let out = cmd.stdin(Stdio::null()).output().unwrap_or_else(|e| {
+        panic!("{cmd:?}: {e} (the NSS tests need certutil and modutil (Debian libnss3-tools) and softhsm2-util (softhsm2); scripts/test installs them)")
+    });
+    assert!(out.status.success(), "{cmd:?}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
 /// A running signd on a private directory.
 pub struct SigndProcess {
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
     pub config: PathBuf,
+    /// Where generated keys go by default.
+    pub backend: Backend,
+    /// The NSS database and token, for the NSS backends.
+    pub nss: Option<NssToken>,
     child: Option<Child>,
     env: Vec<(String, String)>,
 }
@@ -44,8 +178,40 @@ impl SigndProcess {
     }
 
     pub fn start_with_env(extra: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_full(Backend::Openssl, extra, env)
+    }
+
+    /// Starts signd whose keys go to `backend` by default: for the NSS
+    /// backends, a fresh NSS database (and SoftHSM2 token) is set up in the
+    /// test's directory and configured under `[nss]`.
+    pub fn start_backend(backend: Backend, extra: &str) -> Self {
+        Self::start_full(backend, extra, &[])
+    }
+
+    pub fn start_full(backend: Backend, extra: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_inner(backend, |dir| match backend {
+            Backend::Openssl => None,
+            Backend::NssSoftokn => Some(NssToken::softokn(dir, None)),
+            Backend::NssSofthsm => Some(NssToken::softhsm(dir)),
+        }, extra, env)
+    }
+
+    /// Starts signd on an NSS token that `make` sets up in the test's
+    /// directory (e.g. softokn with a password); keys default to "nss".
+    pub fn start_nss(make: impl FnOnce(&Path) -> NssToken, extra: &str) -> Self {
+        Self::start_inner(Backend::NssSoftokn, |dir| Some(make(dir)), extra, &[])
+    }
+
+    fn start_inner(backend: Backend, make: impl FnOnce(&Path) -> Option<NssToken>, extra: &str, env: &[(&str, &str)]) -> Self {
         let dir = tempfile::Builder::new().prefix("signd-test").tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let nss = make(dir.path());
+        let mut env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let nss_config = nss.as_ref().map(|t| {
+            env.extend(t.env());
+            t.config()
+        });
+        let extra = format!("{}{extra}", nss_config.unwrap_or_default());
         let socket = dir.path().join("signd.sock");
         let config = dir.path().join("signd.toml");
         let uid = nix::unistd::getuid().as_raw();
@@ -58,15 +224,34 @@ impl SigndProcess {
             ),
         )
         .unwrap();
-        let mut p = Self {
-            dir,
-            socket,
-            config,
-            child: None,
-            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        };
+        let mut p = Self { dir, socket, config, backend, nss, child: None, env };
         p.spawn();
         p
+    }
+
+    /// A key spec for this signd's default backend.
+    pub fn spec(&self, id: &str, algorithm: signet_ipc::KeyAlgorithm) -> signet_ipc::KeySpec {
+        signet_ipc::KeySpec { id: id.into(), algorithm, roles: vec![], backend: self.backend.name().into() }
+    }
+
+    /// Starts signd without waiting for it, returning its exit status and
+    /// log if it exits within `wait` (a refused start).
+    pub fn try_start_raw(config: &Path, env: &[(String, String)], wait: Duration) -> Option<(ExitStatus, String)> {
+        let mut cmd = Command::new(bin("signd"));
+        cmd.arg("--config").arg(config).stdout(Stdio::null()).stderr(Stdio::piped()).envs(env.iter().cloned());
+        let mut child = cmd.spawn().unwrap();
+        let deadline = Instant::now() + wait;
+        while Instant::now() < deadline {
+            if let Some(status) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+                return Some((status, err));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
     }
 
     fn spawn(&mut self) {

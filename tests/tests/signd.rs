@@ -1,5 +1,11 @@
 //! signd over its real socket: every algorithm, batches, policy, audit,
 //! crash durability, bad input, sd_notify and socket activation.
+//!
+//! Tests that use keys run once per backend (OpenSSL, NSS softokn, NSS with
+//! SoftHSM2 as an HSM), as rustls runs its API tests once per crypto
+//! provider: each body takes a [`Backend`] and `per_backend!` makes the three
+//! #[test]s. Where a backend cannot do an algorithm the body asserts the typed
+//! `Unsupported` error instead of skipping it.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::io::Write;
@@ -10,22 +16,67 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use signet_ipc::{block_on, AuditQuery, ErrorKind, KeyAlgorithm, KeySpec, SignatureScheme as S};
-use signet_tests::{bin, openssl_verify, run, signetctl, SigndProcess};
+use signet_tests::{bin, openssl_verify, run, signetctl, Backend, SigndProcess};
 
 fn spec(id: &str, algorithm: KeyAlgorithm) -> KeySpec {
     KeySpec { id: id.into(), algorithm, roles: vec![], backend: String::new() }
 }
 
+/// Three #[test]s per body: `NAME::openssl`, `NAME::nss_softokn`, `NAME::nss_softhsm`.
+macro_rules! per_backend {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn openssl() {
+                super::$name(signet_tests::Backend::Openssl)
+            }
+            #[test]
+            fn nss_softokn() {
+                super::$name(signet_tests::Backend::NssSoftokn)
+            }
+            #[test]
+            fn nss_softhsm() {
+                super::$name(signet_tests::Backend::NssSofthsm)
+            }
+        }
+    )*};
+}
+
+per_backend!(
+    every_algorithm_and_scheme_verifies_independently,
+    openssl_cli_verifies_signatures,
+    batch_signatures_verify_and_match_single_ones,
+    policy_refuses_and_audits,
+    kill9_during_signing_loses_nothing_acknowledged,
+    bad_input_gets_typed_errors_and_signd_keeps_serving,
+    keys_survive_restart,
+);
+
+/// Generates `alg` on signd's backend: the key's info, or (for an algorithm
+/// the backend cannot do) None after checking the error is `Unsupported`.
+fn generate(signd: &SigndProcess, id: &str, alg: KeyAlgorithm) -> Option<signet_ipc::KeyInfo> {
+    let result = block_on(signd.client().generate_key(signd.spec(id, alg)));
+    if signd.backend.supports(alg) {
+        let info = result.unwrap_or_else(|e| panic!("{:?} {alg}: {e}\n{}", signd.backend, signd.log()));
+        assert_eq!(info.backend, signd.backend.name());
+        Some(info)
+    } else {
+        let e = result.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Unsupported, "{:?} {alg}: {e}", signd.backend);
+        assert!(e.detail.contains("unsupported"), "{e}");
+        None
+    }
+}
+
 /// Every algorithm and every scheme it allows: generated in signd, signed
 /// through the socket, verified by OpenSSL outside signd.
-#[test]
-fn every_algorithm_and_scheme_verifies_independently() {
-    let signd = SigndProcess::start("");
+fn every_algorithm_and_scheme_verifies_independently(backend: Backend) {
+    let signd = SigndProcess::start_backend(backend, "");
     let client = signd.client();
     let msg = b"the quick brown fox".to_vec();
     for alg in KeyAlgorithm::ALL {
         let id = format!("k-{}", alg.name());
-        let info = block_on(client.generate_key(spec(&id, alg))).unwrap();
+        let Some(info) = generate(&signd, &id, alg) else { continue };
         assert_eq!(info.algorithm, alg);
         assert!(info.available);
         for scheme in S::ALL.into_iter().filter(|s| *s != S::Default && alg.allows(*s)) {
@@ -38,20 +89,24 @@ fn every_algorithm_and_scheme_verifies_independently() {
         assert!(openssl_verify(&info.spki, alg.default_scheme(), &msg, &sig), "{alg} default");
     }
     let health = block_on(client.health()).unwrap();
-    assert_eq!(health.keys_loaded, KeyAlgorithm::ALL.len() as u32);
+    let supported = KeyAlgorithm::ALL.into_iter().filter(|a| backend.supports(*a)).count();
+    assert_eq!(health.keys_loaded, supported as u32);
     assert_eq!(health.keys_unavailable, 0);
 }
 
 /// The system openssl CLI (a different OpenSSL build) accepts signd's
 /// signatures for the algorithms it knows (it has no ML-DSA).
-#[test]
-fn openssl_cli_verifies_signatures() {
-    let signd = SigndProcess::start("");
+fn openssl_cli_verifies_signatures(backend: Backend) {
+    let signd = SigndProcess::start_backend(backend, "");
     let dir = signd.dir.path();
     std::fs::write(dir.join("msg"), b"signed by signd\n").unwrap();
     for (alg, digest) in [(KeyAlgorithm::EcP256, Some("-sha256")), (KeyAlgorithm::EcP384, Some("-sha384")), (KeyAlgorithm::Rsa2048, Some("-sha256")), (KeyAlgorithm::Ed25519, None)] {
         let id = format!("cli-{}", alg.name());
-        let (st, _, err) = run(signetctl(&signd.socket).args(["key", "generate", &id, "-a", alg.name()]));
+        let (st, _, err) = run(signetctl(&signd.socket).args(["key", "generate", &id, "-a", alg.name(), "--backend", backend.name()]));
+        if !backend.supports(alg) {
+            assert!(!st.success() && err.contains("unsupported"), "{alg}: {err}");
+            continue;
+        }
         assert!(st.success(), "{err}");
         let pem = dir.join(format!("{id}.pem"));
         let sig = dir.join(format!("{id}.sig"));
@@ -69,13 +124,13 @@ fn openssl_cli_verifies_signatures() {
     }
 }
 
-#[test]
-fn batch_signatures_verify_and_match_single_ones() {
-    let signd = SigndProcess::start("");
+fn batch_signatures_verify_and_match_single_ones(backend: Backend) {
+    let signd = SigndProcess::start_backend(backend, "");
     let client = signd.client();
-    for alg in [KeyAlgorithm::EcP256, KeyAlgorithm::Ed25519, KeyAlgorithm::MlDsa44, KeyAlgorithm::Rsa2048] {
+    let algs = [KeyAlgorithm::EcP256, KeyAlgorithm::Ed25519, KeyAlgorithm::MlDsa44, KeyAlgorithm::Rsa2048];
+    for alg in algs {
         let id = format!("b-{}", alg.name());
-        let info = block_on(client.generate_key(spec(&id, alg))).unwrap();
+        let Some(info) = generate(&signd, &id, alg) else { continue };
         let messages: Vec<Vec<u8>> = (0..100).map(|i| format!("message {i}").into_bytes()).collect();
         let sigs = block_on(client.sign_batch("", &id, S::Default, messages.clone())).unwrap();
         assert_eq!(sigs.len(), messages.len());
@@ -93,20 +148,22 @@ fn batch_signatures_verify_and_match_single_ones() {
     assert_eq!(empty.kind, ErrorKind::InvalidArgument);
     // One audit record per signature in the batch.
     let audit = block_on(client.audit(AuditQuery { after_seq: 0, limit: 10_000, newest_first: false })).unwrap();
-    assert_eq!(audit.iter().filter(|r| r.operation == "sign-batch" && r.ok).count(), 400);
+    let supported = algs.into_iter().filter(|a| backend.supports(*a)).count();
+    assert_eq!(audit.iter().filter(|r| r.operation == "sign-batch" && r.ok).count(), 100 * supported);
 }
 
 /// A caller whose uid is not in policy is refused, with a typed error and an
 /// audit record; roles limit keys and operations.
-#[test]
-fn policy_refuses_and_audits() {
-    let signd = SigndProcess::start(
+fn policy_refuses_and_audits(backend: Backend) {
+    let signd = SigndProcess::start_backend(
+        backend,
         "[roles.issuer]\nusers = [65534]\nkeys = [\"ca-*\"]\noperations = [\"sign\"]\n",
     );
     let client = signd.client();
-    block_on(client.generate_key(spec("ca-1", KeyAlgorithm::EcP256))).unwrap();
-    block_on(client.generate_key(spec("other", KeyAlgorithm::EcP256))).unwrap();
-    let mut issuer = KeySpec { roles: vec!["issuer".into()], ..spec("tagged", KeyAlgorithm::Ed25519) };
+    block_on(client.generate_key(signd.spec("ca-1", KeyAlgorithm::EcP256))).unwrap();
+    block_on(client.generate_key(signd.spec("other", KeyAlgorithm::EcP256))).unwrap();
+    let tagged_alg = if backend.supports(KeyAlgorithm::Ed25519) { KeyAlgorithm::Ed25519 } else { KeyAlgorithm::EcP384 };
+    let mut issuer = KeySpec { roles: vec!["issuer".into()], ..signd.spec("tagged", tagged_alg) };
     block_on(client.generate_key(issuer.clone())).unwrap();
     issuer.id = "bad role".into();
     assert_eq!(block_on(client.generate_key(issuer)).unwrap_err().kind, ErrorKind::InvalidArgument);
@@ -150,12 +207,12 @@ fn policy_refuses_and_audits() {
 
 /// SIGKILL during a stream of signatures: every key and every audit record of
 /// an acknowledged signature survives, and the client reconnects by itself.
-#[test]
-fn kill9_during_signing_loses_nothing_acknowledged() {
-    let mut signd = SigndProcess::start("");
+fn kill9_during_signing_loses_nothing_acknowledged(backend: Backend) {
+    let mut signd = SigndProcess::start_backend(backend, "");
     let client = signd.client();
-    block_on(client.generate_key(spec("k", KeyAlgorithm::EcP256))).unwrap();
-    block_on(client.generate_key(spec("m", KeyAlgorithm::MlDsa65))).unwrap();
+    block_on(client.generate_key(signd.spec("k", KeyAlgorithm::EcP256))).unwrap();
+    let second = if backend.supports(KeyAlgorithm::MlDsa65) { KeyAlgorithm::MlDsa65 } else { KeyAlgorithm::Rsa2048 };
+    block_on(client.generate_key(signd.spec("m", second))).unwrap();
 
     let acked: Arc<Mutex<Vec<[u8; 32]>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
@@ -216,11 +273,10 @@ fn kill9_during_signing_loses_nothing_acknowledged() {
     eprintln!("acknowledged {} signatures, {errors} refused while signd was down", acked.len());
 }
 
-#[test]
-fn bad_input_gets_typed_errors_and_signd_keeps_serving() {
-    let signd = SigndProcess::start("[limits]\nmax_message_bytes = 1024\nmax_batch = 8\nmax_frame_bytes = 65536\n");
+fn bad_input_gets_typed_errors_and_signd_keeps_serving(backend: Backend) {
+    let signd = SigndProcess::start_backend(backend, "[limits]\nmax_message_bytes = 1024\nmax_batch = 8\nmax_frame_bytes = 65536\n");
     let client = signd.client();
-    block_on(client.generate_key(spec("k", KeyAlgorithm::EcP256))).unwrap();
+    block_on(client.generate_key(signd.spec("k", KeyAlgorithm::EcP256))).unwrap();
 
     let kind = |r: Result<Vec<u8>, signet_ipc::IpcError>| r.unwrap_err().kind;
     assert_eq!(kind(block_on(client.sign("", "nope", S::Default, b"x".to_vec()))), ErrorKind::UnknownKey);
@@ -233,10 +289,14 @@ fn bad_input_gets_typed_errors_and_signd_keeps_serving() {
     assert_eq!(kind(block_on(client.sign("nosuchrole", "k", S::Default, b"x".to_vec()))), ErrorKind::PermissionDenied);
     let bad_id = block_on(client.generate_key(spec("../../etc/passwd", KeyAlgorithm::EcP256))).unwrap_err();
     assert_eq!(bad_id.kind, ErrorKind::InvalidArgument);
-    let dup = block_on(client.generate_key(spec("k", KeyAlgorithm::EcP256))).unwrap_err();
+    let dup = block_on(client.generate_key(signd.spec("k", KeyAlgorithm::EcP256))).unwrap_err();
     assert_eq!(dup.kind, ErrorKind::AlreadyExists);
-    let garbage = block_on(client.import_key(spec("g", KeyAlgorithm::EcP256), b"not a key".to_vec())).unwrap_err();
-    assert_eq!(garbage.kind, ErrorKind::InvalidArgument);
+    let garbage = block_on(client.import_key(signd.spec("g", KeyAlgorithm::EcP256), b"not a key".to_vec())).unwrap_err();
+    // NSS keys are generated on the token, never imported.
+    let expected = if backend == Backend::Openssl { ErrorKind::InvalidArgument } else { ErrorKind::Unsupported };
+    assert_eq!(garbage.kind, expected, "{garbage}");
+    let nope = block_on(client.generate_key(KeySpec { backend: "nope".into(), ..spec("n", KeyAlgorithm::EcP256) })).unwrap_err();
+    assert_eq!(nope.kind, ErrorKind::Unsupported);
 
     // Malformed frames: garbage, a truncated frame, and a frame announcing a
     // segment far over the limit. Each only ends its own connection.
@@ -260,6 +320,37 @@ fn bad_input_gets_typed_errors_and_signd_keeps_serving() {
     // Still serving, on the same client (it reconnects) and on new ones.
     assert!(block_on(client.sign("", "k", S::Default, b"after".to_vec())).is_ok());
     assert!(block_on(signd.client().health()).unwrap().ok);
+}
+
+/// kill -9, restart: every key generated on the backend (for NSS: permanent
+/// token objects) is found again, passes the recorded-public-key check, and
+/// signs; the location says where the key lives.
+fn keys_survive_restart(backend: Backend) {
+    let mut signd = SigndProcess::start_backend(backend, "");
+    let client = signd.client();
+    let mut infos = Vec::new();
+    for alg in [KeyAlgorithm::EcP256, KeyAlgorithm::EcP521, KeyAlgorithm::Rsa3072, KeyAlgorithm::Ed25519] {
+        if let Some(info) = generate(&signd, &format!("r-{}", alg.name()), alg) {
+            infos.push(info);
+        }
+    }
+    signd.kill9();
+    signd.restart();
+    let health = block_on(client.health()).unwrap();
+    assert_eq!((health.keys_loaded, health.keys_unavailable), (infos.len() as u32, 0), "{}", signd.log());
+    for info in &infos {
+        let after = block_on(client.admin_key(&info.id)).unwrap();
+        assert_eq!(after.spki, info.spki);
+        assert_eq!(after.location, info.location);
+        if backend != Backend::Openssl {
+            let token = if backend == Backend::NssSofthsm { "signet" } else { "internal" };
+            assert!(info.location.starts_with(&format!("token \"{token}\", CKA_ID ")), "{}", info.location);
+        }
+        let sig = block_on(client.sign("", &info.id, S::Default, b"after restart".to_vec())).unwrap();
+        assert!(openssl_verify(&info.spki, info.algorithm.default_scheme(), b"after restart", &sig), "{}", info.id);
+    }
+    let (st, out, _) = run(signetctl(&signd.socket).args(["key", "show", &infos[0].id]));
+    assert!(st.success() && out.contains(&infos[0].location), "{out}");
 }
 
 #[test]

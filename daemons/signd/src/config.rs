@@ -28,6 +28,48 @@ pub struct Config {
     /// Roles by name: who holds them and what they may do.
     #[serde(default)]
     pub roles: BTreeMap<String, RoleConfig>,
+    /// The NSS backend (keys on an NSS token or an HSM); absent: OpenSSL only.
+    #[serde(default)]
+    pub nss: Option<NssConfig>,
+}
+
+/// `[nss]`: keys on an NSS token (softokn or a PKCS #11 module registered in
+/// the database, such as an HSM).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NssConfig {
+    /// The NSS database, `sql:DIR` (a bare directory means `sql:DIR`). It must
+    /// exist: signd does not start without it.
+    pub database: String,
+    /// The label of the token new keys are generated on; empty or "internal"
+    /// is NSS's own softokn.
+    #[serde(default)]
+    pub token: String,
+    /// A file whose first line is the token's user PIN (for systemd,
+    /// `LoadCredential=nss-pin:...` and `/run/credentials/signd.service/nss-pin`).
+    /// Unreadable: signd does not start. Needed when the token requires a login.
+    #[serde(default)]
+    pub pin_file: Option<PathBuf>,
+    /// Keys already on the token that signd serves.
+    #[serde(default)]
+    pub keys: Vec<NssKeyConfig>,
+}
+
+/// `[[nss.keys]]`: an existing token key served under a signd key id.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NssKeyConfig {
+    /// The signd key id.
+    pub id: String,
+    /// The key's nickname (CKA_LABEL) on the token; give this or `cka_id`.
+    #[serde(default)]
+    pub nickname: Option<String>,
+    /// The key's CKA_ID, hex; give this or `nickname`.
+    #[serde(default)]
+    pub cka_id: Option<String>,
+    /// Roles that may use the key (besides roles whose `keys` patterns match it).
+    #[serde(default)]
+    pub roles: Vec<String>,
 }
 
 fn default_socket_mode() -> String {
@@ -157,6 +199,35 @@ mod tests {
         assert_eq!(c.roles["admin"].users, vec![Principal::Name("root".into()), Principal::Id(1000)]);
         assert_eq!(c.roles["issuer"].operations, vec![Operation::Sign]);
         assert_eq!(c.roles["admin"].operations.len(), 3);
+        assert!(c.nss.is_none());
+    }
+
+    #[test]
+    fn parses_nss() {
+        let c: Config = toml::from_str(
+            r#"
+            socket = "/s"
+            state_dir = "/d"
+            [nss]
+            database = "sql:/var/lib/signet/nssdb"
+            token = "signet"
+            pin_file = "/run/credentials/signd.service/nss-pin"
+            [[nss.keys]]
+            id = "ca-root"
+            nickname = "Signet Root"
+            roles = ["issuer"]
+            [[nss.keys]]
+            id = "ocsp"
+            cka_id = "0a1b"
+            "#,
+        )
+        .unwrap();
+        let nss = c.nss.unwrap();
+        assert_eq!(nss.token, "signet");
+        assert_eq!(nss.keys.len(), 2);
+        assert_eq!(nss.keys[1].cka_id.as_deref(), Some("0a1b"));
+        let e = toml::from_str::<Config>("socket = \"/s\"\nstate_dir = \"/d\"\n[nss]\ndatabase = \"x\"\npin = \"1234\"\n").unwrap_err();
+        assert!(e.to_string().contains("pin"), "{e}");
     }
 
     #[test]

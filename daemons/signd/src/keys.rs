@@ -170,6 +170,63 @@ impl KeyRing {
     }
 }
 
+impl KeyRing {
+    /// Serves a key that already exists in a backend (named in config rather
+    /// than generated through signd): records it on first sight, and keeps its
+    /// recorded roles equal to the configured ones. A key recorded under the
+    /// same id somewhere else is an error.
+    pub fn adopt(&self, id: &str, roles: &[String], backend: &str, location: &str) -> Result<KeyInfo, IpcError> {
+        validate_key_id(id)?;
+        if let Some(bad) = roles.iter().find(|r| !valid_role_name(r)) {
+            return Err(IpcError::invalid(format!("invalid role name `{bad}` (roles are [a-z0-9-]{{1,32}})")));
+        }
+        let b = self.backend(backend)?.clone();
+        let _one_at_a_time = self.creating.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(existing) = self.get(id) {
+            if existing.info.backend != backend || existing.info.location != location {
+                return Err(IpcError::new(
+                    ErrorKind::AlreadyExists,
+                    format!("key `{id}` is already recorded as {} {}", existing.info.backend, existing.info.location),
+                ));
+            }
+            if existing.info.roles == roles {
+                return Ok(existing.info.clone());
+            }
+            let record = self
+                .store
+                .read(|txn| txn.get(&self.table, &id.to_owned()))
+                .map_err(|e| IpcError::internal(format!("reading key `{id}`: {e}")))?
+                .ok_or_else(|| IpcError::internal(format!("key `{id}` vanished")))?;
+            let record = KeyRecord { roles: roles.to_vec(), ..record };
+            self.store
+                .write(|txn| txn.put(&self.table, &id.to_owned(), &record))
+                .and_then(|()| self.store.sync())
+                .map_err(|e| IpcError::internal(format!("recording key `{id}`: {e}")))?;
+            let loaded = LoadedKey { info: KeyInfo { roles: roles.to_vec(), ..existing.info.clone() }, handle: existing.handle.clone() };
+            let out = loaded.info.clone();
+            self.keys.write().unwrap_or_else(|p| p.into_inner()).insert(id.to_owned(), Arc::new(loaded));
+            return Ok(out);
+        }
+        let handle = b.load(location)?;
+        let record = KeyRecord {
+            algorithm: handle.algorithm(),
+            spki: handle.spki().to_vec(),
+            created_unix_secs: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0),
+            roles: roles.to_vec(),
+            backend: backend.to_owned(),
+            location: location.to_owned(),
+        };
+        self.store
+            .write(|txn| txn.insert_new(&self.table, &id.to_owned(), &record))
+            .and_then(|()| self.store.sync())
+            .map_err(|e| IpcError::internal(format!("recording key `{id}`: {e}")))?;
+        let loaded = LoadedKey { info: info(id, &record, true, String::new()), handle: Some(handle) };
+        let out = loaded.info.clone();
+        self.keys.write().unwrap_or_else(|p| p.into_inner()).insert(id.to_owned(), Arc::new(loaded));
+        Ok(out)
+    }
+}
+
 fn info(id: &str, r: &KeyRecord, available: bool, problem: String) -> KeyInfo {
     KeyInfo {
         id: id.to_owned(),

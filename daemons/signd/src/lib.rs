@@ -28,6 +28,7 @@ use signet_ipc::server::{serve, ServeOptions};
 use signet_runtime::{activation, notify, shutdown::Signals};
 use signet_store::{Store, StoreOptions};
 
+use crate::backend::nss::{NssBackend, NssSettings};
 use crate::backend::{openssl::OpensslBackend, Backend};
 use crate::config::{Config, Durability};
 use crate::policy::Policy;
@@ -76,7 +77,20 @@ pub fn open_state(config: &Config) -> Result<State, SigndError> {
     let openssl: Arc<dyn Backend> = Arc::new(
         OpensslBackend::new(&config.state_dir.join("keys")).map_err(|e| SigndError::Startup(e.to_string()))?,
     );
-    let keys = keys::KeyRing::open(&store, vec![openssl]).map_err(store_err)?;
+    let mut backends = vec![openssl];
+    let nss = match &config.nss {
+        None => None,
+        Some(c) => {
+            let settings = NssSettings { database: c.database.clone(), token: c.token.clone(), pin_file: c.pin_file.clone() };
+            let nss = Arc::new(NssBackend::open(&settings).map_err(|e| SigndError::Startup(e.detail))?);
+            backends.push(nss.clone() as Arc<dyn Backend>);
+            Some(nss)
+        }
+    };
+    let keys = keys::KeyRing::open(&store, backends).map_err(store_err)?;
+    if let (Some(nss), Some(c)) = (&nss, &config.nss) {
+        adopt_nss_keys(&keys, nss, &c.keys);
+    }
     // fsync per commit is worth batching on one thread; without it, the
     // signing thread commits its own record (see audit.rs).
     let mode = match config.audit.durability {
@@ -86,6 +100,20 @@ pub fn open_state(config: &Config) -> Result<State, SigndError> {
     let audit = audit::AuditLog::open(&store, mode).map_err(store_err)?;
     let pool = pool::Pool::new(config.workers).map_err(|e| SigndError::Startup(format!("signing threads: {e}")))?;
     Ok(State { keys, audit, pool })
+}
+
+/// Serves the keys named in `[[nss.keys]]`. A key that cannot be found or
+/// checked is logged and left out; signd serves the rest.
+fn adopt_nss_keys(keys: &keys::KeyRing, nss: &NssBackend, configured: &[config::NssKeyConfig]) {
+    for k in configured {
+        let adopted = nss
+            .locate(k.nickname.as_deref(), k.cka_id.as_deref())
+            .and_then(|location| keys.adopt(&k.id, &k.roles, backend::nss::NAME, &location));
+        match adopted {
+            Ok(info) => tracing::info!(key = %k.id, location = %info.location, available = info.available, "NSS key configured"),
+            Err(e) => tracing::error!(key = %k.id, error = %e, "configured NSS key not served"),
+        }
+    }
 }
 
 /// Runs signd until SIGTERM or SIGINT. `config_path` is re-read on SIGHUP.

@@ -1,0 +1,147 @@
+//! The NSS backend in-process (NSS is initialised once per process, so these
+//! share one database: softokn plus SoftHSM2 registered as an HSM).
+//!
+//! `nss_sign_rates` is a quick release-mode measurement, run by hand:
+//! `cargo test --release -p signet-tests --test nss_inprocess -- --ignored --nocapture`.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use signd::backend::nss::{NssBackend, NssKey, NssSettings, Preference};
+use signd::backend::{Backend, SigningKey};
+use signet_ipc::{KeyAlgorithm, SignatureScheme as S};
+use signet_tests::{openssl_verify, NssToken};
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    softokn: NssBackend,
+    softhsm: NssBackend,
+}
+
+fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let token = NssToken::softhsm(dir.path());
+        // SoftHSM2 reads its configuration when NSS loads it, in this process.
+        std::env::set_var("SOFTHSM2_CONF", token.softhsm_conf.as_ref().unwrap());
+        let settings = |token: &str, pin_file| NssSettings { database: token_db(dir.path()), token: token.into(), pin_file };
+        let softokn = NssBackend::open(&settings("internal", None)).unwrap();
+        let softhsm = NssBackend::open(&settings("signet", token.pin_file.clone())).unwrap();
+        Fixture { _dir: dir, softokn, softhsm }
+    })
+}
+
+fn token_db(dir: &std::path::Path) -> String {
+    format!("sql:{}", dir.join("nssdb").display())
+}
+
+fn key(backend: &NssBackend, id: &str, alg: KeyAlgorithm, preference: Preference) -> NssKey {
+    let new = backend.generate(id, alg).unwrap();
+    backend.load_key(&new.location, preference).unwrap()
+}
+
+/// A sign that fails on the token (here: a stale handle to the wrong key)
+/// drops the cached handle, finds the key again by CKA_ID, checks it against
+/// the recorded public key, and signs; the caller never sees the failure.
+#[test]
+fn a_failed_sign_finds_the_key_again() {
+    let f = fixture();
+    for (name, backend) in [("softokn", &f.softokn), ("softhsm", &f.softhsm)] {
+        let ec = key(backend, &format!("recover-ec-{name}"), KeyAlgorithm::EcP256, Preference::Prehash);
+        let rsa = key(backend, &format!("recover-rsa-{name}"), KeyAlgorithm::Rsa2048, Preference::Prehash);
+        ec.poison_handle_for_test(&rsa).unwrap();
+        let sig = ec.sign(S::EcdsaSha256, b"after a failure").unwrap();
+        assert!(openssl_verify(ec.spki(), S::EcdsaSha256, b"after a failure", &sig), "{name}");
+        // And the handle stays good afterwards.
+        let sig = ec.sign(S::EcdsaSha384, b"again").unwrap();
+        assert!(openssl_verify(ec.spki(), S::EcdsaSha384, b"again", &sig), "{name}");
+    }
+}
+
+/// A sign that fails when the key is no longer on the token gives the typed
+/// `KeyUnavailable` error; the token's other keys keep signing, and so does
+/// the failed key once it can be found again.
+#[test]
+fn a_key_gone_from_the_token_is_unavailable_and_others_keep_signing() {
+    let f = fixture();
+    let backend = &f.softhsm;
+    // Only one handle (one session copy) of the key exists: a session copy
+    // carries the key's CKA_ID, so a live one would be found again.
+    let location = backend.generate("gone", KeyAlgorithm::EcP256).unwrap().location;
+    let gone = backend.load_key(&location, Preference::Prehash).unwrap();
+    let other = key(backend, "stays", KeyAlgorithm::EcP384, Preference::Prehash);
+    let rsa = key(backend, "gone-rsa", KeyAlgorithm::Rsa2048, Preference::Prehash);
+    backend.discard(&gone.location());
+    gone.poison_handle_for_test(&rsa).unwrap();
+    for _ in 0..2 {
+        let e = gone.sign(S::EcdsaSha256, b"m").unwrap_err();
+        assert_eq!(e.kind, signet_ipc::ErrorKind::KeyUnavailable, "{e}");
+        assert!(e.detail.contains("is not on the token"), "{e}");
+        let sig = other.sign(S::EcdsaSha384, b"m").unwrap();
+        assert!(openssl_verify(other.spki(), S::EcdsaSha384, b"m", &sig));
+    }
+}
+
+/// Both mechanism families (hash in NSS then raw mechanism; token hashes)
+/// give signatures OpenSSL verifies, for every scheme.
+#[test]
+fn prehash_and_combined_mechanisms_agree_with_openssl() {
+    let f = fixture();
+    for (name, backend) in [("softokn", &f.softokn), ("softhsm", &f.softhsm)] {
+        for alg in [KeyAlgorithm::EcP256, KeyAlgorithm::EcP521, KeyAlgorithm::Rsa2048] {
+            let new = backend.generate(&format!("mech-{name}-{}", alg.name()), alg).unwrap();
+            for preference in [Preference::Prehash, Preference::Combined] {
+                let k = backend.load_key(&new.location, preference).unwrap();
+                assert_eq!(k.spki(), new.key.spki());
+                for scheme in S::ALL.into_iter().filter(|s| *s != S::Default && alg.allows(*s)) {
+                    let sig = k.sign(scheme, b"mechanisms").unwrap();
+                    assert!(openssl_verify(k.spki(), scheme, b"mechanisms", &sig), "{name} {alg} {scheme} {preference:?}");
+                }
+            }
+        }
+    }
+}
+
+fn rate(mut f: impl FnMut(usize), budget: Duration) -> f64 {
+    f(20); // warm up
+    let mut n = 0usize;
+    let start = Instant::now();
+    while start.elapsed() < budget {
+        f(50);
+        n += 50;
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Signs per second on one thread: signd's `SigningKey::sign` against the
+/// raw NSS calls on the same cached key handle, for both mechanism families.
+#[test]
+#[ignore = "measurement; run by hand with --ignored --nocapture"]
+fn nss_sign_rates() {
+    let f = fixture();
+    let budget = Duration::from_secs(3);
+    let msg = vec![0x5au8; 256];
+    println!("{:<8} {:<17} {:<9} {:<8} {:>10} {:>10} {:>7}", "token", "scheme", "mechanism", "object", "sign()/s", "raw NSS/s", "raw/sign");
+    for (name, backend) in [("softokn", &f.softokn), ("softhsm", &f.softhsm)] {
+        for (alg, scheme) in [(KeyAlgorithm::EcP256, S::EcdsaSha256), (KeyAlgorithm::Rsa2048, S::RsaPkcs1Sha256), (KeyAlgorithm::Rsa2048, S::RsaPssSha256)] {
+            let new = backend.generate(&format!("bench-{name}-{}", scheme.name()), alg).unwrap();
+            for (preference, copy) in [(Preference::Prehash, true), (Preference::Combined, true), (Preference::Prehash, false)] {
+                let k = backend.load_key_with(&new.location, preference, copy).unwrap();
+                let signd = rate(|n| (0..n).for_each(|_| drop(k.sign(scheme, &msg).unwrap())), budget);
+                let raw = rate(|n| k.raw_sign_loop(scheme, &msg, n).unwrap(), budget);
+                let mech = match k.mechanism(scheme) {
+                    Some((_, true)) => "prehash",
+                    Some((_, false)) => "combined",
+                    None => "-",
+                };
+                let object = if copy { "session" } else { "token" };
+                println!("{name:<8} {:<17} {mech:<9} {object:<8} {signd:>10.0} {raw:>10.0} {:>7.3}", scheme.name(), raw / signd);
+            }
+        }
+    }
+    let ossl = signd::backend::openssl::generate(KeyAlgorithm::EcP256).unwrap();
+    let r = rate(|n| (0..n).for_each(|_| drop(signd::backend::openssl::sign(&ossl, S::EcdsaSha256, &msg).unwrap())), budget);
+    println!("openssl  ecdsa-sha256 (OpenSSL backend, for scale)     {r:>12.0}");
+}
