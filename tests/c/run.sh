@@ -256,6 +256,59 @@ check reconnect-after-restart reconnect
 as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 check errors-denied as_nobody env SIGNET_SIGND_SOCKET="$SIGNET_SIGND_SOCKET" "$tmp/errors" denied
 
+# --- keys in an HSM: signd's NSS backend over a SoftHSM2 token ---------------
+# A second signd whose keys live on a SoftHSM2 token registered in an NSS
+# database, set up with the operator's tools. The same C programs sign through
+# it; key ids are again algorithm names (Ed25519 and ML-DSA are not available
+# through NSS: see docs/signd.md).
+hsm="$tmp/hsm"
+hsm_algorithms=(ecdsa-p256 ecdsa-p384 rsa-2048)
+setup_hsm() {
+    mkdir -p "$hsm/tokens" "$hsm/run" "$hsm/state" && chmod 0755 "$hsm/run" &&
+    printf 'directories.tokendir = %s\nobjectstore.backend = file\n' "$hsm/tokens" > "$hsm/softhsm2.conf" &&
+    SOFTHSM2_CONF="$hsm/softhsm2.conf" softhsm2-util --init-token --free --label signet --pin 1234 --so-pin 5678 >/dev/null &&
+    mkdir -p "$hsm/nssdb" && certutil -N -d "sql:$hsm/nssdb" --empty-password &&
+    SOFTHSM2_CONF="$hsm/softhsm2.conf" modutil -dbdir "sql:$hsm/nssdb" -add softhsm -libfile /usr/lib/softhsm/libsofthsm2.so -force >/dev/null &&
+    printf '1234' > "$hsm/pin" && chmod 0600 "$hsm/pin" &&
+    cat > "$hsm/signd.toml" <<HSMTOML
+socket = "$hsm/run/signd.sock"
+socket_mode = "0666"
+state_dir = "$hsm/state"
+[nss]
+database = "sql:$hsm/nssdb"
+token = "signet"
+pin_file = "$hsm/pin"
+[roles.admin]
+users = ["root"]
+admin = true
+keys = ["*"]
+HSMTOML
+}
+hsm_signd_pid=
+start_hsm_signd() {
+    SOFTHSM2_CONF="$hsm/softhsm2.conf" "$bin/signd" --config "$hsm/signd.toml" >"$tmp/log/signd-hsm.log" 2>&1 &
+    hsm_signd_pid=$!
+    for _ in $(seq 1 100); do
+        grep -q "signd ready" "$tmp/log/signd-hsm.log" && [ -S "$hsm/run/signd.sock" ] && break
+        sleep 0.1
+    done
+    for alg in "${hsm_algorithms[@]}"; do
+        SIGNET_SIGND_SOCKET="$hsm/run/signd.sock" "$bin/signetctl" key generate "$alg" -a "$alg" --backend nss >/dev/null || return 1
+    done
+    SIGNET_SIGND_SOCKET="$hsm/run/signd.sock" "$bin/signetctl" key show ecdsa-p256 | grep -q 'token "signet"'
+}
+check hsm-setup setup_hsm
+check hsm-signd-and-token-keys start_hsm_signd
+mkdir -p "$tmp/sigs-hsm"
+check hsm-sign-all env SIGNET_SIGND_SOCKET="$hsm/run/signd.sock" "$tmp/sign_all" "$tmp/sigs-hsm" "${hsm_algorithms[@]}"
+check hsm-threads-8x200 env SIGNET_SIGND_SOCKET="$hsm/run/signd.sock" "$tmp/threads" ecdsa-p256 8 200
+hsm_openssl_verify() {
+    openssl pkey -pubin -inform DER -in "$tmp/sigs-hsm/ecdsa-p256.spki.der" -out "$tmp/sigs-hsm/p256.pem" &&
+    openssl dgst -sha256 -verify "$tmp/sigs-hsm/p256.pem" -signature "$tmp/sigs-hsm/ecdsa-p256.sig" "$tmp/sigs-hsm/msg"
+}
+check hsm-openssl-verifies-p256 hsm_openssl_verify
+[ -n "$hsm_signd_pid" ] && kill "$hsm_signd_pid" 2>/dev/null && wait "$hsm_signd_pid" 2>/dev/null
+
 # --- valgrind ---------------------------------------------------------------
 
 if [ "${LIBPKI_VALGRIND:-1}" != 0 ]; then
