@@ -111,14 +111,18 @@ struct AuditQuery {
 struct AuditRecord {
   seq @0 :UInt64;
   timeUnixNanos @1 :Int64;
-  operation @2 :Text;        # sign, sign-batch, generate, import, signer, admin ...
+  operation @2 :Text;        # sign, sign-batch, generate, import, signer, admin,
+                             # issue-cert, sign-crl, sign-ocsp, issuer, crl-signer, ocsp-signer ...
   keyId @3 :Text;
   uid @4 :UInt32;
   pid @5 :Int32;
   role @6 :Text;
   messageSha256 @7 :Data;    # empty when no message was involved
   ok @8 :Bool;
-  outcome @9 :Text;          # "ok" or the error kind and detail
+  outcome @9 :Text;          # "ok" or the error kind and detail; issue-cert, sign-crl
+                             # and sign-ocsp successes add what was signed:
+                             # "ok serial=<hex>", "ok crl-number=<hex> revoked=<n>",
+                             # "ok serial=<hex> status=good|revoked|unknown"
 }
 
 struct CallerResult    { union { ok @0 :Caller;              err @1 :Error; } }
