@@ -111,14 +111,18 @@ struct AuditQuery {
 struct AuditRecord {
   seq @0 :UInt64;
   timeUnixNanos @1 :Int64;
-  operation @2 :Text;        # sign, sign-batch, generate, import, signer, admin ...
+  operation @2 :Text;        # sign, sign-batch, generate, import, signer, admin,
+                             # issue-cert, sign-crl, sign-ocsp, issuer, crl-signer, ocsp-signer ...
   keyId @3 :Text;
   uid @4 :UInt32;
   pid @5 :Int32;
   role @6 :Text;
   messageSha256 @7 :Data;    # empty when no message was involved
   ok @8 :Bool;
-  outcome @9 :Text;          # "ok" or the error kind and detail
+  outcome @9 :Text;          # "ok" or the error kind and detail; issue-cert, sign-crl
+                             # and sign-ocsp successes add what was signed:
+                             # "ok serial=<hex>", "ok crl-number=<hex> revoked=<n>",
+                             # "ok serial=<hex> status=good|revoked|unknown"
 }
 
 struct CallerResult    { union { ok @0 :Caller;              err @1 :Error; } }
@@ -129,6 +133,11 @@ struct KeyListResult   { union { ok @0 :List(KeyInfo);       err @1 :Error; } }
 struct SignResult      { union { ok @0 :Data;                err @1 :Error; } }
 struct SignBatchResult { union { ok @0 :List(Data);          err @1 :Error; } }
 struct AuditResult     { union { ok @0 :List(AuditRecord);   err @1 :Error; } }
+struct IssuerResult    { union { ok @0 :Issuer;              err @1 :Error; } }
+struct CrlSignerResult { union { ok @0 :CrlSigner;           err @1 :Error; } }
+struct OcspSignerResult { union { ok @0 :OcspSigner;         err @1 :Error; } }
+# A signed object (Certificate, CertificateList, OCSPResponse) or a certificate, DER.
+struct DerResult       { union { ok @0 :Data;                err @1 :Error; } }
 
 # The bootstrap capability. signd creates one per connection, bound to the
 # caller's peer credentials.
@@ -142,6 +151,18 @@ interface Signd {
   admin @2 () -> (result :AdminResult);
   # Anyone who can connect.
   health @3 () -> (health :Health);
+  # Callers holding a role listed in the named CA issuer's `roles` (signd
+  # config `[issuers.<name>]`): an Issuer that signs end-entity certificates
+  # of that CA only. An empty name picks the first issuer (by name) the caller
+  # may use. Refusals are audited (operation "issuer").
+  issuer @4 (name :Text) -> (result :IssuerResult);
+  # Callers holding a role listed in the issuer's `crl_roles`: a CrlSigner for
+  # that CA's CRLs. Empty name as for `issuer`. Audited as "crl-signer".
+  crlSigner @5 (name :Text) -> (result :CrlSignerResult);
+  # Callers holding a role listed in the issuer's `ocsp.roles`: an OcspSigner
+  # for that CA's delegated OCSP responder. Empty name as for `issuer`.
+  # Audited as "ocsp-signer".
+  ocspSigner @6 (name :Text) -> (result :OcspSignerResult);
 }
 
 # Signing within one role. Every call is checked against the role's keys and
@@ -162,4 +183,44 @@ interface Admin {
   # `pkcs8` is a PKCS#8 PrivateKeyInfo, PEM or DER.
   importKey @3 (spec :KeySpec, pkcs8 :Data) -> (result :KeyResult);
   audit @4 (query :AuditQuery) -> (result :AuditResult);
+}
+
+# Certificate issuance for one CA. signd parses every TBSCertificate and
+# refuses (permissionDenied, or invalidArgument if it does not decode) anything
+# that is not a well-formed end-entity certificate of this CA within the
+# issuer's profile: no CA:TRUE or keyCertSign/cRLSign, validity within the
+# profile's maximum, only allowed EKUs and subject key algorithms, issuer name,
+# AKI and signature algorithm those of the CA. The reason is in the detail.
+# Every call re-checks that the caller still holds one of the issuer's roles
+# and is audited ("issue-cert", with the serial in the outcome).
+interface Issuer {
+  # Signs `tbs` (a DER TBSCertificate) with the CA key; returns the whole
+  # Certificate, DER.
+  signTbsCertificate @0 (tbs :Data) -> (result :DerResult);
+  # The CA's own certificate, DER (the issuer of what `signTbsCertificate` returns).
+  caCertificate @1 () -> (result :DerResult);
+}
+
+# CRL signing for one CA: only a v2 TBSCertList naming this CA (issuer name,
+# AKI, signature algorithm) with a cRLNumber and a nextUpdate after thisUpdate.
+# Holders of a role in the issuer's `crl_roles`. Audited ("sign-crl").
+interface CrlSigner {
+  # Signs `tbs` (a DER TBSCertList); returns the CertificateList, DER.
+  signTbsCertList @0 (tbs :Data) -> (result :DerResult);
+  # The CA's own certificate, DER.
+  caCertificate @1 () -> (result :DerResult);
+}
+
+# OCSP response signing with one CA's delegated responder key: only a
+# ResponseData whose responderID is the responder and that holds exactly one
+# SingleResponse about a certificate of this CA. Holders of a role in the
+# issuer's `ocsp.roles`. Audited ("sign-ocsp").
+interface OcspSigner {
+  # Signs `responseData` (DER); returns a successful OCSPResponse (DER) whose
+  # BasicOCSPResponse carries the responder certificate.
+  signResponseData @0 (responseData :Data) -> (result :DerResult);
+  # The responder's certificate, DER.
+  responderCertificate @1 () -> (result :DerResult);
+  # The CA's own certificate, DER (the issuer of the responder certificate).
+  caCertificate @2 () -> (result :DerResult);
 }

@@ -61,6 +61,11 @@ enum Request {
     GenerateKey(KeySpec),
     ImportKey(KeySpec, Vec<u8>),
     Audit(AuditQuery),
+    SignCertificate { issuer: String, tbs: Vec<u8> },
+    IssuerCaCertificate { issuer: String },
+    SignCrl { issuer: String, tbs: Vec<u8> },
+    SignOcsp { issuer: String, response_data: Vec<u8> },
+    OcspResponderCertificate { issuer: String },
 }
 
 #[derive(Debug)]
@@ -72,6 +77,7 @@ enum Response {
     Signature(Vec<u8>),
     Signatures(Vec<Vec<u8>>),
     Audit(Vec<AuditRecord>),
+    Der(Vec<u8>),
 }
 
 impl SigndClient {
@@ -219,6 +225,41 @@ impl SigndClient {
             other => Err(unexpected(&other)),
         }
     }
+
+    async fn der(&self, request: Request) -> Result<Vec<u8>, IpcError> {
+        match self.call(request).await? {
+            Response::Der(d) => Ok(d),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Has CA `issuer` (empty: the caller's first) sign `tbs`, a DER
+    /// TBSCertificate of an end-entity certificate; returns the Certificate (DER).
+    /// signd refuses anything outside the issuer's profile.
+    pub async fn sign_certificate(&self, issuer: &str, tbs: Vec<u8>) -> Result<Vec<u8>, IpcError> {
+        self.der(Request::SignCertificate { issuer: issuer.into(), tbs }).await
+    }
+
+    /// The certificate (DER) of CA `issuer`, through its Issuer capability.
+    pub async fn issuer_certificate(&self, issuer: &str) -> Result<Vec<u8>, IpcError> {
+        self.der(Request::IssuerCaCertificate { issuer: issuer.into() }).await
+    }
+
+    /// Has CA `issuer` sign `tbs`, a DER TBSCertList; returns the CRL (DER).
+    pub async fn sign_crl(&self, issuer: &str, tbs: Vec<u8>) -> Result<Vec<u8>, IpcError> {
+        self.der(Request::SignCrl { issuer: issuer.into(), tbs }).await
+    }
+
+    /// Has the OCSP responder of CA `issuer` sign `response_data` (DER
+    /// ResponseData); returns the OCSPResponse (DER) with the responder certificate.
+    pub async fn sign_ocsp_response(&self, issuer: &str, response_data: Vec<u8>) -> Result<Vec<u8>, IpcError> {
+        self.der(Request::SignOcsp { issuer: issuer.into(), response_data }).await
+    }
+
+    /// The OCSP responder certificate (DER) of CA `issuer`.
+    pub async fn ocsp_responder_certificate(&self, issuer: &str) -> Result<Vec<u8>, IpcError> {
+        self.der(Request::OcspResponderCertificate { issuer: issuer.into() }).await
+    }
 }
 
 /// Runs a client future to completion on the calling thread. For C callers and
@@ -313,6 +354,9 @@ struct Conn {
     bootstrap: wire::signd::Client,
     signers: RefCell<HashMap<String, wire::signer::Client>>,
     admin: RefCell<Option<wire::admin::Client>>,
+    issuers: RefCell<HashMap<String, wire::issuer::Client>>,
+    crl_signers: RefCell<HashMap<String, wire::crl_signer::Client>>,
+    ocsp_signers: RefCell<HashMap<String, wire::ocsp_signer::Client>>,
     broken: Rc<std::cell::Cell<bool>>,
 }
 
@@ -419,6 +463,9 @@ impl ConnState {
             bootstrap,
             signers: RefCell::new(HashMap::new()),
             admin: RefCell::new(None),
+            issuers: RefCell::new(HashMap::new()),
+            crl_signers: RefCell::new(HashMap::new()),
+            ocsp_signers: RefCell::new(HashMap::new()),
             broken,
         });
         *self.conn.borrow_mut() = Some(conn.clone());
@@ -459,6 +506,41 @@ impl Conn {
         };
         *self.admin.borrow_mut() = Some(admin.clone());
         Ok(admin)
+    }
+}
+
+/// Obtains (or reuses) a capability from a bootstrap method taking a name.
+macro_rules! named_capability {
+    ($conn:expr, $cache:ident, $request:ident, $result:ident, $name:expr, $what:literal) => {{
+        let conn = $conn;
+        let name: &str = $name;
+        if let Some(c) = conn.$cache.borrow().get(name) {
+            return Ok(c.clone());
+        }
+        let mut req = conn.bootstrap.$request();
+        req.get().set_name(name);
+        let response = req.send().promise.await?;
+        let result = response.get()?.get_result()?;
+        let cap = match result.which().map_err(|e| convert::malformed($what, e))? {
+            wire::$result::Ok(c) => c?,
+            wire::$result::Err(e) => return Err(convert::read_error(e).into()),
+        };
+        conn.$cache.borrow_mut().insert(name.to_owned(), cap.clone());
+        Ok(cap)
+    }};
+}
+
+impl Conn {
+    async fn issuer(&self, name: &str) -> Result<wire::issuer::Client, Attempt> {
+        named_capability!(self, issuers, issuer_request, issuer_result, name, "issuer result")
+    }
+
+    async fn crl_signer(&self, name: &str) -> Result<wire::crl_signer::Client, Attempt> {
+        named_capability!(self, crl_signers, crl_signer_request, crl_signer_result, name, "CRL signer result")
+    }
+
+    async fn ocsp_signer(&self, name: &str) -> Result<wire::ocsp_signer::Client, Attempt> {
+        named_capability!(self, ocsp_signers, ocsp_signer_request, ocsp_signer_result, name, "OCSP signer result")
     }
 }
 
@@ -545,6 +627,32 @@ async fn attempt(conn: &Conn, request: &Request) -> Result<Response, Attempt> {
             convert::write_audit_query(req.get().init_query(), query);
             let response = req.send().promise.await?;
             unpack!(response.get()?.get_result()?, audit_result, |a| Response::Audit(convert::read_audit_list(a)?))
+        }
+        Request::SignCertificate { issuer, tbs } => {
+            let mut req = conn.issuer(issuer).await?.sign_tbs_certificate_request();
+            req.get().set_tbs(&tbs[..]);
+            let response = req.send().promise.await?;
+            Ok(Response::Der(convert::read_der_result(response.get()?.get_result()?, "certificate")?))
+        }
+        Request::IssuerCaCertificate { issuer } => {
+            let response = conn.issuer(issuer).await?.ca_certificate_request().send().promise.await?;
+            Ok(Response::Der(convert::read_der_result(response.get()?.get_result()?, "CA certificate")?))
+        }
+        Request::SignCrl { issuer, tbs } => {
+            let mut req = conn.crl_signer(issuer).await?.sign_tbs_cert_list_request();
+            req.get().set_tbs(&tbs[..]);
+            let response = req.send().promise.await?;
+            Ok(Response::Der(convert::read_der_result(response.get()?.get_result()?, "CRL")?))
+        }
+        Request::SignOcsp { issuer, response_data } => {
+            let mut req = conn.ocsp_signer(issuer).await?.sign_response_data_request();
+            req.get().set_response_data(&response_data[..]);
+            let response = req.send().promise.await?;
+            Ok(Response::Der(convert::read_der_result(response.get()?.get_result()?, "OCSP response")?))
+        }
+        Request::OcspResponderCertificate { issuer } => {
+            let response = conn.ocsp_signer(issuer).await?.responder_certificate_request().send().promise.await?;
+            Ok(Response::Der(convert::read_der_result(response.get()?.get_result()?, "responder certificate")?))
         }
     }
 }

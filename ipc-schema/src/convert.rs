@@ -329,3 +329,19 @@ pub(crate) fn write_data_list(mut b: capnp::data_list::Builder<'_>, items: &[Vec
         b.set(i as u32, &d[..]);
     }
 }
+
+/// Writes a `DerResult` union.
+pub(crate) fn write_der_result(mut b: wire::der_result::Builder<'_>, outcome: Result<Vec<u8>, IpcError>) {
+    match outcome {
+        Ok(der) => b.set_ok(&der[..]),
+        Err(e) => write_error(b.init_err(), &e),
+    }
+}
+
+/// Reads a `DerResult` union.
+pub(crate) fn read_der_result(r: wire::der_result::Reader<'_>, what: &str) -> Result<Vec<u8>, IpcError> {
+    match r.which().map_err(|e| malformed(what, e))? {
+        wire::der_result::Ok(d) => data(d, what),
+        wire::der_result::Err(e) => Err(read_error(e)),
+    }
+}

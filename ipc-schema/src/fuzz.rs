@@ -13,7 +13,10 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::server::{self, AdminService, LocalResult, ServeOptions, Session, SignerService, SigndService};
+use crate::server::{
+    self, AdminService, CrlSignerService, IssuerService, LocalResult, OcspSignerService, ServeOptions, Session,
+    SignerService, SigndService,
+};
 use crate::types::*;
 
 /// Serves one connection whose entire input is `data`; returns how many bytes
@@ -103,6 +106,11 @@ pub fn recorded_client_session() -> Vec<u8> {
         let _ = crate::block_on(client.import_key(spec, b"-----BEGIN PRIVATE KEY-----".to_vec()));
         let _ = crate::block_on(client.audit(AuditQuery::default()));
         let _ = crate::block_on(client.admin_key("k"));
+        let _ = crate::block_on(client.sign_certificate("ca", b"\x30\x03\x02\x01\x01".to_vec()));
+        let _ = crate::block_on(client.issuer_certificate("ca"));
+        let _ = crate::block_on(client.sign_crl("ca", b"\x30\x00".to_vec()));
+        let _ = crate::block_on(client.sign_ocsp_response("ca", b"\x30\x00".to_vec()));
+        let _ = crate::block_on(client.ocsp_responder_certificate("ca"));
     }
     let out = recorded.lock().map(|r| r.clone()).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
@@ -154,6 +162,45 @@ impl Session for StandIn {
     }
     fn health(&self) -> Health {
         Health { ok: true, version: "0".into(), keys_loaded: 1, keys_unavailable: 0, uptime_secs: 0, audit_records: 0 }
+    }
+    fn issuer(&self, _: String) -> LocalResult<Rc<dyn IssuerService>> {
+        ready(Ok(Rc::new(StandIn) as Rc<dyn IssuerService>))
+    }
+    fn crl_signer(&self, _: String) -> LocalResult<Rc<dyn CrlSignerService>> {
+        ready(Ok(Rc::new(StandIn) as Rc<dyn CrlSignerService>))
+    }
+    fn ocsp_signer(&self, _: String) -> LocalResult<Rc<dyn OcspSignerService>> {
+        ready(Ok(Rc::new(StandIn) as Rc<dyn OcspSignerService>))
+    }
+}
+
+impl IssuerService for StandIn {
+    fn sign_tbs_certificate(&self, tbs: Vec<u8>) -> LocalResult<Vec<u8>> {
+        ready(Ok(tbs))
+    }
+    fn ca_certificate(&self) -> LocalResult<Vec<u8>> {
+        ready(Ok(vec![0x30, 0x00]))
+    }
+}
+
+impl CrlSignerService for StandIn {
+    fn sign_tbs_cert_list(&self, tbs: Vec<u8>) -> LocalResult<Vec<u8>> {
+        ready(Ok(tbs))
+    }
+    fn ca_certificate(&self) -> LocalResult<Vec<u8>> {
+        ready(Err(IpcError::denied("stand-in")))
+    }
+}
+
+impl OcspSignerService for StandIn {
+    fn sign_response_data(&self, data: Vec<u8>) -> LocalResult<Vec<u8>> {
+        ready(Ok(data))
+    }
+    fn responder_certificate(&self) -> LocalResult<Vec<u8>> {
+        ready(Ok(vec![0x30, 0x00]))
+    }
+    fn ca_certificate(&self) -> LocalResult<Vec<u8>> {
+        ready(Ok(vec![0x30, 0x00]))
     }
 }
 

@@ -38,6 +38,41 @@ pub trait Session: 'static {
     fn admin(&self) -> LocalResult<Rc<dyn AdminService>>;
     /// signd's health (anyone may ask).
     fn health(&self) -> Health;
+    /// The certificate issuer of CA `name` (empty: the first the caller may
+    /// use), or a refusal (recorded before the future resolves).
+    fn issuer(&self, name: String) -> LocalResult<Rc<dyn IssuerService>>;
+    /// The CRL signer of CA `name`, or a refusal.
+    fn crl_signer(&self, name: String) -> LocalResult<Rc<dyn CrlSignerService>>;
+    /// The OCSP signer of CA `name`, or a refusal.
+    fn ocsp_signer(&self, name: String) -> LocalResult<Rc<dyn OcspSignerService>>;
+}
+
+/// Certificate issuance for one CA.
+pub trait IssuerService: 'static {
+    /// Validates `tbs` (DER TBSCertificate) against the CA's profile, signs it
+    /// and returns the Certificate (DER).
+    fn sign_tbs_certificate(&self, tbs: Vec<u8>) -> LocalResult<Vec<u8>>;
+    /// The CA's own certificate (DER).
+    fn ca_certificate(&self) -> LocalResult<Vec<u8>>;
+}
+
+/// CRL signing for one CA.
+pub trait CrlSignerService: 'static {
+    /// Validates `tbs` (DER TBSCertList), signs it and returns the CRL (DER).
+    fn sign_tbs_cert_list(&self, tbs: Vec<u8>) -> LocalResult<Vec<u8>>;
+    /// The CA's own certificate (DER).
+    fn ca_certificate(&self) -> LocalResult<Vec<u8>>;
+}
+
+/// OCSP response signing for one CA's responder.
+pub trait OcspSignerService: 'static {
+    /// Validates `response_data` (DER ResponseData), signs it and returns the
+    /// OCSPResponse (DER) carrying the responder certificate.
+    fn sign_response_data(&self, response_data: Vec<u8>) -> LocalResult<Vec<u8>>;
+    /// The responder's certificate (DER).
+    fn responder_certificate(&self) -> LocalResult<Vec<u8>>;
+    /// The CA's own certificate (DER).
+    fn ca_certificate(&self) -> LocalResult<Vec<u8>>;
 }
 
 /// Signing within one role.
@@ -263,6 +298,63 @@ impl wire::signd::Server for SigndServer {
         convert::write_health(results.get().init_health(), &self.session.health());
         Ok(())
     }
+
+    async fn issuer(
+        self: CapRc<Self>,
+        params: wire::signd::IssuerParams,
+        mut results: wire::signd::IssuerResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let name = params.get().map_err(|e| malformed("issuer request", e)).and_then(|p| convert::text(p.get_name(), "issuer name"));
+        let outcome = match name {
+            Ok(name) => self.session.issuer(name).await,
+            Err(e) => Err(e),
+        };
+        let mut r = results.get().init_result();
+        match outcome {
+            Ok(inner) => r.set_ok(capnp_rpc::new_client(IssuerServer { inner, opts: self.opts, in_flight: self.in_flight.clone() })),
+            Err(e) => convert::write_error(r.init_err(), &e),
+        }
+        Ok(())
+    }
+
+    async fn crl_signer(
+        self: CapRc<Self>,
+        params: wire::signd::CrlSignerParams,
+        mut results: wire::signd::CrlSignerResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let name = params.get().map_err(|e| malformed("CRL signer request", e)).and_then(|p| convert::text(p.get_name(), "issuer name"));
+        let outcome = match name {
+            Ok(name) => self.session.crl_signer(name).await,
+            Err(e) => Err(e),
+        };
+        let mut r = results.get().init_result();
+        match outcome {
+            Ok(inner) => r.set_ok(capnp_rpc::new_client(CrlSignerServer { inner, opts: self.opts, in_flight: self.in_flight.clone() })),
+            Err(e) => convert::write_error(r.init_err(), &e),
+        }
+        Ok(())
+    }
+
+    async fn ocsp_signer(
+        self: CapRc<Self>,
+        params: wire::signd::OcspSignerParams,
+        mut results: wire::signd::OcspSignerResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let name = params.get().map_err(|e| malformed("OCSP signer request", e)).and_then(|p| convert::text(p.get_name(), "issuer name"));
+        let outcome = match name {
+            Ok(name) => self.session.ocsp_signer(name).await,
+            Err(e) => Err(e),
+        };
+        let mut r = results.get().init_result();
+        match outcome {
+            Ok(inner) => r.set_ok(capnp_rpc::new_client(OcspSignerServer { inner, opts: self.opts, in_flight: self.in_flight.clone() })),
+            Err(e) => convert::write_error(r.init_err(), &e),
+        }
+        Ok(())
+    }
 }
 
 struct SignerServer {
@@ -273,14 +365,25 @@ struct SignerServer {
 
 impl SignerServer {
     fn check_size(&self, len: usize) -> Result<(), IpcError> {
-        if len > self.opts.max_message_bytes {
-            return Err(IpcError::new(
-                ErrorKind::TooLarge,
-                format!("message of {len} bytes is over the limit of {}", self.opts.max_message_bytes),
-            ));
-        }
-        Ok(())
+        check_size(&self.opts, len)
     }
+}
+
+fn check_size(opts: &ServeOptions, len: usize) -> Result<(), IpcError> {
+    if len > opts.max_message_bytes {
+        return Err(IpcError::new(
+            ErrorKind::TooLarge,
+            format!("message of {len} bytes is over the limit of {}", opts.max_message_bytes),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads one `Data` parameter and checks its size against the message limit.
+fn read_der(r: capnp::Result<capnp::data::Reader<'_>>, opts: &ServeOptions, what: &str) -> Result<Vec<u8>, IpcError> {
+    let der = convert::data(r, what)?;
+    check_size(opts, der.len())?;
+    Ok(der)
 }
 
 /// Writes a key result union.
@@ -470,6 +573,131 @@ impl wire::admin::Server for AdminServer {
                 convert::write_audit_list(r.reborrow().init_ok(recs.len() as u32), &recs)
             }
         );
+        Ok(())
+    }
+}
+
+struct IssuerServer {
+    inner: Rc<dyn IssuerService>,
+    opts: ServeOptions,
+    in_flight: InFlight,
+}
+
+impl wire::issuer::Server for IssuerServer {
+    async fn sign_tbs_certificate(
+        self: CapRc<Self>,
+        params: wire::issuer::SignTbsCertificateParams,
+        mut results: wire::issuer::SignTbsCertificateResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let tbs = params
+            .get()
+            .map_err(|e| malformed("sign certificate request", e))
+            .and_then(|p| read_der(p.get_tbs(), &self.opts, "TBSCertificate"));
+        drop(params);
+        let outcome = match tbs {
+            Ok(tbs) => self.inner.sign_tbs_certificate(tbs).await,
+            Err(e) => Err(e),
+        };
+        convert::write_der_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+
+    async fn ca_certificate(
+        self: CapRc<Self>,
+        _: wire::issuer::CaCertificateParams,
+        mut results: wire::issuer::CaCertificateResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let outcome = self.inner.ca_certificate().await;
+        convert::write_der_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+}
+
+struct CrlSignerServer {
+    inner: Rc<dyn CrlSignerService>,
+    opts: ServeOptions,
+    in_flight: InFlight,
+}
+
+impl wire::crl_signer::Server for CrlSignerServer {
+    async fn sign_tbs_cert_list(
+        self: CapRc<Self>,
+        params: wire::crl_signer::SignTbsCertListParams,
+        mut results: wire::crl_signer::SignTbsCertListResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let tbs = params
+            .get()
+            .map_err(|e| malformed("sign CRL request", e))
+            .and_then(|p| read_der(p.get_tbs(), &self.opts, "TBSCertList"));
+        drop(params);
+        let outcome = match tbs {
+            Ok(tbs) => self.inner.sign_tbs_cert_list(tbs).await,
+            Err(e) => Err(e),
+        };
+        convert::write_der_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+
+    async fn ca_certificate(
+        self: CapRc<Self>,
+        _: wire::crl_signer::CaCertificateParams,
+        mut results: wire::crl_signer::CaCertificateResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let outcome = self.inner.ca_certificate().await;
+        convert::write_der_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+}
+
+struct OcspSignerServer {
+    inner: Rc<dyn OcspSignerService>,
+    opts: ServeOptions,
+    in_flight: InFlight,
+}
+
+impl wire::ocsp_signer::Server for OcspSignerServer {
+    async fn sign_response_data(
+        self: CapRc<Self>,
+        params: wire::ocsp_signer::SignResponseDataParams,
+        mut results: wire::ocsp_signer::SignResponseDataResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let data = params
+            .get()
+            .map_err(|e| malformed("sign OCSP request", e))
+            .and_then(|p| read_der(p.get_response_data(), &self.opts, "ResponseData"));
+        drop(params);
+        let outcome = match data {
+            Ok(data) => self.inner.sign_response_data(data).await,
+            Err(e) => Err(e),
+        };
+        convert::write_der_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+
+    async fn responder_certificate(
+        self: CapRc<Self>,
+        _: wire::ocsp_signer::ResponderCertificateParams,
+        mut results: wire::ocsp_signer::ResponderCertificateResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let outcome = self.inner.responder_certificate().await;
+        convert::write_der_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+
+    async fn ca_certificate(
+        self: CapRc<Self>,
+        _: wire::ocsp_signer::CaCertificateParams,
+        mut results: wire::ocsp_signer::CaCertificateResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let outcome = self.inner.ca_certificate().await;
+        convert::write_der_result(results.get().init_result(), outcome);
         Ok(())
     }
 }

@@ -408,7 +408,8 @@ pub struct AuditRecord {
     pub seq: u64,
     /// When, in nanoseconds since the Unix epoch.
     pub time_unix_nanos: i64,
-    /// The operation: sign, sign-batch, generate, import, signer, admin ...
+    /// The operation: sign, sign-batch, generate, import, signer, admin,
+    /// issue-cert, sign-crl, sign-ocsp, issuer, crl-signer, ocsp-signer ...
     pub operation: String,
     /// The key involved; empty if none.
     pub key_id: String,
@@ -423,7 +424,9 @@ pub struct AuditRecord {
     pub message_sha256: Vec<u8>,
     /// Whether the operation succeeded.
     pub ok: bool,
-    /// "ok", or the error kind and detail.
+    /// "ok", or the error kind and detail. Successful issue-cert, sign-crl
+    /// and sign-ocsp records add what was signed: "ok serial=<hex>",
+    /// "ok crl-number=<hex> revoked=<n>", "ok serial=<hex> status=<status>".
     pub outcome: String,
 }
 

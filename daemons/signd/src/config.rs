@@ -25,6 +25,9 @@ pub struct Config {
     /// How the audit log is committed.
     #[serde(default)]
     pub audit: AuditConfig,
+    /// CA issuers by name (see [`crate::issuers`]): `[issuers.<name>]`.
+    #[serde(default)]
+    pub issuers: BTreeMap<String, crate::issuers::IssuerConfig>,
     /// Roles by name: who holds them and what they may do.
     #[serde(default)]
     pub roles: BTreeMap<String, RoleConfig>,

@@ -14,6 +14,7 @@
 pub mod audit;
 pub mod backend;
 pub mod config;
+pub mod issuers;
 pub mod keys;
 pub mod policy;
 pub mod pool;
@@ -122,6 +123,8 @@ pub fn run(config_path: &Path, config: Config) -> Result<(), SigndError> {
     let mode = parse_mode(&config.socket_mode)
         .ok_or_else(|| SigndError::Config(format!("{}: socket_mode {:?} is not octal", config_path.display(), config.socket_mode)))?;
     let state = Arc::new(open_state(&config)?);
+    let issuers = issuers::Issuers::load(&config.issuers, &state.keys)
+        .map_err(|e| SigndError::Config(format!("{}: {e}", config_path.display())))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -132,6 +135,7 @@ pub fn run(config_path: &Path, config: Config) -> Result<(), SigndError> {
         let mut act = activation::Activation::from_env();
         let listener = activation::unix_listener(&mut act, "signd", &config.socket, mode)?;
         let service = Signd::new(state.clone(), policy);
+        service.set_issuers(issuers);
         let opts = ServeOptions {
             max_frame_bytes: config.limits.max_frame_bytes,
             max_message_bytes: config.limits.max_message_bytes,

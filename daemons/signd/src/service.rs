@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::FutureExt;
-use signet_ipc::server::{AdminService, LocalResult, Session, SignerService, SigndService};
+use signet_ipc::server::{
+    AdminService, CrlSignerService, IssuerService, LocalResult, OcspSignerService, Session, SignerService, SigndService,
+};
 use signet_ipc::{
     AuditQuery, AuditRecord, CallerInfo, Health, IpcError, KeyInfo, KeySpec, PeerCredentials,
     SignatureScheme,
@@ -15,6 +17,7 @@ use signet_ipc::{
 
 use crate::audit::{AuditLog, Entry};
 use crate::config::Operation;
+use crate::issuers::Issuers;
 use crate::keys::KeyRing;
 use crate::policy::{supplementary_groups, Policy, Role};
 use crate::pool::Pool;
@@ -35,16 +38,24 @@ pub struct Signd {
     shared: Rc<Shared>,
 }
 
-struct Shared {
-    state: Arc<State>,
+pub(crate) struct Shared {
+    pub(crate) state: Arc<State>,
     policy: RefCell<Arc<Policy>>,
+    pub(crate) issuers: RefCell<Arc<Issuers>>,
     started: Instant,
 }
 
 impl Signd {
     /// A service over `state` enforcing `policy`.
     pub fn new(state: Arc<State>, policy: Policy) -> Self {
-        Self { shared: Rc::new(Shared { state, policy: RefCell::new(Arc::new(policy)), started: Instant::now() }) }
+        let issuers = RefCell::new(Arc::new(Issuers::default()));
+        Self { shared: Rc::new(Shared { state, policy: RefCell::new(Arc::new(policy)), issuers, started: Instant::now() }) }
+    }
+
+    /// Replaces the CA issuers (see [`crate::issuers`]); capabilities already
+    /// handed out keep the issuer they were obtained for.
+    pub fn set_issuers(&self, issuers: Issuers) {
+        *self.shared.issuers.borrow_mut() = Arc::new(issuers);
     }
 
     /// Replaces the policy (SIGHUP). Capabilities already handed out re-check
@@ -75,24 +86,29 @@ impl SigndService for Signd {
 
 /// One connection's caller.
 #[derive(Clone)]
-struct Caller {
-    shared: Rc<Shared>,
-    peer: PeerCredentials,
+pub(crate) struct Caller {
+    pub(crate) shared: Rc<Shared>,
+    pub(crate) peer: PeerCredentials,
     groups: Vec<u32>,
 }
 
 impl Caller {
-    fn policy(&self) -> Arc<Policy> {
+    pub(crate) fn policy(&self) -> Arc<Policy> {
         self.shared.policy.borrow().clone()
     }
 
+    /// Names of the roles this caller holds now, in policy order.
+    pub(crate) fn held_roles(&self) -> Vec<String> {
+        self.policy().roles_for(&self.peer, &self.groups).into_iter().map(|r| r.name.clone()).collect()
+    }
+
     /// The role `name` if this caller holds it now.
-    fn held_role(&self, policy: &Policy, name: &str) -> Option<Role> {
+    pub(crate) fn held_role(&self, policy: &Policy, name: &str) -> Option<Role> {
         policy.roles_for(&self.peer, &self.groups).into_iter().find(|r| r.name == name).cloned()
     }
 
     /// Records a refusal, waits for the commit, and returns the error.
-    async fn refuse<T>(&self, role: &str, operation: &str, key_id: &str, e: IpcError) -> Result<T, IpcError> {
+    pub(crate) async fn refuse<T>(&self, role: &str, operation: &str, key_id: &str, e: IpcError) -> Result<T, IpcError> {
         let entry = Entry::new(&self.peer, role, operation, key_id).failed(&e);
         tracing::info!(uid = self.peer.uid, pid = self.peer.pid, role, operation, key = key_id, error = %e, "refused");
         self.shared.state.audit.append_wait(vec![entry]).await?;
@@ -153,6 +169,18 @@ impl Session for Caller {
     fn health(&self) -> Health {
         Signd { shared: self.shared.clone() }.health()
     }
+
+    fn issuer(&self, name: String) -> LocalResult<Rc<dyn IssuerService>> {
+        crate::issuers::issuer(self.clone(), name)
+    }
+
+    fn crl_signer(&self, name: String) -> LocalResult<Rc<dyn CrlSignerService>> {
+        crate::issuers::crl_signer(self.clone(), name)
+    }
+
+    fn ocsp_signer(&self, name: String) -> LocalResult<Rc<dyn OcspSignerService>> {
+        crate::issuers::ocsp_signer(self.clone(), name)
+    }
 }
 
 /// A Signer capability: one caller acting in one role.
@@ -181,6 +209,8 @@ impl Signer {
         if !role.may_use(key_id, &key.info.roles) {
             return Err(IpcError::denied(format!("role `{}` may not use key `{key_id}`", self.role)));
         }
+        // CA and OCSP responder keys sign only through the issuer roles (see crate::issuers).
+        self.caller.shared.issuers.borrow().check_raw_signing(key_id, &self.role)?;
         let handle = key.signer()?.clone();
         let scheme = handle.algorithm().resolve(scheme)?;
         Ok((handle, scheme))

@@ -1,0 +1,304 @@
+//! The Issuer, CrlSigner and OcspSigner capabilities.
+//!
+//! Each is one caller acting in one role for one CA. Every call re-checks that
+//! the caller still holds the role; the DER it sends is validated, signed and
+//! assembled on a signing thread, and the outcome (refusals with their reason)
+//! is committed to the audit log before the caller hears it.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use futures::FutureExt;
+use signet_ca::der::Decode;
+use signet_ca::{CaError, CertIdentity, OcspHash};
+use signet_ipc::server::{CrlSignerService, IssuerService, LocalResult, OcspSignerService};
+use signet_ipc::{ErrorKind, IpcError, SignatureScheme};
+
+use super::CaIssuer;
+use crate::audit::Entry;
+use crate::backend::SigningKey;
+use crate::service::Caller;
+
+/// Which capability, for role lists, audit names and errors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Issuer,
+    Crl,
+    Ocsp,
+}
+
+impl Kind {
+    /// The roles that may obtain this capability of `ca` (none: not offered).
+    fn roles(self, ca: &CaIssuer) -> Option<&[String]> {
+        match self {
+            Kind::Issuer => Some(&ca.roles),
+            Kind::Crl => Some(&ca.crl_roles),
+            Kind::Ocsp => ca.ocsp.as_ref().map(|o| o.roles.as_slice()),
+        }
+    }
+
+    /// The audit operation for obtaining the capability.
+    fn obtain_operation(self) -> &'static str {
+        match self {
+            Kind::Issuer => "issuer",
+            Kind::Crl => "crl-signer",
+            Kind::Ocsp => "ocsp-signer",
+        }
+    }
+
+    /// The key this capability signs with.
+    fn key_id(self, ca: &CaIssuer) -> &str {
+        match (self, &ca.ocsp) {
+            (Kind::Ocsp, Some(o)) => &o.key_id,
+            _ => &ca.key_id,
+        }
+    }
+}
+
+/// One caller, one role, one CA.
+struct Cap {
+    caller: Caller,
+    role: String,
+    ca: Arc<CaIssuer>,
+    kind: Kind,
+}
+
+/// `Signd.issuer`.
+pub(crate) fn issuer(caller: Caller, name: String) -> LocalResult<Rc<dyn IssuerService>> {
+    async move { Ok(Rc::new(obtain(caller, name, Kind::Issuer).await?) as Rc<dyn IssuerService>) }.boxed_local()
+}
+
+/// `Signd.crlSigner`.
+pub(crate) fn crl_signer(caller: Caller, name: String) -> LocalResult<Rc<dyn CrlSignerService>> {
+    async move { Ok(Rc::new(obtain(caller, name, Kind::Crl).await?) as Rc<dyn CrlSignerService>) }.boxed_local()
+}
+
+/// `Signd.ocspSigner`.
+pub(crate) fn ocsp_signer(caller: Caller, name: String) -> LocalResult<Rc<dyn OcspSignerService>> {
+    async move { Ok(Rc::new(obtain(caller, name, Kind::Ocsp).await?) as Rc<dyn OcspSignerService>) }.boxed_local()
+}
+
+/// Hands out the capability if the caller holds one of its roles; otherwise
+/// records the refusal and returns it.
+async fn obtain(caller: Caller, name: String, kind: Kind) -> Result<Cap, IpcError> {
+    let issuers = caller.shared.issuers.borrow().clone();
+    let held = caller.held_roles();
+    let role_for = |ca: &CaIssuer| kind.roles(ca).and_then(|roles| held.iter().find(|h| roles.contains(h)).cloned());
+    let chosen = if name.is_empty() {
+        issuers.iter().find_map(|ca| role_for(ca).map(|r| (ca.clone(), r))).ok_or_else(|| {
+            IpcError::denied(format!("uid {} holds no role of any issuer's {}", caller.peer.uid, kind.obtain_operation()))
+        })
+    } else {
+        match issuers.get(&name) {
+            None => Err(IpcError::invalid(format!("no issuer `{name}` is configured"))),
+            Some(ca) if kind.roles(ca).is_none() => {
+                Err(IpcError::new(ErrorKind::Unsupported, format!("issuer `{name}` has no OCSP responder configured")))
+            }
+            Some(ca) => role_for(ca).map(|r| (ca.clone(), r)).ok_or_else(|| {
+                IpcError::denied(format!(
+                    "uid {} holds none of the roles ({}) that may obtain the {} of issuer `{name}`",
+                    caller.peer.uid,
+                    kind.roles(ca).unwrap_or_default().join(", "),
+                    kind.obtain_operation()
+                ))
+            }),
+        }
+    };
+    match chosen {
+        Ok((ca, role)) => Ok(Cap { caller, role, ca, kind }),
+        Err(e) => {
+            let key = issuers.get(&name).map(|ca| kind.key_id(ca).to_owned()).unwrap_or_default();
+            caller.refuse("", kind.obtain_operation(), &key, e).await
+        }
+    }
+}
+
+/// What the signing thread does with the caller's DER: validate (refusals are
+/// `IpcError`s), then sign with the key; returns the object and an audit note.
+type Work = Box<dyn FnOnce(&dyn SigningKey, &[u8]) -> Result<(Vec<u8>, String), IpcError> + Send>;
+
+impl Cap {
+    /// The capability is still usable: the caller holds the role, and the role
+    /// still admits it.
+    fn check(&self) -> Result<(), IpcError> {
+        let still = self.caller.held_role(&self.caller.policy(), &self.role).is_some()
+            && self.kind.roles(&self.ca).is_some_and(|r| r.contains(&self.role));
+        if still {
+            Ok(())
+        } else {
+            Err(IpcError::denied(format!("role `{}` is no longer held", self.role)))
+        }
+    }
+
+    /// Validates, signs and assembles on a signing thread, auditing the outcome
+    /// as `operation`.
+    fn sign(&self, operation: &'static str, der: Vec<u8>, work: Work) -> LocalResult<Vec<u8>> {
+        let key_id = self.kind.key_id(&self.ca).to_owned();
+        let caller = self.caller.clone();
+        let role = self.role.clone();
+        let ready = self
+            .check()
+            .and_then(|()| Ok(caller.shared.state.keys.require(&key_id)?.signer()?.clone()));
+        async move {
+            let handle = match ready {
+                Ok(h) => h,
+                Err(e) => return caller.refuse(&role, operation, &key_id, e).await,
+            };
+            let mut entry = Entry::new(&caller.peer, &role, operation, &key_id);
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let audit = caller.shared.state.audit.clone();
+            let peer = caller.peer;
+            caller.shared.state.pool.spawn(move || {
+                entry.message_sha256 = openssl::sha::sha256(&der).to_vec();
+                let outcome = work(handle.as_ref(), &der);
+                match &outcome {
+                    Ok((_, note)) => entry.outcome = format!("ok {note}"),
+                    Err(e) => {
+                        tracing::info!(uid = peer.uid, pid = peer.pid, role = %entry.role, operation, key = %entry.key_id, error = %e, "refused");
+                        entry = entry.failed(e);
+                    }
+                }
+                let outcome = outcome.map(|(der, _)| der);
+                audit.append(vec![entry], Box::new(move |committed| drop(tx.send(committed.and(outcome)))));
+            });
+            rx.await.map_err(|_| IpcError::internal("signing thread stopped"))?
+        }
+        .boxed_local()
+    }
+
+    fn ca_certificate(&self) -> LocalResult<Vec<u8>> {
+        let outcome = self.check().map(|()| self.ca.certificate.clone());
+        futures::future::ready(outcome).boxed_local()
+    }
+}
+
+/// A validation failure as a typed refusal: undecodable input is
+/// `InvalidArgument`, anything the policy forbids is `PermissionDenied`.
+fn refusal(ca: &str, what: &str, e: CaError) -> IpcError {
+    let kind = match e {
+        CaError::Malformed { .. } => ErrorKind::InvalidArgument,
+        _ => ErrorKind::PermissionDenied,
+    };
+    IpcError::new(kind, format!("issuer `{ca}` refused the {what}: {e}"))
+}
+
+/// Assembly of what signd just signed cannot fail on validated input; if it
+/// does, that is a bug.
+fn assembly(e: CaError) -> IpcError {
+    IpcError::internal(format!("assembling the signed object: {e}"))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn sign_with(key: &dyn SigningKey, scheme: SignatureScheme, tbs: &[u8]) -> Result<Vec<u8>, IpcError> {
+    key.sign(scheme, tbs)
+}
+
+impl IssuerService for Cap {
+    fn sign_tbs_certificate(&self, tbs: Vec<u8>) -> LocalResult<Vec<u8>> {
+        let ca = self.ca.clone();
+        self.sign(
+            "issue-cert",
+            tbs,
+            Box::new(move |key, tbs| {
+                let parsed = signet_ca::validate_end_entity_tbs(tbs, &ca.policy, SystemTime::now())
+                    .map_err(|e| refusal(&ca.name, "TBSCertificate", e))?;
+                let scheme = ca.issuer().scheme;
+                let sig = sign_with(key, scheme, tbs)?;
+                let cert = signet_ca::assemble_certificate(tbs, scheme, &sig).map_err(assembly)?;
+                Ok((cert, format!("serial={}", hex(&parsed.serial))))
+            }),
+        )
+    }
+
+    fn ca_certificate(&self) -> LocalResult<Vec<u8>> {
+        Cap::ca_certificate(self)
+    }
+}
+
+impl CrlSignerService for Cap {
+    fn sign_tbs_cert_list(&self, tbs: Vec<u8>) -> LocalResult<Vec<u8>> {
+        let ca = self.ca.clone();
+        self.sign(
+            "sign-crl",
+            tbs,
+            Box::new(move |key, tbs| {
+                let parsed = signet_ca::validate_tbs_crl(tbs, ca.issuer()).map_err(|e| refusal(&ca.name, "TBSCertList", e))?;
+                let scheme = ca.issuer().scheme;
+                let sig = sign_with(key, scheme, tbs)?;
+                let crl = signet_ca::assemble_crl(tbs, scheme, &sig).map_err(assembly)?;
+                Ok((crl, format!("crl-number={} revoked={}", hex(&parsed.crl_number), parsed.revoked_count)))
+            }),
+        )
+    }
+
+    fn ca_certificate(&self) -> LocalResult<Vec<u8>> {
+        Cap::ca_certificate(self)
+    }
+}
+
+impl OcspSignerService for Cap {
+    fn sign_response_data(&self, response_data: Vec<u8>) -> LocalResult<Vec<u8>> {
+        let ca = self.ca.clone();
+        self.sign(
+            "sign-ocsp",
+            response_data,
+            Box::new(move |key, data| {
+                let Some(ocsp) = &ca.ocsp else {
+                    return Err(IpcError::new(ErrorKind::Unsupported, format!("issuer `{}` has no OCSP responder", ca.name)));
+                };
+                let parsed = signet_ca::validate_ocsp_response_data(data, &ocsp.responder)
+                    .map_err(|e| refusal(&ca.name, "OCSP ResponseData", e))?;
+                check_cert_id_issuer(&ca, data)?;
+                let scheme = ocsp.responder.scheme;
+                let sig = sign_with(key, scheme, data)?;
+                let response = signet_ca::assemble_ocsp_response(data, scheme, &sig, &[&ocsp.certificate]).map_err(assembly)?;
+                let status = match parsed.status {
+                    signet_ca::CertStatusInfo::Good => "good",
+                    signet_ca::CertStatusInfo::Revoked { .. } => "revoked",
+                    signet_ca::CertStatusInfo::Unknown => "unknown",
+                };
+                Ok((response, format!("serial={} status={status}", hex(&parsed.serial))))
+            }),
+        )
+    }
+
+    fn responder_certificate(&self) -> LocalResult<Vec<u8>> {
+        let outcome = self.check().and_then(|()| {
+            self.ca
+                .ocsp
+                .as_ref()
+                .map(|o| o.certificate.clone())
+                .ok_or_else(|| IpcError::new(ErrorKind::Unsupported, "no OCSP responder"))
+        });
+        futures::future::ready(outcome).boxed_local()
+    }
+
+    fn ca_certificate(&self) -> LocalResult<Vec<u8>> {
+        Cap::ca_certificate(self)
+    }
+}
+
+/// The responder speaks for this CA only: the SingleResponse's CertID must
+/// name the CA (issuer name and key hashes), whatever the serial.
+/// (`validate_ocsp_response_data` has already checked there is exactly one.)
+fn check_cert_id_issuer(ca: &CaIssuer, data: &[u8]) -> Result<(), IpcError> {
+    let parsed = signet_ca::x509_ocsp::ResponseData::from_der(data)
+        .map_err(|e| IpcError::invalid(format!("issuer `{}` refused the OCSP ResponseData: {e}", ca.name)))?;
+    let foreign = || IpcError::denied(format!("issuer `{}` refused the OCSP ResponseData: CertID names another CA", ca.name));
+    let id = &parsed.responses.first().ok_or_else(foreign)?.cert_id;
+    let hash = [OcspHash::Sha1, OcspHash::Sha256]
+        .into_iter()
+        .find(|h| h.oid() == id.hash_algorithm.oid)
+        .ok_or_else(|| IpcError::denied(format!("issuer `{}` refused the OCSP ResponseData: CertID hash {} is not supported", ca.name, id.hash_algorithm.oid)))?;
+    let ours = CertIdentity::new(hash, &ca.certificate, id.serial_number.as_bytes())
+        .map_err(|e| refusal(&ca.name, "OCSP ResponseData", e))?;
+    if id.issuer_name_hash.as_bytes() == ours.issuer_name_hash && id.issuer_key_hash.as_bytes() == ours.issuer_key_hash {
+        Ok(())
+    } else {
+        Err(foreign())
+    }
+}
