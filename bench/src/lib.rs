@@ -5,6 +5,8 @@
 //! ([`SigndProcess`]), the algorithm cases ([`CASES`]), in-flight drivers and
 //! latency percentiles.
 
+#![forbid(unsafe_code)]
+
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
