@@ -1,5 +1,6 @@
 //! The Rust baseline for tests/c/bench.c: sequential `SigndClient::sign`
-//! calls through `block_on`, as libpki makes them, timed per call.
+//! calls through `block_on` on a per-thread client, as libpki makes them,
+//! timed per call.
 //!
 //! Usage: `sign_bench KEY N` (socket from `SIGNET_SIGND_SOCKET`).
 
@@ -14,7 +15,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let n: u32 = n.parse()?;
     let socket = std::env::var("SIGNET_SIGND_SOCKET").unwrap_or_else(|_| DEFAULT_SOCKET.into());
-    let client = SigndClient::new(socket)?;
+    // The same per-thread connection libpki uses for C callers.
+    let client = SigndClient::new(socket)?.per_thread();
     let msg = vec![0u8; 32];
     block_on(client.sign("", &key, SignatureScheme::Default, msg.clone()))?;
     let start = Instant::now();
