@@ -347,8 +347,11 @@ struct ConnState {
     connecting: tokio::sync::Mutex<()>,
     /// Per-thread mode: the connection's RpcSystem, polled by [`ConnState::drive`]
     /// instead of running as a spawned task.
-    held: Option<RefCell<Option<std::pin::Pin<Box<RpcSystem<Side>>>>>>,
+    held: Option<RefCell<Option<HeldRpc>>>,
 }
+
+/// A connection's RpcSystem, polled by its owning thread.
+type HeldRpc = std::pin::Pin<Box<RpcSystem<Side>>>;
 
 struct Conn {
     bootstrap: wire::signd::Client,

@@ -203,10 +203,9 @@ fn writer(store: Store, table: Table<u64, Entry>, jobs: Receiver<Job>, count: Ar
 fn commit(store: &Store, table: Table<u64, Entry>, batches: &[&[Entry]], count: &AtomicU64) -> Result<(), IpcError> {
     let records: usize = batches.iter().map(|b| b.len()).sum();
     let result = store.write(|txn| {
-        let mut seq = txn.next_u64_key(&table)?;
-        for entry in batches.iter().flat_map(|b| b.iter()) {
+        let first = txn.next_u64_key(&table)?;
+        for (seq, entry) in (first..).zip(batches.iter().flat_map(|b| b.iter())) {
             txn.insert_new(&table, &seq, entry)?;
-            seq += 1;
         }
         Ok(())
     });
