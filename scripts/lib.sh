@@ -52,6 +52,17 @@ ensure_packages() {
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# Python's `cryptography` parses certificates, CRLs and OCSP responses strictly:
+# the CA tests use it as a second opinion beside OpenSSL.
+ensure_python_tools() {
+  python3 -c 'import cryptography' 2>/dev/null && return 0
+  say "installing Python cryptography"
+  python3 -m pip install --quiet cryptography 2>/dev/null && return 0
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-cryptography >/dev/null || true
+}
+
 ensure_rust() {
   if ! command -v cargo >/dev/null 2>&1; then
     [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
