@@ -292,7 +292,7 @@ mod tests {
 
     /// `cargo test --release -p signet-ca -- --ignored --nocapture crl_one_million`
     #[test]
-    #[ignore]
+    #[ignore = "measurement (1M-entry CRL build time); run by hand with --ignored --nocapture"]
     fn crl_one_million_entries_timing() {
         let issuer = testutil::issuer();
         let revoked = entries(1_000_000);
