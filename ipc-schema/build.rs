@@ -5,10 +5,11 @@ fn main() {
     if let Err(e) = capnpc::CompilerCommand::new()
         .src_prefix("schema")
         .file("schema/signd.capnp")
+        .file("schema/ocspd.capnp")
         .run()
     {
         // A build script reports failure by exiting non-zero; say what is missing.
-        eprintln!("failed to compile schema/signd.capnp: {e}\n(is the `capnp` compiler installed? apt-get install capnproto)");
+        eprintln!("failed to compile the schemas in schema/: {e}\n(is the `capnp` compiler installed? apt-get install capnproto)");
         std::process::exit(1);
     }
 }

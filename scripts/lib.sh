@@ -27,6 +27,7 @@ SIGNET_APT_NEEDS=(
   "make:make"
   "perl:perl"
   "valgrind:valgrind"
+  "curl:curl"
 )
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

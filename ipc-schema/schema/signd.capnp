@@ -59,6 +59,7 @@ enum ErrorKind {
   unavailable @8;       # signd cannot be reached or is shutting down
   tooLarge @9;          # message or batch over the configured limit
   unsupported @10;      # the backend or token cannot do this
+  notFound @11;         # no such record (a certificate serial in ocspd ...)
 }
 
 struct Error {
@@ -138,6 +139,7 @@ struct CrlSignerResult { union { ok @0 :CrlSigner;           err @1 :Error; } }
 struct OcspSignerResult { union { ok @0 :OcspSigner;         err @1 :Error; } }
 # A signed object (Certificate, CertificateList, OCSPResponse) or a certificate, DER.
 struct DerResult       { union { ok @0 :Data;                err @1 :Error; } }
+struct TextResult      { union { ok @0 :Text;                err @1 :Error; } }
 
 # The bootstrap capability. signd creates one per connection, bound to the
 # caller's peer credentials.
@@ -199,6 +201,9 @@ interface Issuer {
   signTbsCertificate @0 (tbs :Data) -> (result :DerResult);
   # The CA's own certificate, DER (the issuer of what `signTbsCertificate` returns).
   caCertificate @1 () -> (result :DerResult);
+  # The issuer's end-entity profile as TOML (the fields of signet_ca::Profile),
+  # so a front end builds what signd will sign.
+  profile @2 () -> (result :TextResult);
 }
 
 # CRL signing for one CA: only a v2 TBSCertList naming this CA (issuer name,
@@ -209,6 +214,9 @@ interface CrlSigner {
   signTbsCertList @0 (tbs :Data) -> (result :DerResult);
   # The CA's own certificate, DER.
   caCertificate @1 () -> (result :DerResult);
+  # The issuer's end-entity profile as TOML, for its CRL distribution point
+  # URL and shard count.
+  profile @2 () -> (result :TextResult);
 }
 
 # OCSP response signing with one CA's delegated responder key: only a

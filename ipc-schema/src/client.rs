@@ -26,6 +26,8 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 use crate::convert;
 use crate::server::reader_options;
+use crate::convert::ocspd as oconv;
+use crate::ocspd_capnp as owire;
 use crate::signd_capnp as wire;
 use crate::types::*;
 
@@ -42,6 +44,8 @@ pub struct SigndClient {
 
 struct Inner {
     path: PathBuf,
+    /// The daemon at the other end, for messages ("signd", "ocspd").
+    service: &'static str,
     /// The background connection thread's queue, started on first use.
     jobs: std::sync::OnceLock<Result<mpsc::UnboundedSender<Job>, IpcError>>,
 }
@@ -66,6 +70,15 @@ enum Request {
     SignCrl { issuer: String, tbs: Vec<u8> },
     SignOcsp { issuer: String, response_data: Vec<u8> },
     OcspResponderCertificate { issuer: String },
+    IssuerProfile { issuer: String },
+    CrlSignerCaCertificate { issuer: String },
+    CrlSignerProfile { issuer: String },
+    OcspdHealth,
+    RecordIssued { issuer: String, cert: IssuedCert },
+    Revoke { issuer: String, revocation: Revocation },
+    CertStatus { issuer: String, serial: Vec<u8> },
+    Crl { issuer: String, which: CrlSelector },
+    IssuerInfo { issuer: String },
 }
 
 #[derive(Debug)]
@@ -78,14 +91,22 @@ enum Response {
     Signatures(Vec<Vec<u8>>),
     Audit(Vec<AuditRecord>),
     Der(Vec<u8>),
+    Text(String),
+    OcspdHealth(OcspdHealth),
+    CertStatus(CertStatus),
+    IssuerInfo(IssuerInfo),
 }
 
 impl SigndClient {
     /// Creates a client for the socket at `path`. Nothing connects until the
     /// first call, so this succeeds even while signd is down.
     pub fn new(path: impl AsRef<Path>) -> Result<Self, IpcError> {
-        let path = path.as_ref().to_path_buf();
-        Ok(Self { inner: Arc::new(Inner { path, jobs: std::sync::OnceLock::new() }), per_thread: false })
+        Ok(Self::for_service(path.as_ref(), "signd"))
+    }
+
+    fn for_service(path: &Path, service: &'static str) -> Self {
+        let inner = Inner { path: path.to_path_buf(), service, jobs: std::sync::OnceLock::new() };
+        Self { inner: Arc::new(inner), per_thread: false }
     }
 
     /// A handle whose calls run on the calling thread, over a connection that
@@ -106,22 +127,23 @@ impl SigndClient {
 
     async fn call(&self, request: Request) -> Result<Response, IpcError> {
         if self.per_thread && tokio::runtime::Handle::try_current().is_err() {
-            return on_this_thread(&self.inner.path, request);
+            return on_this_thread(&self.inner.path, self.inner.service, request);
         }
         let jobs = self.inner.jobs.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
             let thread_path = self.inner.path.clone();
+            let service = self.inner.service;
             std::thread::Builder::new()
-                .name("signd-client".into())
-                .spawn(move || run(thread_path, rx))
+                .name(format!("{service}-client"))
+                .spawn(move || run(thread_path, service, rx))
                 .map(|_| tx)
-                .map_err(|e| IpcError::internal(format!("cannot start the signd client thread: {e}")))
+                .map_err(|e| IpcError::internal(format!("cannot start the {service} client thread: {e}")))
         });
         let jobs = jobs.as_ref().map_err(Clone::clone)?;
         let (tx, rx) = oneshot::channel();
-        jobs.send((request, tx))
-            .map_err(|_| IpcError::new(ErrorKind::Unavailable, "the signd client thread has stopped"))?;
-        rx.await.map_err(|_| IpcError::new(ErrorKind::Unavailable, "the signd client thread has stopped"))?
+        let stopped = || IpcError::new(ErrorKind::Unavailable, format!("the {} client thread has stopped", self.inner.service));
+        jobs.send((request, tx)).map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
     }
 
     /// Who signd thinks this process is, and what policy grants it.
@@ -260,6 +282,92 @@ impl SigndClient {
     pub async fn ocsp_responder_certificate(&self, issuer: &str) -> Result<Vec<u8>, IpcError> {
         self.der(Request::OcspResponderCertificate { issuer: issuer.into() }).await
     }
+
+    async fn text(&self, request: Request) -> Result<String, IpcError> {
+        match self.call(request).await? {
+            Response::Text(t) => Ok(t),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The end-entity profile (TOML) of CA `issuer`, through its Issuer capability.
+    pub async fn issuer_profile(&self, issuer: &str) -> Result<String, IpcError> {
+        self.text(Request::IssuerProfile { issuer: issuer.into() }).await
+    }
+
+    /// The certificate (DER) of CA `issuer`, through its CrlSigner capability.
+    pub async fn crl_signer_ca_certificate(&self, issuer: &str) -> Result<Vec<u8>, IpcError> {
+        self.der(Request::CrlSignerCaCertificate { issuer: issuer.into() }).await
+    }
+
+    /// The end-entity profile (TOML) of CA `issuer`, through its CrlSigner capability.
+    pub async fn crl_signer_profile(&self, issuer: &str) -> Result<String, IpcError> {
+        self.text(Request::CrlSignerProfile { issuer: issuer.into() }).await
+    }
+}
+
+/// The socket ocspd listens on in a system install.
+pub const DEFAULT_OCSPD_SOCKET: &str = "/run/signet/ocspd.sock";
+
+/// A handle to ocspd's registry interface: the same connection handling as
+/// [`SigndClient`] (lazy, reconnecting, shared or [`OcspdClient::per_thread`]).
+#[derive(Clone)]
+pub struct OcspdClient(SigndClient);
+
+impl OcspdClient {
+    /// Creates a client for ocspd's socket at `path`; nothing connects until the first call.
+    pub fn new(path: impl AsRef<Path>) -> Self {
+        Self(SigndClient::for_service(path.as_ref(), "ocspd"))
+    }
+
+    /// A handle whose calls run on the calling thread (see [`SigndClient::per_thread`]).
+    pub fn per_thread(&self) -> Self {
+        Self(self.0.per_thread())
+    }
+
+    /// ocspd's health; anyone who can connect may ask.
+    pub async fn health(&self) -> Result<OcspdHealth, IpcError> {
+        match self.0.call(Request::OcspdHealth).await? {
+            Response::OcspdHealth(h) => Ok(h),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn status_call(&self, request: Request) -> Result<CertStatus, IpcError> {
+        match self.0.call(request).await? {
+            Response::CertStatus(s) => Ok(s),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Records a certificate CA `issuer` (empty: the caller's first) has
+    /// issued; returns once ocspd has committed it.
+    pub async fn record_issued(&self, issuer: &str, cert: IssuedCert) -> Result<CertStatus, IpcError> {
+        self.status_call(Request::RecordIssued { issuer: issuer.into(), cert }).await
+    }
+
+    /// Revokes a recorded certificate; returns once ocspd has committed it.
+    pub async fn revoke(&self, issuer: &str, revocation: Revocation) -> Result<CertStatus, IpcError> {
+        self.status_call(Request::Revoke { issuer: issuer.into(), revocation }).await
+    }
+
+    /// The recorded status of `serial`.
+    pub async fn status(&self, issuer: &str, serial: Vec<u8>) -> Result<CertStatus, IpcError> {
+        self.status_call(Request::CertStatus { issuer: issuer.into(), serial }).await
+    }
+
+    /// The newest CRL of a kind, DER.
+    pub async fn crl(&self, issuer: &str, which: CrlSelector) -> Result<Vec<u8>, IpcError> {
+        self.0.der(Request::Crl { issuer: issuer.into(), which }).await
+    }
+
+    /// The CA's certificates and URLs as ocspd serves them.
+    pub async fn issuer_info(&self, issuer: &str) -> Result<IssuerInfo, IpcError> {
+        match self.0.call(Request::IssuerInfo { issuer: issuer.into() }).await? {
+            Response::IssuerInfo(i) => Ok(i),
+            other => Err(unexpected(&other)),
+        }
+    }
 }
 
 /// Runs a client future to completion on the calling thread. For C callers and
@@ -269,7 +377,7 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
 }
 
 fn unexpected(r: &Response) -> IpcError {
-    IpcError::internal(format!("signd client: unexpected response {r:?}"))
+    IpcError::internal(format!("IPC client: unexpected response {r:?}"))
 }
 
 // --- connections owned by the calling thread ----------------------------------
@@ -289,7 +397,7 @@ thread_local! {
     static THREAD_CONNS: RefCell<HashMap<PathBuf, Rc<ThreadConn>>> = RefCell::new(HashMap::new());
 }
 
-fn on_this_thread(path: &Path, request: Request) -> Result<Response, IpcError> {
+fn on_this_thread(path: &Path, service: &'static str, request: Request) -> Result<Response, IpcError> {
     let conn = THREAD_CONNS.with(|conns| -> Result<Rc<ThreadConn>, IpcError> {
         if let Some(c) = conns.borrow().get(path) {
             return Ok(c.clone());
@@ -297,8 +405,8 @@ fn on_this_thread(path: &Path, request: Request) -> Result<Response, IpcError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| IpcError::internal(format!("cannot start a signd client runtime: {e}")))?;
-        let c = Rc::new(ThreadConn { state: Rc::new(ConnState::new(path, true)), rt });
+            .map_err(|e| IpcError::internal(format!("cannot start a {service} client runtime: {e}")))?;
+        let c = Rc::new(ThreadConn { state: Rc::new(ConnState::new(path, service, true)), rt });
         conns.borrow_mut().insert(path.to_path_buf(), c.clone());
         Ok(c)
     })?;
@@ -317,12 +425,12 @@ fn on_this_thread(path: &Path, request: Request) -> Result<Response, IpcError> {
 
 // --- the connection thread --------------------------------------------------
 
-fn run(path: PathBuf, mut jobs: mpsc::UnboundedReceiver<Job>) {
+fn run(path: PathBuf, service: &'static str, mut jobs: mpsc::UnboundedReceiver<Job>) {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             // Without a runtime no call can be served: answer each with the reason.
-            let err = IpcError::internal(format!("cannot start the signd client runtime: {e}"));
+            let err = IpcError::internal(format!("cannot start the {service} client runtime: {e}"));
             while let Some((_, reply)) = jobs.blocking_recv() {
                 let _ = reply.send(Err(err.clone()));
             }
@@ -331,7 +439,7 @@ fn run(path: PathBuf, mut jobs: mpsc::UnboundedReceiver<Job>) {
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
-        let state = Rc::new(ConnState::new(&path, false));
+        let state = Rc::new(ConnState::new(&path, service, false));
         while let Some((request, reply)) = jobs.recv().await {
             let state = state.clone();
             tokio::task::spawn_local(async move {
@@ -343,6 +451,7 @@ fn run(path: PathBuf, mut jobs: mpsc::UnboundedReceiver<Job>) {
 
 struct ConnState {
     path: PathBuf,
+    service: &'static str,
     conn: RefCell<Option<Rc<Conn>>>,
     connecting: tokio::sync::Mutex<()>,
     /// Per-thread mode: the connection's RpcSystem, polled by [`ConnState::drive`]
@@ -354,12 +463,15 @@ struct ConnState {
 type HeldRpc = std::pin::Pin<Box<RpcSystem<Side>>>;
 
 struct Conn {
-    bootstrap: wire::signd::Client,
+    /// The daemon's bootstrap capability, untyped: [`Conn::signd`] and
+    /// [`Conn::ocspd`] give it its type.
+    bootstrap: capnp::capability::Client,
     signers: RefCell<HashMap<String, wire::signer::Client>>,
     admin: RefCell<Option<wire::admin::Client>>,
     issuers: RefCell<HashMap<String, wire::issuer::Client>>,
     crl_signers: RefCell<HashMap<String, wire::crl_signer::Client>>,
     ocsp_signers: RefCell<HashMap<String, wire::ocsp_signer::Client>>,
+    registries: RefCell<HashMap<String, owire::registry::Client>>,
     broken: Rc<std::cell::Cell<bool>>,
 }
 
@@ -389,14 +501,15 @@ impl From<capnp::Error> for Attempt {
         } else {
             ErrorKind::Internal
         };
-        Self { error: IpcError::new(kind, format!("signd connection: {e}")), disconnected }
+        Self { error: IpcError::new(kind, format!("IPC connection: {e}")), disconnected }
     }
 }
 
 impl ConnState {
-    fn new(path: &Path, hold_driver: bool) -> Self {
+    fn new(path: &Path, service: &'static str, hold_driver: bool) -> Self {
         Self {
             path: path.to_path_buf(),
+            service,
             conn: RefCell::new(None),
             connecting: tokio::sync::Mutex::new(()),
             held: hold_driver.then(|| RefCell::new(None)),
@@ -440,7 +553,7 @@ impl ConnState {
             return Ok(c);
         }
         let stream = tokio::net::UnixStream::connect(&self.path).await.map_err(|e| {
-            IpcError::new(ErrorKind::Unavailable, format!("cannot connect to signd at {}: {e}", self.path.display()))
+            IpcError::new(ErrorKind::Unavailable, format!("cannot connect to {} at {}: {e}", self.service, self.path.display()))
         })?;
         let (read, write) = stream.into_split();
         let network = VatNetwork::new(
@@ -450,7 +563,7 @@ impl ConnState {
             reader_options(256 << 20),
         );
         let mut rpc = RpcSystem::new(Box::new(network), None);
-        let bootstrap: wire::signd::Client = rpc.bootstrap(Side::Server);
+        let bootstrap: capnp::capability::Client = rpc.bootstrap(Side::Server);
         let broken = Rc::new(std::cell::Cell::new(false));
         match &self.held {
             Some(held) => *held.borrow_mut() = Some(Box::pin(rpc)),
@@ -469,6 +582,7 @@ impl ConnState {
             issuers: RefCell::new(HashMap::new()),
             crl_signers: RefCell::new(HashMap::new()),
             ocsp_signers: RefCell::new(HashMap::new()),
+            registries: RefCell::new(HashMap::new()),
             broken,
         });
         *self.conn.borrow_mut() = Some(conn.clone());
@@ -481,11 +595,35 @@ impl ConnState {
 }
 
 impl Conn {
+    fn signd(&self) -> wire::signd::Client {
+        wire::signd::Client { client: self.bootstrap.clone() }
+    }
+
+    fn ocspd(&self) -> owire::ocspd::Client {
+        owire::ocspd::Client { client: self.bootstrap.clone() }
+    }
+
+    async fn registry(&self, name: &str) -> Result<owire::registry::Client, Attempt> {
+        if let Some(c) = self.registries.borrow().get(name) {
+            return Ok(c.clone());
+        }
+        let mut req = self.ocspd().registry_request();
+        req.get().set_issuer(name);
+        let response = req.send().promise.await?;
+        let result = response.get()?.get_result()?;
+        let cap = match result.which().map_err(|e| convert::malformed("registry result", e))? {
+            owire::registry_result::Ok(c) => c?,
+            owire::registry_result::Err(e) => return Err(convert::read_error(e).into()),
+        };
+        self.registries.borrow_mut().insert(name.to_owned(), cap.clone());
+        Ok(cap)
+    }
+
     async fn signer(&self, role: &str) -> Result<wire::signer::Client, Attempt> {
         if let Some(s) = self.signers.borrow().get(role) {
             return Ok(s.clone());
         }
-        let mut req = self.bootstrap.signer_request();
+        let mut req = self.signd().signer_request();
         req.get().set_role(role);
         let response = req.send().promise.await?;
         let result = response.get()?.get_result()?;
@@ -501,7 +639,7 @@ impl Conn {
         if let Some(a) = self.admin.borrow().as_ref() {
             return Ok(a.clone());
         }
-        let response = self.bootstrap.admin_request().send().promise.await?;
+        let response = self.signd().admin_request().send().promise.await?;
         let result = response.get()?.get_result()?;
         let admin = match result.which().map_err(|e| convert::malformed("admin result", e))? {
             wire::admin_result::Ok(a) => a?,
@@ -520,7 +658,7 @@ macro_rules! named_capability {
         if let Some(c) = conn.$cache.borrow().get(name) {
             return Ok(c.clone());
         }
-        let mut req = conn.bootstrap.$request();
+        let mut req = conn.signd().$request();
         req.get().set_name(name);
         let response = req.send().promise.await?;
         let result = response.get()?.get_result()?;
@@ -561,11 +699,11 @@ macro_rules! unpack {
 async fn attempt(conn: &Conn, request: &Request) -> Result<Response, Attempt> {
     match request {
         Request::Whoami => {
-            let response = conn.bootstrap.whoami_request().send().promise.await?;
+            let response = conn.signd().whoami_request().send().promise.await?;
             unpack!(response.get()?.get_result()?, caller_result, |c| Response::Caller(convert::read_caller(c?)?))
         }
         Request::Health => {
-            let response = conn.bootstrap.health_request().send().promise.await?;
+            let response = conn.signd().health_request().send().promise.await?;
             Ok(Response::Health(convert::read_health(response.get()?.get_health()?)?))
         }
         Request::ListKeys { role } => {
@@ -656,6 +794,50 @@ async fn attempt(conn: &Conn, request: &Request) -> Result<Response, Attempt> {
         Request::OcspResponderCertificate { issuer } => {
             let response = conn.ocsp_signer(issuer).await?.responder_certificate_request().send().promise.await?;
             Ok(Response::Der(convert::read_der_result(response.get()?.get_result()?, "responder certificate")?))
+        }
+        Request::IssuerProfile { issuer } => {
+            let response = conn.issuer(issuer).await?.profile_request().send().promise.await?;
+            Ok(Response::Text(convert::read_text_result(response.get()?.get_result()?, "profile")?))
+        }
+        Request::CrlSignerCaCertificate { issuer } => {
+            let response = conn.crl_signer(issuer).await?.ca_certificate_request().send().promise.await?;
+            Ok(Response::Der(convert::read_der_result(response.get()?.get_result()?, "CA certificate")?))
+        }
+        Request::CrlSignerProfile { issuer } => {
+            let response = conn.crl_signer(issuer).await?.profile_request().send().promise.await?;
+            Ok(Response::Text(convert::read_text_result(response.get()?.get_result()?, "profile")?))
+        }
+        Request::OcspdHealth => {
+            let response = conn.ocspd().health_request().send().promise.await?;
+            Ok(Response::OcspdHealth(oconv::read_health(response.get()?.get_health()?)?))
+        }
+        Request::RecordIssued { issuer, cert } => {
+            let mut req = conn.registry(issuer).await?.record_issued_request();
+            oconv::write_issued(req.get().init_cert(), cert);
+            let response = req.send().promise.await?;
+            Ok(Response::CertStatus(oconv::read_status_result(response.get()?.get_result()?)?))
+        }
+        Request::Revoke { issuer, revocation } => {
+            let mut req = conn.registry(issuer).await?.revoke_request();
+            oconv::write_revocation(req.get().init_revocation(), revocation);
+            let response = req.send().promise.await?;
+            Ok(Response::CertStatus(oconv::read_status_result(response.get()?.get_result()?)?))
+        }
+        Request::CertStatus { issuer, serial } => {
+            let mut req = conn.registry(issuer).await?.status_request();
+            req.get().set_serial(&serial[..]);
+            let response = req.send().promise.await?;
+            Ok(Response::CertStatus(oconv::read_status_result(response.get()?.get_result()?)?))
+        }
+        Request::Crl { issuer, which } => {
+            let mut req = conn.registry(issuer).await?.crl_request();
+            oconv::write_selector(req.get().init_which(), *which);
+            let response = req.send().promise.await?;
+            Ok(Response::Der(convert::read_der_result(response.get()?.get_result()?, "CRL")?))
+        }
+        Request::IssuerInfo { issuer } => {
+            let response = conn.registry(issuer).await?.info_request().send().promise.await?;
+            Ok(Response::IssuerInfo(oconv::read_info_result(response.get()?.get_result()?)?))
         }
     }
 }

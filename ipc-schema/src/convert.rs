@@ -125,6 +125,7 @@ fn kind_to_wire(k: ErrorKind) -> wire::ErrorKind {
         ErrorKind::Unavailable => W::Unavailable,
         ErrorKind::TooLarge => W::TooLarge,
         ErrorKind::Unsupported => W::Unsupported,
+        ErrorKind::NotFound => W::NotFound,
     }
 }
 
@@ -142,6 +143,7 @@ fn kind_from_wire(k: Result<wire::ErrorKind, capnp::NotInSchema>) -> ErrorKind {
         Ok(W::Unavailable) => ErrorKind::Unavailable,
         Ok(W::TooLarge) => ErrorKind::TooLarge,
         Ok(W::Unsupported) => ErrorKind::Unsupported,
+        Ok(W::NotFound) => ErrorKind::NotFound,
         // A kind added by a newer signd: still an error, just not one we know.
         Err(_) => ErrorKind::Internal,
     }
@@ -343,5 +345,205 @@ pub(crate) fn read_der_result(r: wire::der_result::Reader<'_>, what: &str) -> Re
     match r.which().map_err(|e| malformed(what, e))? {
         wire::der_result::Ok(d) => data(d, what),
         wire::der_result::Err(e) => Err(read_error(e)),
+    }
+}
+
+/// Writes a `TextResult` union.
+pub(crate) fn write_text_result(mut b: wire::text_result::Builder<'_>, outcome: Result<String, IpcError>) {
+    match outcome {
+        Ok(t) => b.set_ok(t.as_str()),
+        Err(e) => write_error(b.init_err(), &e),
+    }
+}
+
+/// Reads a `TextResult` union.
+pub(crate) fn read_text_result(r: wire::text_result::Reader<'_>, what: &str) -> Result<String, IpcError> {
+    match r.which().map_err(|e| malformed(what, e))? {
+        wire::text_result::Ok(t) => text(t, what),
+        wire::text_result::Err(e) => Err(read_error(e)),
+    }
+}
+
+// --- ocspd ------------------------------------------------------------------
+
+pub(crate) mod ocspd {
+    use super::{data, malformed, read_error, text, write_error};
+    use crate::ocspd_capnp as wire;
+    use crate::types::*;
+
+    fn reason_to_wire(r: Option<RevocationReason>) -> wire::RevocationReason {
+        use wire::RevocationReason as W;
+        match r {
+            None | Some(RevocationReason::Unspecified) => W::Unspecified,
+            Some(RevocationReason::KeyCompromise) => W::KeyCompromise,
+            Some(RevocationReason::CaCompromise) => W::CaCompromise,
+            Some(RevocationReason::AffiliationChanged) => W::AffiliationChanged,
+            Some(RevocationReason::Superseded) => W::Superseded,
+            Some(RevocationReason::CessationOfOperation) => W::CessationOfOperation,
+            Some(RevocationReason::CertificateHold) => W::CertificateHold,
+            Some(RevocationReason::RemoveFromCrl) => W::RemoveFromCrl,
+            Some(RevocationReason::PrivilegeWithdrawn) => W::PrivilegeWithdrawn,
+            Some(RevocationReason::AaCompromise) => W::AaCompromise,
+        }
+    }
+
+    fn reason_from_wire(r: Result<wire::RevocationReason, capnp::NotInSchema>) -> Result<RevocationReason, IpcError> {
+        use wire::RevocationReason as W;
+        Ok(match r {
+            Ok(W::Unspecified) => RevocationReason::Unspecified,
+            Ok(W::KeyCompromise) => RevocationReason::KeyCompromise,
+            Ok(W::CaCompromise) => RevocationReason::CaCompromise,
+            Ok(W::AffiliationChanged) => RevocationReason::AffiliationChanged,
+            Ok(W::Superseded) => RevocationReason::Superseded,
+            Ok(W::CessationOfOperation) => RevocationReason::CessationOfOperation,
+            Ok(W::CertificateHold) => RevocationReason::CertificateHold,
+            Ok(W::RemoveFromCrl) => RevocationReason::RemoveFromCrl,
+            Ok(W::PrivilegeWithdrawn) => RevocationReason::PrivilegeWithdrawn,
+            Ok(W::AaCompromise) => RevocationReason::AaCompromise,
+            Ok(W::Unused7) => return Err(IpcError::invalid("revocation reason 7 is not used (RFC 5280)")),
+            Err(e) => return Err(malformed("revocation reason", e)),
+        })
+    }
+
+    pub(crate) fn write_issued(mut b: wire::issued_cert::Builder<'_>, c: &IssuedCert) {
+        b.set_serial(&c.serial[..]);
+        b.set_not_after_unix_secs(c.not_after_unix_secs);
+        b.set_crl_shard(c.crl_shard);
+    }
+
+    pub(crate) fn read_issued(r: capnp::Result<wire::issued_cert::Reader<'_>>) -> Result<IssuedCert, IpcError> {
+        let r = r.map_err(|e| malformed("issued certificate", e))?;
+        Ok(IssuedCert {
+            serial: data(r.get_serial(), "serial")?,
+            not_after_unix_secs: r.get_not_after_unix_secs(),
+            crl_shard: r.get_crl_shard(),
+        })
+    }
+
+    pub(crate) fn write_revocation(mut b: wire::revocation::Builder<'_>, v: &Revocation) {
+        b.set_serial(&v.serial[..]);
+        b.set_reason(reason_to_wire(Some(v.reason)));
+        b.set_revoked_unix_secs(v.revoked_unix_secs);
+    }
+
+    pub(crate) fn read_revocation(r: capnp::Result<wire::revocation::Reader<'_>>) -> Result<Revocation, IpcError> {
+        let r = r.map_err(|e| malformed("revocation", e))?;
+        Ok(Revocation {
+            serial: data(r.get_serial(), "serial")?,
+            reason: reason_from_wire(r.get_reason())?,
+            revoked_unix_secs: r.get_revoked_unix_secs(),
+        })
+    }
+
+    pub(crate) fn write_status_result(
+        b: wire::cert_status_result::Builder<'_>,
+        outcome: Result<CertStatus, IpcError>,
+    ) {
+        let s = match outcome {
+            Ok(s) => s,
+            Err(e) => return write_error(b.init_err(), &e),
+        };
+        let mut o = b.init_ok();
+        o.set_serial(&s.serial[..]);
+        o.set_state(match s.state {
+            CertState::Good => wire::CertState::Good,
+            CertState::Revoked => wire::CertState::Revoked,
+            CertState::Unknown => wire::CertState::Unknown,
+        });
+        o.set_not_after_unix_secs(s.not_after_unix_secs);
+        o.set_crl_shard(s.crl_shard);
+        o.set_recorded_unix_secs(s.recorded_unix_secs);
+        o.set_revoked_unix_secs(s.revoked_unix_secs);
+        o.set_reason(reason_to_wire(s.reason));
+    }
+
+    pub(crate) fn read_status_result(r: wire::cert_status_result::Reader<'_>) -> Result<CertStatus, IpcError> {
+        let o = match r.which().map_err(|e| malformed("status result", e))? {
+            wire::cert_status_result::Ok(o) => o.map_err(|e| malformed("status", e))?,
+            wire::cert_status_result::Err(e) => return Err(read_error(e)),
+        };
+        let state = match o.get_state().map_err(|e| malformed("certificate state", e))? {
+            wire::CertState::Good => CertState::Good,
+            wire::CertState::Revoked => CertState::Revoked,
+            wire::CertState::Unknown => CertState::Unknown,
+        };
+        Ok(CertStatus {
+            serial: data(o.get_serial(), "serial")?,
+            state,
+            not_after_unix_secs: o.get_not_after_unix_secs(),
+            crl_shard: o.get_crl_shard(),
+            recorded_unix_secs: o.get_recorded_unix_secs(),
+            revoked_unix_secs: o.get_revoked_unix_secs(),
+            reason: if state == CertState::Revoked { Some(reason_from_wire(o.get_reason())?) } else { None },
+        })
+    }
+
+    pub(crate) fn write_selector(mut b: wire::crl_selector::Builder<'_>, s: CrlSelector) {
+        match s {
+            CrlSelector::Full => b.set_full(()),
+            CrlSelector::Shard(n) => b.set_shard(n),
+            CrlSelector::Delta => b.set_delta(()),
+        }
+    }
+
+    pub(crate) fn read_selector(r: capnp::Result<wire::crl_selector::Reader<'_>>) -> Result<CrlSelector, IpcError> {
+        let r = r.map_err(|e| malformed("CRL selector", e))?;
+        Ok(match r.which().map_err(|e| malformed("CRL selector", e))? {
+            wire::crl_selector::Full(()) => CrlSelector::Full,
+            wire::crl_selector::Shard(n) => CrlSelector::Shard(n),
+            wire::crl_selector::Delta(()) => CrlSelector::Delta,
+        })
+    }
+
+    pub(crate) fn write_info_result(
+        b: wire::issuer_info_result::Builder<'_>,
+        outcome: Result<IssuerInfo, IpcError>,
+    ) {
+        let i = match outcome {
+            Ok(i) => i,
+            Err(e) => return write_error(b.init_err(), &e),
+        };
+        let mut o = b.init_ok();
+        o.set_name(i.name.as_str());
+        o.set_ca_certificate(&i.ca_certificate[..]);
+        o.set_responder_certificate(&i.responder_certificate[..]);
+        o.set_crl_shards(i.crl_shards);
+        o.set_ocsp_url(i.ocsp_url.as_str());
+        o.set_crl_url(i.crl_url.as_str());
+    }
+
+    pub(crate) fn read_info_result(r: wire::issuer_info_result::Reader<'_>) -> Result<IssuerInfo, IpcError> {
+        let o = match r.which().map_err(|e| malformed("issuer info result", e))? {
+            wire::issuer_info_result::Ok(o) => o.map_err(|e| malformed("issuer info", e))?,
+            wire::issuer_info_result::Err(e) => return Err(read_error(e)),
+        };
+        Ok(IssuerInfo {
+            name: text(o.get_name(), "name")?,
+            ca_certificate: data(o.get_ca_certificate(), "CA certificate")?,
+            responder_certificate: data(o.get_responder_certificate(), "responder certificate")?,
+            crl_shards: o.get_crl_shards(),
+            ocsp_url: text(o.get_ocsp_url(), "OCSP URL")?,
+            crl_url: text(o.get_crl_url(), "CRL URL")?,
+        })
+    }
+
+    pub(crate) fn write_health(mut b: wire::ocspd_health::Builder<'_>, h: &OcspdHealth) {
+        b.set_ok(h.ok);
+        b.set_version(h.version.as_str());
+        super::set_text_list(b.reborrow().init_issuers(h.issuers.len() as u32), &h.issuers);
+        b.set_certificates(h.certificates);
+        b.set_revoked(h.revoked);
+        b.set_uptime_secs(h.uptime_secs);
+    }
+
+    pub(crate) fn read_health(r: wire::ocspd_health::Reader<'_>) -> Result<OcspdHealth, IpcError> {
+        Ok(OcspdHealth {
+            ok: r.get_ok(),
+            version: text(r.get_version(), "version")?,
+            issuers: super::text_list(r.get_issuers(), "issuers")?,
+            certificates: r.get_certificates(),
+            revoked: r.get_revoked(),
+            uptime_secs: r.get_uptime_secs(),
+        })
     }
 }

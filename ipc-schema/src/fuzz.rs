@@ -181,6 +181,9 @@ impl IssuerService for StandIn {
     fn ca_certificate(&self) -> LocalResult<Vec<u8>> {
         ready(Ok(vec![0x30, 0x00]))
     }
+    fn profile(&self) -> LocalResult<String> {
+        ready(Ok("name = \"stand-in\"".into()))
+    }
 }
 
 impl CrlSignerService for StandIn {
@@ -188,6 +191,9 @@ impl CrlSignerService for StandIn {
         ready(Ok(tbs))
     }
     fn ca_certificate(&self) -> LocalResult<Vec<u8>> {
+        ready(Err(IpcError::denied("stand-in")))
+    }
+    fn profile(&self) -> LocalResult<String> {
         ready(Err(IpcError::denied("stand-in")))
     }
 }

@@ -12,6 +12,12 @@ mod signd_capnp {
     pub use signd_capnp::*;
 }
 
+#[allow(dead_code, missing_docs, unused_qualifications, clippy::all, clippy::unwrap_used, clippy::expect_used)]
+mod ocspd_capnp {
+    capnp::generated_code!(pub mod ocspd_capnp);
+    pub use ocspd_capnp::*;
+}
+
 pub mod client;
 mod convert;
 #[doc(hidden)]
@@ -19,5 +25,5 @@ pub mod fuzz;
 pub mod server;
 pub mod types;
 
-pub use client::{block_on, SigndClient, DEFAULT_SOCKET};
+pub use client::{block_on, OcspdClient, SigndClient, DEFAULT_OCSPD_SOCKET, DEFAULT_SOCKET};
 pub use types::*;

@@ -54,6 +54,8 @@ pub trait IssuerService: 'static {
     fn sign_tbs_certificate(&self, tbs: Vec<u8>) -> LocalResult<Vec<u8>>;
     /// The CA's own certificate (DER).
     fn ca_certificate(&self) -> LocalResult<Vec<u8>>;
+    /// The end-entity profile, TOML.
+    fn profile(&self) -> LocalResult<String>;
 }
 
 /// CRL signing for one CA.
@@ -62,6 +64,8 @@ pub trait CrlSignerService: 'static {
     fn sign_tbs_cert_list(&self, tbs: Vec<u8>) -> LocalResult<Vec<u8>>;
     /// The CA's own certificate (DER).
     fn ca_certificate(&self) -> LocalResult<Vec<u8>>;
+    /// The end-entity profile, TOML.
+    fn profile(&self) -> LocalResult<String>;
 }
 
 /// OCSP response signing for one CA's responder.
@@ -166,6 +170,23 @@ pub async fn serve(
     opts: ServeOptions,
     shutdown: CancellationToken,
 ) {
+    serve_bootstrap(listener, opts, shutdown, move |peer, in_flight| {
+        let session = service.session(peer);
+        let bootstrap: wire::signd::Client =
+            capnp_rpc::new_client(SigndServer { session, opts, in_flight: in_flight.clone() });
+        bootstrap.client
+    })
+    .await
+}
+
+/// The accept loop shared by every daemon's interface: `bootstrap` makes the
+/// capability a new connection from `peer` starts with.
+pub(crate) async fn serve_bootstrap(
+    listener: UnixListener,
+    opts: ServeOptions,
+    shutdown: CancellationToken,
+    bootstrap: impl Fn(PeerCredentials, &InFlight) -> capnp::capability::Client,
+) {
     let in_flight = InFlight::default();
     loop {
         let accepted = tokio::select! {
@@ -189,7 +210,7 @@ pub async fn serve(
             }
         };
         let (read, write) = stream.into_split();
-        let connection = serve_connection(read, write, peer, service.as_ref(), opts, &in_flight);
+        let connection = rpc_system(read, write, opts, bootstrap(peer, &in_flight));
         tokio::task::spawn_local(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(uid = peer.uid, pid = peer.pid, error = %e, "connection ended with an error");
@@ -209,6 +230,20 @@ pub async fn serve(
     }
 }
 
+fn rpc_system<R, W>(read: R, write: W, opts: ServeOptions, bootstrap: capnp::capability::Client) -> RpcSystem<Side>
+where
+    R: tokio::io::AsyncRead + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Unpin + 'static,
+{
+    let network = VatNetwork::new(
+        futures::io::BufReader::new(read.compat()),
+        write.compat_write(),
+        Side::Server,
+        reader_options(opts.max_frame_bytes),
+    );
+    RpcSystem::new(Box::new(network), Some(bootstrap))
+}
+
 /// Serves one connection from `peer` over the two halves of any byte stream;
 /// resolves when the connection ends. Must run inside a `LocalSet`.
 pub fn serve_connection<R, W>(
@@ -224,14 +259,8 @@ where
     W: tokio::io::AsyncWrite + Unpin + 'static,
 {
     let session = service.session(peer);
-    let network = VatNetwork::new(
-        futures::io::BufReader::new(read.compat()),
-        write.compat_write(),
-        Side::Server,
-        reader_options(opts.max_frame_bytes),
-    );
     let bootstrap: wire::signd::Client = capnp_rpc::new_client(SigndServer { session, opts, in_flight: in_flight.clone() });
-    RpcSystem::new(Box::new(network), Some(bootstrap.client))
+    rpc_system(read, write, opts, bootstrap.client)
 }
 
 struct SigndServer {
@@ -613,6 +642,17 @@ impl wire::issuer::Server for IssuerServer {
         convert::write_der_result(results.get().init_result(), outcome);
         Ok(())
     }
+
+    async fn profile(
+        self: CapRc<Self>,
+        _: wire::issuer::ProfileParams,
+        mut results: wire::issuer::ProfileResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let outcome = self.inner.profile().await;
+        convert::write_text_result(results.get().init_result(), outcome);
+        Ok(())
+    }
 }
 
 struct CrlSignerServer {
@@ -649,6 +689,17 @@ impl wire::crl_signer::Server for CrlSignerServer {
         let _call = self.in_flight.enter();
         let outcome = self.inner.ca_certificate().await;
         convert::write_der_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+
+    async fn profile(
+        self: CapRc<Self>,
+        _: wire::crl_signer::ProfileParams,
+        mut results: wire::crl_signer::ProfileResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let outcome = self.inner.profile().await;
+        convert::write_text_result(results.get().init_result(), outcome);
         Ok(())
     }
 }
@@ -698,6 +749,200 @@ impl wire::ocsp_signer::Server for OcspSignerServer {
         let _call = self.in_flight.enter();
         let outcome = self.inner.ca_certificate().await;
         convert::write_der_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+}
+
+// --- ocspd --------------------------------------------------------------------
+
+use crate::convert::ocspd as oconv;
+use crate::ocspd_capnp as owire;
+
+/// ocspd's entry point: called once per accepted connection.
+pub trait OcspdService: 'static {
+    /// Creates the session for a new connection from `peer`.
+    fn session(&self, peer: PeerCredentials) -> Rc<dyn OcspdSession>;
+}
+
+/// One connection's view of ocspd, bound to the caller's peer credentials.
+pub trait OcspdSession: 'static {
+    /// ocspd's health.
+    fn health(&self) -> OcspdHealth;
+    /// The Registry of issuer `name` (empty: the first the caller may use), if
+    /// the caller is one of its registrars.
+    fn registry(&self, name: String) -> LocalResult<Rc<dyn RegistryService>>;
+}
+
+/// The certificates of one CA, as ocspd keeps them.
+pub trait RegistryService: 'static {
+    /// Records an issued certificate; resolves once it is durable.
+    fn record_issued(&self, cert: IssuedCert) -> LocalResult<CertStatus>;
+    /// Revokes a recorded certificate; resolves once it is durable.
+    fn revoke(&self, revocation: Revocation) -> LocalResult<CertStatus>;
+    /// The recorded status of `serial`.
+    fn status(&self, serial: Vec<u8>) -> LocalResult<CertStatus>;
+    /// The newest CRL of a kind, DER.
+    fn crl(&self, which: CrlSelector) -> LocalResult<Vec<u8>>;
+    /// The CA's certificates and URLs.
+    fn info(&self) -> LocalResult<IssuerInfo>;
+}
+
+/// Serves ocspd's interface on `listener` until `shutdown` is cancelled; see [`serve`].
+pub async fn serve_ocspd(
+    listener: UnixListener,
+    service: Rc<dyn OcspdService>,
+    opts: ServeOptions,
+    shutdown: CancellationToken,
+) {
+    serve_bootstrap(listener, opts, shutdown, move |peer, in_flight| {
+        let session = service.session(peer);
+        let bootstrap: owire::ocspd::Client =
+            capnp_rpc::new_client(OcspdServer { session, in_flight: in_flight.clone() });
+        bootstrap.client
+    })
+    .await
+}
+
+struct OcspdServer {
+    session: Rc<dyn OcspdSession>,
+    in_flight: InFlight,
+}
+
+impl owire::ocspd::Server for OcspdServer {
+    async fn health(
+        self: CapRc<Self>,
+        _: owire::ocspd::HealthParams,
+        mut results: owire::ocspd::HealthResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        oconv::write_health(results.get().init_health(), &self.session.health());
+        Ok(())
+    }
+
+    async fn registry(
+        self: CapRc<Self>,
+        params: owire::ocspd::RegistryParams,
+        mut results: owire::ocspd::RegistryResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let name = params.get().map_err(|e| malformed("registry request", e)).and_then(|p| convert::text(p.get_issuer(), "issuer"));
+        drop(params);
+        let outcome = match name {
+            Ok(name) => self.session.registry(name).await,
+            Err(e) => Err(e),
+        };
+        let mut r = results.get().init_result();
+        match outcome {
+            Ok(inner) => {
+                r.set_ok(capnp_rpc::new_client(RegistryServer { inner, in_flight: self.in_flight.clone() }))
+            }
+            Err(e) => convert::write_error(r.init_err(), &e),
+        }
+        Ok(())
+    }
+}
+
+struct RegistryServer {
+    inner: Rc<dyn RegistryService>,
+    in_flight: InFlight,
+}
+
+/// A serial number is an INTEGER's content octets: at most 20 (RFC 5280 4.1.2.2),
+/// a little slack for CAs that get it wrong.
+const MAX_SERIAL_BYTES: usize = 32;
+
+fn check_serial(serial: &[u8]) -> Result<(), IpcError> {
+    if serial.is_empty() || serial.len() > MAX_SERIAL_BYTES {
+        return Err(IpcError::invalid(format!("a serial number has 1 to {MAX_SERIAL_BYTES} bytes, not {}", serial.len())));
+    }
+    Ok(())
+}
+
+impl owire::registry::Server for RegistryServer {
+    async fn record_issued(
+        self: CapRc<Self>,
+        params: owire::registry::RecordIssuedParams,
+        mut results: owire::registry::RecordIssuedResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let cert = params
+            .get()
+            .map_err(|e| malformed("record request", e))
+            .and_then(|p| oconv::read_issued(p.get_cert()))
+            .and_then(|c| check_serial(&c.serial).map(|()| c));
+        drop(params);
+        let outcome = match cert {
+            Ok(c) => self.inner.record_issued(c).await,
+            Err(e) => Err(e),
+        };
+        oconv::write_status_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+
+    async fn revoke(
+        self: CapRc<Self>,
+        params: owire::registry::RevokeParams,
+        mut results: owire::registry::RevokeResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let rev = params
+            .get()
+            .map_err(|e| malformed("revoke request", e))
+            .and_then(|p| oconv::read_revocation(p.get_revocation()))
+            .and_then(|r| check_serial(&r.serial).map(|()| r));
+        drop(params);
+        let outcome = match rev {
+            Ok(r) => self.inner.revoke(r).await,
+            Err(e) => Err(e),
+        };
+        oconv::write_status_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+
+    async fn status(
+        self: CapRc<Self>,
+        params: owire::registry::StatusParams,
+        mut results: owire::registry::StatusResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let serial = params
+            .get()
+            .map_err(|e| malformed("status request", e))
+            .and_then(|p| convert::data(p.get_serial(), "serial"))
+            .and_then(|s| check_serial(&s).map(|()| s));
+        drop(params);
+        let outcome = match serial {
+            Ok(s) => self.inner.status(s).await,
+            Err(e) => Err(e),
+        };
+        oconv::write_status_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+
+    async fn crl(
+        self: CapRc<Self>,
+        params: owire::registry::CrlParams,
+        mut results: owire::registry::CrlResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let which = params.get().map_err(|e| malformed("CRL request", e)).and_then(|p| oconv::read_selector(p.get_which()));
+        drop(params);
+        let outcome = match which {
+            Ok(w) => self.inner.crl(w).await,
+            Err(e) => Err(e),
+        };
+        convert::write_der_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+
+    async fn info(
+        self: CapRc<Self>,
+        _: owire::registry::InfoParams,
+        mut results: owire::registry::InfoResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let outcome = self.inner.info().await;
+        oconv::write_info_result(results.get().init_result(), outcome);
         Ok(())
     }
 }

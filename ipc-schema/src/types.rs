@@ -256,6 +256,8 @@ pub enum ErrorKind {
     TooLarge,
     /// The backend or token cannot do this.
     Unsupported,
+    /// No such record (a certificate serial in ocspd, ...).
+    NotFound,
 }
 
 impl ErrorKind {
@@ -273,6 +275,7 @@ impl ErrorKind {
             Self::Unavailable => "unavailable",
             Self::TooLarge => "too-large",
             Self::Unsupported => "unsupported",
+            Self::NotFound => "not-found",
         }
     }
 }
@@ -468,4 +471,204 @@ mod tests {
         assert_eq!(err.kind, ErrorKind::WrongAlgorithm);
         assert!(KeyAlgorithm::MlDsa44.resolve(SignatureScheme::MlDsa65).is_err());
     }
+}
+
+// --- ocspd ------------------------------------------------------------------
+
+/// RFC 5280 CRLReason; the discriminants are the RFC's codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RevocationReason {
+    /// unspecified (0).
+    Unspecified = 0,
+    /// keyCompromise (1).
+    KeyCompromise = 1,
+    /// cACompromise (2).
+    CaCompromise = 2,
+    /// affiliationChanged (3).
+    AffiliationChanged = 3,
+    /// superseded (4).
+    Superseded = 4,
+    /// cessationOfOperation (5).
+    CessationOfOperation = 5,
+    /// certificateHold (6).
+    CertificateHold = 6,
+    /// removeFromCRL (8).
+    RemoveFromCrl = 8,
+    /// privilegeWithdrawn (9).
+    PrivilegeWithdrawn = 9,
+    /// aACompromise (10).
+    AaCompromise = 10,
+}
+
+impl RevocationReason {
+    /// Every reason, in code order.
+    pub const ALL: [RevocationReason; 10] = [
+        Self::Unspecified,
+        Self::KeyCompromise,
+        Self::CaCompromise,
+        Self::AffiliationChanged,
+        Self::Superseded,
+        Self::CessationOfOperation,
+        Self::CertificateHold,
+        Self::RemoveFromCrl,
+        Self::PrivilegeWithdrawn,
+        Self::AaCompromise,
+    ];
+
+    /// The name used on the command line and in JSON (RFC 5280's, in kebab case).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Unspecified => "unspecified",
+            Self::KeyCompromise => "key-compromise",
+            Self::CaCompromise => "ca-compromise",
+            Self::AffiliationChanged => "affiliation-changed",
+            Self::Superseded => "superseded",
+            Self::CessationOfOperation => "cessation-of-operation",
+            Self::CertificateHold => "certificate-hold",
+            Self::RemoveFromCrl => "remove-from-crl",
+            Self::PrivilegeWithdrawn => "privilege-withdrawn",
+            Self::AaCompromise => "aa-compromise",
+        }
+    }
+
+    /// The RFC 5280 code.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The reason with RFC 5280 code `code`, if there is one.
+    pub fn from_code(code: u8) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.code() == code)
+    }
+}
+
+impl fmt::Display for RevocationReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for RevocationReason {
+    type Err = IpcError;
+    fn from_str(s: &str) -> Result<Self, IpcError> {
+        let wanted = s.to_ascii_lowercase().replace('_', "-");
+        Self::ALL
+            .into_iter()
+            .find(|r| r.name() == wanted || r.name().replace('-', "") == wanted)
+            .ok_or_else(|| {
+                let names: Vec<_> = Self::ALL.iter().map(|r| r.name()).collect();
+                IpcError::new(
+                    ErrorKind::InvalidArgument,
+                    format!("unknown revocation reason `{s}` (one of {})", names.join(", ")),
+                )
+            })
+    }
+}
+
+/// What ocspd knows of a certificate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CertState {
+    /// Recorded and not revoked.
+    Good,
+    /// Revoked.
+    Revoked,
+    /// Never recorded.
+    Unknown,
+}
+
+impl CertState {
+    /// "good", "revoked" or "unknown".
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Good => "good",
+            Self::Revoked => "revoked",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// What an issuer records about a certificate it has issued.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IssuedCert {
+    /// The serial number's content octets.
+    pub serial: Vec<u8>,
+    /// notAfter, Unix seconds.
+    pub not_after_unix_secs: i64,
+    /// The CRL shard in the certificate's CRLDP (0 when unsharded).
+    pub crl_shard: u32,
+}
+
+/// A certificate's recorded status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CertStatus {
+    /// The serial number's content octets.
+    pub serial: Vec<u8>,
+    /// Good, revoked or unknown.
+    pub state: CertState,
+    /// notAfter, Unix seconds (0 when unknown).
+    pub not_after_unix_secs: i64,
+    /// The CRL shard.
+    pub crl_shard: u32,
+    /// When ocspd recorded the issuance, Unix seconds.
+    pub recorded_unix_secs: i64,
+    /// When revoked, Unix seconds (0 unless revoked).
+    pub revoked_unix_secs: i64,
+    /// Why, when revoked.
+    pub reason: Option<RevocationReason>,
+}
+
+/// A revocation request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Revocation {
+    /// The serial number's content octets.
+    pub serial: Vec<u8>,
+    /// Why.
+    pub reason: RevocationReason,
+    /// When, Unix seconds; 0 means now.
+    pub revoked_unix_secs: i64,
+}
+
+/// Which CRL to fetch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CrlSelector {
+    /// The full CRL.
+    Full,
+    /// One shard of a partitioned CRL.
+    Shard(u32),
+    /// The delta CRL against the newest full CRL.
+    Delta,
+}
+
+/// One CA as ocspd serves it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IssuerInfo {
+    /// The issuer's name (as in signd's and ocspd's config).
+    pub name: String,
+    /// The CA certificate, DER.
+    pub ca_certificate: Vec<u8>,
+    /// The OCSP responder certificate, DER.
+    pub responder_certificate: Vec<u8>,
+    /// Number of CRL shards (0: one CRL).
+    pub crl_shards: u32,
+    /// Where ocspd answers OCSP.
+    pub ocsp_url: String,
+    /// The full CRL's URL.
+    pub crl_url: String,
+}
+
+/// ocspd's health.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OcspdHealth {
+    /// Serving.
+    pub ok: bool,
+    /// ocspd's version.
+    pub version: String,
+    /// The issuers served.
+    pub issuers: Vec<String>,
+    /// Certificates recorded.
+    pub certificates: u64,
+    /// Of which revoked.
+    pub revoked: u64,
+    /// Seconds since start.
+    pub uptime_secs: u64,
 }

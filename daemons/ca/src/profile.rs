@@ -14,6 +14,7 @@
 //! ocsp_urls = ["http://ocsp.example/"]
 //! ca_issuers_url = "http://ca.example/issuer.der"
 //! crl_url = "http://crl.example/{shard}.crl"
+//! crl_shards = 4
 //! must_staple = false
 //! allowed_key_algorithms = ["ecdsa-p256", "ed25519", "rsa-2048", "ml-dsa-44"]
 //! ```
@@ -70,6 +71,11 @@ pub struct Profile {
     /// CRL distribution point URL; `{shard}` is replaced by the certificate's CRL shard.
     #[serde(default)]
     pub crl_url: Option<String>,
+    /// How many CRL shards certificates are spread over (numbered from 0); each
+    /// certificate's CRLDP names its shard through `{shard}` in `crl_url`. 0
+    /// (the default) when `crl_url` has no `{shard}`.
+    #[serde(default)]
+    pub crl_shards: u32,
     /// Whether to add the TLS feature extension with status_request (OCSP must-staple).
     #[serde(default)]
     pub must_staple: bool,
@@ -103,6 +109,10 @@ impl Profile {
         }
         if !(self.allow_dns_sans || self.allow_ip_sans || self.allow_email_sans) {
             return bad("no SAN kind is allowed");
+        }
+        let sharded = self.crl_url.as_deref().is_some_and(|u| u.contains(SHARD_PLACEHOLDER));
+        if sharded != (self.crl_shards > 0) {
+            return bad("crl_shards must be at least 1 exactly when crl_url contains {shard}");
         }
         let urls = self.ocsp_urls.iter().chain(&self.ca_issuers_url).chain(&self.crl_url);
         if urls.clone().any(|u| u.is_empty() || !u.is_ascii() || u.contains(char::is_whitespace)) {

@@ -102,6 +102,7 @@ allow_email_sans = true
 ocsp_urls = ["http://ocsp.example/"]
 ca_issuers_url = "http://ca.example/issuing.der"
 crl_url = "http://crl.example/{shard}.crl"
+crl_shards = 4
 must_staple = true
 allowed_key_algorithms = ["ecdsa-p256", "ecdsa-p384", "ed25519", "rsa-2048", "ml-dsa-44", "ml-dsa-65"]
 "#,

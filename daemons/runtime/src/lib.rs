@@ -4,6 +4,7 @@
 //!
 //! A daemon's `main.rs` wires these together; it never carries its own copy of any of them.
 #![forbid(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod activation;
 pub mod config;
@@ -11,6 +12,7 @@ pub mod http;
 pub mod logging;
 pub mod metrics;
 pub mod notify;
+pub mod principals;
 pub mod shutdown;
 
 /// Serialises tests that read or write process environment variables.

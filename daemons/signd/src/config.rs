@@ -153,15 +153,7 @@ fn default_operations() -> Vec<Operation> {
     vec![Operation::Sign, Operation::List, Operation::PublicKey]
 }
 
-/// A user or group, by name or numeric id.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-#[serde(untagged)]
-pub enum Principal {
-    /// A numeric uid or gid.
-    Id(u32),
-    /// A name looked up in the system's user or group database.
-    Name(String),
-}
+pub use signet_runtime::principals::Principal;
 
 /// What a signer may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]

@@ -115,24 +115,8 @@ pub fn valid_role_name(name: &str) -> bool {
     (1..=32).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
-fn lookup_user(name: &str) -> Option<u32> {
-    nix::unistd::User::from_name(name).ok().flatten().map(|u| u.uid.as_raw())
-}
-
-fn lookup_group(name: &str) -> Option<u32> {
-    nix::unistd::Group::from_name(name).ok().flatten().map(|g| g.gid.as_raw())
-}
-
-/// Supplementary groups of `uid`, from the system's group database.
-pub fn supplementary_groups(uid: u32) -> Vec<u32> {
-    let Ok(Some(user)) = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) else {
-        return Vec::new();
-    };
-    let Ok(name) = std::ffi::CString::new(user.name) else {
-        return Vec::new();
-    };
-    nix::unistd::getgrouplist(&name, user.gid).map(|g| g.into_iter().map(|g| g.as_raw()).collect()).unwrap_or_default()
-}
+pub use signet_runtime::principals::supplementary_groups;
+use signet_runtime::principals::{lookup_group, lookup_user};
 
 #[cfg(test)]
 mod tests {

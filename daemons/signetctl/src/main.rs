@@ -5,6 +5,7 @@
 //! 4 unknown key; 5 signd unavailable.
 #![forbid(unsafe_code)]
 
+mod ca;
 mod output;
 
 use std::io::{Read, Write};
@@ -16,7 +17,7 @@ use clap::{Args, Parser, Subcommand};
 use signet_ipc::{block_on, AuditQuery, ErrorKind, IpcError, KeyAlgorithm, KeySpec, SignatureScheme, SigndClient};
 
 const EXIT_CODES: &str = "Exit codes: 0 ok, 1 failure, 2 bad arguments or request, 3 permission denied, \
-4 unknown key, 5 signd unavailable.";
+4 unknown key or serial, 5 signd or ocspd unavailable.";
 
 /// Administer Signet: keys, signing, the audit log.
 #[derive(Parser)]
@@ -25,6 +26,12 @@ struct Cli {
     /// signd's socket.
     #[arg(long, global = true, env = "SIGNET_SIGND_SOCKET", default_value = signet_ipc::DEFAULT_SOCKET)]
     socket: PathBuf,
+    /// ocspd's registry socket (for cert and crl).
+    #[arg(long, global = true, env = "SIGNET_OCSPD_SOCKET", default_value = signet_ipc::DEFAULT_OCSPD_SOCKET)]
+    ocspd_socket: PathBuf,
+    /// The CA (issuer name in signd's and ocspd's config) for cert and crl.
+    #[arg(long, global = true, env = "SIGNET_ISSUER", default_value = "demo")]
+    issuer: String,
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
@@ -49,6 +56,15 @@ enum Command {
     /// Show who signd thinks you are and the roles you hold.
     #[command(after_help = EXIT_CODES)]
     Whoami,
+    /// Create a CA whose keys live in signd.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Ca(ca::CaCommand),
+    /// Issue, revoke and look up certificates.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Cert(ca::CertCommand),
+    /// Read the CRLs ocspd publishes.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Crl(ca::CrlCommand),
 }
 
 #[derive(Subcommand)]
@@ -147,7 +163,7 @@ impl From<IpcError> for Failure {
         let code = match e.kind {
             ErrorKind::InvalidArgument | ErrorKind::WrongAlgorithm | ErrorKind::TooLarge => 2,
             ErrorKind::PermissionDenied => 3,
-            ErrorKind::UnknownKey => 4,
+            ErrorKind::UnknownKey | ErrorKind::NotFound => 4,
             ErrorKind::Unavailable => 5,
             _ => 1,
         };
@@ -209,11 +225,20 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         }
         Command::Health => out.health(&block_on(client.health())?),
         Command::Whoami => out.whoami(&block_on(client.whoami())?),
+        Command::Ca(ca::CaCommand::Init(args)) => ca::init(&client, args, &out)?,
+        Command::Cert(cmd) => {
+            let ocspd = signet_ipc::OcspdClient::new(&cli.ocspd_socket).per_thread();
+            ca::cert(&client, &ocspd, &cli.issuer, cmd, &out)?;
+        }
+        Command::Crl(cmd) => {
+            let ocspd = signet_ipc::OcspdClient::new(&cli.ocspd_socket).per_thread();
+            ca::crl(&ocspd, &cli.issuer, cmd, &out)?;
+        }
     }
     Ok(())
 }
 
-fn read_input(path: &PathBuf) -> Result<Vec<u8>, Failure> {
+pub(crate) fn read_input(path: &PathBuf) -> Result<Vec<u8>, Failure> {
     if path.as_os_str() == "-" {
         let mut buf = Vec::new();
         std::io::stdin().read_to_end(&mut buf).map_err(|e| io_failure(path, e))?;

@@ -171,6 +171,14 @@ impl Cap {
         let outcome = self.check().map(|()| self.ca.certificate.clone());
         futures::future::ready(outcome).boxed_local()
     }
+
+    fn profile(&self) -> LocalResult<String> {
+        let outcome = self.check().and_then(|()| {
+            toml::to_string(&self.ca.profile)
+                .map_err(|e| IpcError::internal(format!("cannot encode the profile of `{}`: {e}", self.ca.name)))
+        });
+        futures::future::ready(outcome).boxed_local()
+    }
 }
 
 /// A validation failure as a typed refusal: undecodable input is
@@ -217,6 +225,10 @@ impl IssuerService for Cap {
     fn ca_certificate(&self) -> LocalResult<Vec<u8>> {
         Cap::ca_certificate(self)
     }
+
+    fn profile(&self) -> LocalResult<String> {
+        Cap::profile(self)
+    }
 }
 
 impl CrlSignerService for Cap {
@@ -237,6 +249,10 @@ impl CrlSignerService for Cap {
 
     fn ca_certificate(&self) -> LocalResult<Vec<u8>> {
         Cap::ca_certificate(self)
+    }
+
+    fn profile(&self) -> LocalResult<String> {
+        Cap::profile(self)
     }
 }
 

@@ -109,6 +109,8 @@ pub struct CaIssuer {
     pub certificate: Vec<u8>,
     /// What certificates may contain (includes the CA's name, key id and scheme).
     pub policy: IssuerPolicy,
+    /// The end-entity profile `policy` was made from.
+    pub profile: Profile,
     /// Roles that may obtain the Issuer.
     pub roles: Vec<String>,
     /// Roles that may obtain the CrlSigner.
@@ -217,6 +219,7 @@ fn load_one(name: &str, cfg: &IssuerConfig, keys: &KeyRing) -> Result<CaIssuer, 
         key_id: cfg.key.clone(),
         certificate,
         policy: IssuerPolicy::from_profile(&profile, issuer),
+        profile,
         roles: cfg.roles.clone(),
         crl_roles: cfg.crl_roles.clone(),
         raw_signing_roles: cfg.raw_signing_roles.clone(),
@@ -298,6 +301,7 @@ mod tests {
                 key_id: "ca".into(),
                 certificate: vec![],
                 policy: IssuerPolicy::from_profile(&profile, issuer),
+                profile,
                 roles: vec!["issuer".into()],
                 crl_roles: vec![],
                 raw_signing_roles: vec!["ceremony".into()],

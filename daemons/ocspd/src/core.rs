@@ -1,0 +1,512 @@
+//! What ocspd does, independent of how it is asked: record issuance and
+//! revocation, answer OCSP requests, keep responses and CRLs signed.
+//!
+//! Every signature comes from signd (the issuer's `OcspSigner` and
+//! `CrlSigner`); ocspd builds the DER with `signet-ca` and stores what signd
+//! returns. LMDB writes run on tokio's blocking pool.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use signet_ca::ocsp::OcspHash;
+use signet_ca::{
+    build_response_data, CertIdentity, CertStatusInfo, CrlReason, Issuer, OcspIssuer, OcspResponseParams, Profile,
+    Responder,
+};
+use signet_ipc::{
+    CertStatus, CrlSelector, ErrorKind, IpcError, IssuedCert, IssuerInfo, OcspdHealth, Revocation, RevocationReason,
+    SignatureScheme, SigndClient,
+};
+use signet_runtime::principals::ResolvedPrincipals;
+use signet_store::StoreError;
+use tokio::sync::Notify;
+
+use crate::config::IssuerSettings;
+use crate::db::{response_key, unknown_status, CertRecord, CrlKind, Db, Revoked, StoredCrl, StoredResponse};
+
+/// One CA ocspd serves, as loaded from signd at start.
+#[derive(Debug)]
+pub struct LoadedIssuer {
+    /// The issuer's name (signd's and ocspd's config).
+    pub name: String,
+    /// Its id in the store.
+    pub id: u32,
+    /// Its settings.
+    pub settings: IssuerSettings,
+    /// The CA certificate, DER.
+    pub ca_der: Vec<u8>,
+    /// The responder certificate, DER.
+    pub responder_der: Vec<u8>,
+    /// CertID hashes of the CA, for matching requests.
+    pub ocsp_issuer: OcspIssuer,
+    /// The responder's identity in responses.
+    pub responder: Responder,
+    /// The CA as CRL issuer.
+    pub ca: Issuer,
+    /// The end-entity profile (CRL URL and shards).
+    pub profile: Profile,
+    /// Who may record and revoke.
+    pub registrars: ResolvedPrincipals,
+    /// Where OCSP is answered.
+    pub ocsp_url: String,
+    /// Where the full CRL is served.
+    pub crl_url: String,
+    /// Woken when a revocation needs new CRLs.
+    pub crl_dirty: Notify,
+}
+
+impl LoadedIssuer {
+    /// The CRL shard URL (as in certificates' CRLDP) for `shard`.
+    pub fn shard_url(&self, shard: u32) -> Option<String> {
+        self.profile
+            .crl_url
+            .as_ref()
+            .filter(|_| self.profile.crl_shards > 0)
+            .map(|u| u.replace(signet_ca::profile::SHARD_PLACEHOLDER, &shard.to_string()))
+    }
+
+    /// What ocspd tells registrars about this CA.
+    pub fn info(&self) -> IssuerInfo {
+        IssuerInfo {
+            name: self.name.clone(),
+            ca_certificate: self.ca_der.clone(),
+            responder_certificate: self.responder_der.clone(),
+            crl_shards: self.profile.crl_shards,
+            ocsp_url: self.ocsp_url.clone(),
+            crl_url: self.crl_url.clone(),
+        }
+    }
+}
+
+/// How an OCSP request was answered, for the HTTP layer and metrics.
+#[derive(Debug)]
+pub enum OcspAnswer {
+    /// A signed response. `cached` carries its thisUpdate/nextUpdate when it may be
+    /// cached by HTTP caches (no nonce).
+    Signed {
+        /// The OCSPResponse, DER.
+        der: Vec<u8>,
+        /// (thisUpdate, nextUpdate, max-age) when cacheable.
+        cache: Option<(i64, i64, u64)>,
+        /// good, revoked or unknown; "cached" for a pre-signed response.
+        status: &'static str,
+        /// Whether it came pre-signed from the store.
+        presigned: bool,
+    },
+    /// An error status: malformedRequest, unauthorized, tryLater, internalError.
+    Error(signet_ca::OcspErrorStatus),
+}
+
+/// ocspd's shared state.
+pub struct Core {
+    /// The store.
+    pub db: Db,
+    /// signd.
+    pub signd: SigndClient,
+    /// The CAs served.
+    pub issuers: Vec<Arc<LoadedIssuer>>,
+    started: Instant,
+}
+
+/// Unix seconds now, whole.
+pub fn now_secs() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+fn to_time(secs: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64)
+}
+
+fn store_err(e: StoreError) -> IpcError {
+    IpcError::internal(format!("ocspd store: {e}"))
+}
+
+pub(crate) fn crl_reason(code: u8) -> Option<CrlReason> {
+    Some(match code {
+        0 => CrlReason::Unspecified,
+        1 => CrlReason::KeyCompromise,
+        2 => CrlReason::CaCompromise,
+        3 => CrlReason::AffiliationChanged,
+        4 => CrlReason::Superseded,
+        5 => CrlReason::CessationOfOperation,
+        6 => CrlReason::CertificateHold,
+        8 => CrlReason::RemoveFromCRL,
+        9 => CrlReason::PrivilegeWithdrawn,
+        10 => CrlReason::AaCompromise,
+        _ => return None,
+    })
+}
+
+fn status_info(rec: Option<&CertRecord>) -> CertStatusInfo {
+    match rec {
+        None => CertStatusInfo::Unknown,
+        Some(CertRecord { revoked: Some(r), .. }) => {
+            CertStatusInfo::Revoked { time: to_time(r.time), reason: crl_reason(r.reason) }
+        }
+        Some(_) => CertStatusInfo::Good,
+    }
+}
+
+fn status_name(s: &CertStatusInfo) -> &'static str {
+    match s {
+        CertStatusInfo::Good => "good",
+        CertStatusInfo::Revoked { .. } => "revoked",
+        CertStatusInfo::Unknown => "unknown",
+    }
+}
+
+/// Runs a blocking store operation off the async threads.
+async fn blocking<R: Send + 'static>(f: impl FnOnce() -> Result<R, StoreError> + Send + 'static) -> Result<R, IpcError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| IpcError::internal(format!("store task failed: {e}")))?
+        .map_err(store_err)
+}
+
+impl Core {
+    /// Assembles the core.
+    pub fn new(db: Db, signd: SigndClient, issuers: Vec<Arc<LoadedIssuer>>) -> Self {
+        Self { db, signd, issuers, started: Instant::now() }
+    }
+
+    /// The issuer named `name`, or the first `admitted` one for an empty name.
+    pub fn issuer_for(&self, name: &str, admitted: impl Fn(&LoadedIssuer) -> bool) -> Result<Arc<LoadedIssuer>, IpcError> {
+        let found = if name.is_empty() {
+            self.issuers.iter().find(|i| admitted(i))
+        } else {
+            self.issuers.iter().find(|i| i.name == name)
+        };
+        match found {
+            Some(i) if admitted(i) => Ok(i.clone()),
+            Some(i) => Err(IpcError::denied(format!("not a registrar of issuer `{}`", i.name))),
+            None if name.is_empty() => Err(IpcError::denied("not a registrar of any issuer ocspd serves")),
+            None => Err(IpcError::new(ErrorKind::NotFound, format!("ocspd serves no issuer `{name}`"))),
+        }
+    }
+
+    /// ocspd's health.
+    pub fn health(&self) -> OcspdHealth {
+        let (certificates, revoked) = self.db.counts().unwrap_or((0, 0));
+        OcspdHealth {
+            ok: true,
+            version: env!("CARGO_PKG_VERSION").into(),
+            issuers: self.issuers.iter().map(|i| i.name.clone()).collect(),
+            certificates,
+            revoked,
+            uptime_secs: self.started.elapsed().as_secs(),
+        }
+    }
+
+    /// Signs a response about `cert_id` through signd.
+    async fn sign(
+        &self,
+        iss: &LoadedIssuer,
+        cert_id: &CertIdentity,
+        status: CertStatusInfo,
+        nonce: Option<&[u8]>,
+    ) -> Result<StoredResponse, IpcError> {
+        let now = now_secs();
+        let next = now + iss.settings.response_validity_seconds as i64;
+        let params = OcspResponseParams {
+            cert_id,
+            status,
+            produced_at: to_time(now),
+            this_update: to_time(now),
+            next_update: Some(to_time(next)),
+            nonce,
+        };
+        let data = build_response_data(&iss.responder, &params)
+            .map_err(|e| IpcError::internal(format!("cannot build an OCSP response: {e}")))?;
+        let der = self.signd.sign_ocsp_response(&iss.name, data).await?;
+        Ok(StoredResponse { der, this_update: now, next_update: next })
+    }
+
+    fn cert_id(iss: &LoadedIssuer, hash: OcspHash, serial: &[u8]) -> Result<CertIdentity, IpcError> {
+        CertIdentity::new(hash, &iss.ca_der, serial).map_err(|e| IpcError::invalid(format!("serial: {e}")))
+    }
+
+    /// Signs the current status of `serial` for each hash; failures are logged
+    /// and left out (the response is then signed on demand later).
+    async fn sign_all(&self, iss: &LoadedIssuer, serial: &[u8], rec: &CertRecord, hashes: &[OcspHash]) -> Vec<(Vec<u8>, Option<StoredResponse>)> {
+        let mut out = Vec::new();
+        for &h in hashes {
+            let key = response_key(iss.id, h, serial);
+            let signed = match Self::cert_id(iss, h, serial) {
+                Ok(id) => self.sign(iss, &id, status_info(Some(rec)), None).await,
+                Err(e) => Err(e),
+            };
+            match signed {
+                Ok(r) => out.push((key, Some(r))),
+                Err(e) => {
+                    tracing::warn!(issuer = %iss.name, serial = %hex::encode(serial), error = %e, "cannot pre-sign an OCSP response; it will be signed on demand");
+                    out.push((key, None));
+                }
+            }
+        }
+        out
+    }
+
+    /// Records an issued certificate; returns once committed.
+    pub async fn record_issued(&self, iss: Arc<LoadedIssuer>, cert: IssuedCert) -> Result<CertStatus, IpcError> {
+        if iss.profile.crl_shards > 0 && cert.crl_shard >= iss.profile.crl_shards {
+            return Err(IpcError::invalid(format!(
+                "CRL shard {} is out of range: issuer `{}` has {} shards",
+                cert.crl_shard, iss.name, iss.profile.crl_shards
+            )));
+        }
+        if iss.profile.crl_shards == 0 && cert.crl_shard != 0 {
+            return Err(IpcError::invalid(format!("issuer `{}` has no CRL shards; crlShard must be 0", iss.name)));
+        }
+        // Validates the serial's encoding before anything is stored.
+        Self::cert_id(&iss, OcspHash::Sha1, &cert.serial)?;
+        let (db, id, serial) = (self.db.clone(), iss.id, cert.serial.clone());
+        let existing = blocking(move || db.store.read(|t| db.cert(t, id, &serial))).await?;
+        if let Some(rec) = existing {
+            return if rec.not_after == cert.not_after_unix_secs && rec.shard == cert.crl_shard {
+                Ok(rec.status(&cert.serial))
+            } else {
+                Err(IpcError::new(
+                    ErrorKind::AlreadyExists,
+                    format!("serial {} is already recorded with other data", hex::encode(&cert.serial)),
+                ))
+            };
+        }
+        let rec = CertRecord { not_after: cert.not_after_unix_secs, shard: cert.crl_shard, recorded: now_secs(), revoked: None };
+        let signed = self.sign_all(&iss, &cert.serial, &rec, &[OcspHash::Sha1]).await;
+        let (db, serial, rec2) = (self.db.clone(), cert.serial.clone(), rec.clone());
+        let stored = blocking(move || {
+            db.store.write(|t| {
+                if let Some(now) = db.cert_w(t, id, &serial)? {
+                    // Recorded concurrently: keep what is there.
+                    return Ok(now);
+                }
+                db.put_cert(t, id, &serial, &rec2)?;
+                for (key, r) in &signed {
+                    if let Some(r) = r {
+                        db.put_response(t, key, r)?;
+                    }
+                }
+                Ok(rec2)
+            })
+        })
+        .await?;
+        Ok(stored.status(&cert.serial))
+    }
+
+    /// Revokes a recorded certificate; returns once committed and the
+    /// responses are re-signed (or dropped, if signd could not sign).
+    pub async fn revoke(&self, iss: Arc<LoadedIssuer>, rev: Revocation) -> Result<CertStatus, IpcError> {
+        if rev.reason == RevocationReason::RemoveFromCrl {
+            return Err(IpcError::invalid("removeFromCRL is only for delta CRLs of certificates on hold; not supported"));
+        }
+        let (db, id, serial) = (self.db.clone(), iss.id, rev.serial.clone());
+        let existing = blocking(move || db.store.read(|t| db.cert(t, id, &serial))).await?;
+        let Some(mut rec) = existing else {
+            return Err(IpcError::new(
+                ErrorKind::NotFound,
+                format!("serial {} was never recorded for issuer `{}`", hex::encode(&rev.serial), iss.name),
+            ));
+        };
+        let now = now_secs();
+        let time = if rev.revoked_unix_secs == 0 { now } else { rev.revoked_unix_secs };
+        if time > now + 60 {
+            return Err(IpcError::invalid("revocation time is in the future"));
+        }
+        let reason = rev.reason.code();
+        match rec.revoked {
+            None => rec.revoked = Some(Revoked { time, reason, seq: 0 }),
+            // RFC 5280 5.3.1: the reason may become keyCompromise; the time stays.
+            Some(r) if r.reason != reason && rev.reason == RevocationReason::KeyCompromise => {
+                rec.revoked = Some(Revoked { reason, ..r });
+            }
+            Some(_) => return Ok(rec.status(&rev.serial)),
+        }
+        let (db, serial) = (self.db.clone(), rev.serial.clone());
+        let mut hashes = blocking(move || db.store.write(|t| db.cached_hashes(t, id, &serial))).await?;
+        if !hashes.contains(&OcspHash::Sha1) {
+            hashes.push(OcspHash::Sha1);
+        }
+        let signed = self.sign_all(&iss, &rev.serial, &rec, &hashes).await;
+        let (db, serial) = (self.db.clone(), rev.serial.clone());
+        let stored = blocking(move || {
+            db.store.write(|t| {
+                let mut state = db.state_w(t, id)?;
+                state.revocation_seq += 1;
+                if let Some(r) = rec.revoked.as_mut() {
+                    r.seq = state.revocation_seq;
+                }
+                db.put_state(t, id, &state)?;
+                db.put_cert(t, id, &serial, &rec)?;
+                for (key, r) in &signed {
+                    match r {
+                        Some(r) => db.put_response(t, key, r)?,
+                        // Never leave a "good" response behind a revocation.
+                        None => {
+                            db.delete_response(t, key)?;
+                        }
+                    }
+                }
+                Ok(rec)
+            })
+        })
+        .await?;
+        iss.crl_dirty.notify_one();
+        tracing::info!(issuer = %iss.name, serial = %hex::encode(&rev.serial), reason = %rev.reason, "revoked");
+        Ok(stored.status(&rev.serial))
+    }
+
+    /// The recorded status of `serial`.
+    pub async fn status(&self, iss: &LoadedIssuer, serial: Vec<u8>) -> Result<CertStatus, IpcError> {
+        let (db, id, s) = (self.db.clone(), iss.id, serial.clone());
+        let rec = blocking(move || db.store.read(|t| db.cert(t, id, &s))).await?;
+        Ok(rec.map_or_else(|| unknown_status(&serial), |r| r.status(&serial)))
+    }
+
+    /// The newest CRL of a kind.
+    pub async fn crl(&self, iss: &LoadedIssuer, which: CrlSelector) -> Result<Vec<u8>, IpcError> {
+        let kind = match which {
+            CrlSelector::Full => CrlKind::Full,
+            CrlSelector::Delta => CrlKind::Delta,
+            CrlSelector::Shard(n) if n < iss.profile.crl_shards => CrlKind::Shard(n),
+            CrlSelector::Shard(n) => {
+                return Err(IpcError::new(
+                    ErrorKind::NotFound,
+                    format!("issuer `{}` has {} CRL shards; there is no shard {n}", iss.name, iss.profile.crl_shards),
+                ))
+            }
+        };
+        let (db, id) = (self.db.clone(), iss.id);
+        match blocking(move || db.crl(id, kind)).await? {
+            Some(c) => Ok(c.der),
+            None => Err(IpcError::new(ErrorKind::Unavailable, "no CRL has been signed yet (is signd reachable?)")),
+        }
+    }
+
+    /// A stored CRL, for HTTP.
+    pub fn stored_crl(&self, iss: &LoadedIssuer, kind: CrlKind) -> Result<Option<StoredCrl>, StoreError> {
+        self.db.crl(iss.id, kind)
+    }
+
+    /// Answers an OCSP request (DER).
+    pub async fn answer(&self, request: &[u8]) -> OcspAnswer {
+        use signet_ca::OcspErrorStatus as E;
+        let req = match signet_ca::parse_ocsp_request(request) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(error = %e, "malformed OCSP request");
+                return OcspAnswer::Error(E::MalformedRequest);
+            }
+        };
+        let Some(iss) = self.issuers.iter().find(|i| i.ocsp_issuer.matches(&req.cert_id)) else {
+            return OcspAnswer::Error(E::Unauthorized);
+        };
+        let with_nonce = req.nonce.is_some() && iss.settings.nonce == crate::config::NoncePolicy::Echo;
+        let id = &req.cert_id;
+        let key = response_key(iss.id, id.hash, &id.serial);
+        let now = now_secs();
+        let lookup = self.db.store.read(|t| {
+            let cached = if with_nonce { None } else { self.db.response(t, &key)? };
+            let rec = match &cached {
+                Some(_) => None,
+                None => self.db.cert(t, iss.id, &id.serial)?,
+            };
+            Ok((cached, rec))
+        });
+        let (cached, rec) = match lookup {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::error!(error = %e, "OCSP lookup failed");
+                return OcspAnswer::Error(E::InternalError);
+            }
+        };
+        if let Some(r) = cached.filter(|r| r.next_update > now) {
+            return OcspAnswer::Signed {
+                cache: Some((r.this_update, r.next_update, self.max_age(iss, r.next_update, now))),
+                der: r.der,
+                // Reading the status back would mean decoding the response.
+                status: "cached",
+                presigned: true,
+            };
+        }
+        let status = status_info(rec.as_ref());
+        let nonce = if with_nonce { req.nonce.as_deref() } else { None };
+        let signed = match self.sign(iss, id, status, nonce).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(issuer = %iss.name, error = %e, "cannot sign an OCSP response");
+                return OcspAnswer::Error(if e.kind == ErrorKind::Unavailable { E::TryLater } else { E::InternalError });
+            }
+        };
+        // Keep a fresh response for a known certificate, so the next request
+        // is served from the store (not for nonces or unknown serials).
+        if !with_nonce && rec.is_some() {
+            let (db, r) = (self.db.clone(), signed.clone());
+            let serial = id.serial.clone();
+            let issuer_id = iss.id;
+            let kept = blocking(move || {
+                db.store.write(|t| {
+                    // Only if the status did not change meanwhile.
+                    if db.cert_w(t, issuer_id, &serial)?.as_ref() == rec.as_ref() {
+                        db.put_response(t, &key, &r)?;
+                    }
+                    Ok(())
+                })
+            })
+            .await;
+            if let Err(e) = kept {
+                tracing::warn!(error = %e, "cannot store a fresh OCSP response");
+            }
+        }
+        OcspAnswer::Signed {
+            cache: (!with_nonce).then(|| (signed.this_update, signed.next_update, self.max_age(iss, signed.next_update, now))),
+            der: signed.der,
+            status: status_name(&status),
+            presigned: false,
+        }
+    }
+
+    fn max_age(&self, iss: &LoadedIssuer, next_update: i64, now: i64) -> u64 {
+        iss.settings.cache_max_age_seconds.min((next_update - now).max(0) as u64)
+    }
+
+    /// Re-signs `issuer`'s cached responses whose nextUpdate is within the
+    /// refresh window. Returns how many were re-signed.
+    pub async fn refresh(&self, iss: &LoadedIssuer) -> Result<usize, IpcError> {
+        const PAGE: usize = 1024;
+        let horizon = now_secs() + iss.settings.refresh_before() as i64;
+        let mut after: Option<Vec<u8>> = None;
+        let mut done = 0;
+        loop {
+            let (db, id, a) = (self.db.clone(), iss.id, after.clone());
+            let page = blocking(move || db.responses_page(id, a.as_ref(), PAGE)).await?;
+            let full = page.len() == PAGE;
+            after = page.last().map(|e| e.key.clone());
+            for crate::db::CachedEntry { key, hash, serial, next_update } in page {
+                if next_update > horizon {
+                    continue;
+                }
+                let (db, id, s) = (self.db.clone(), iss.id, serial.clone());
+                let Some(rec) = blocking(move || db.store.read(|t| db.cert(t, id, &s))).await? else { continue };
+                let cert_id = Self::cert_id(iss, hash, &serial)?;
+                let signed = self.sign(iss, &cert_id, status_info(Some(&rec)), None).await?;
+                let db = self.db.clone();
+                blocking(move || {
+                    db.store.write(|t| {
+                        if db.cert_w(t, id, &serial)?.as_ref() == Some(&rec) {
+                            db.put_response(t, &key, &signed)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .await?;
+                done += 1;
+            }
+            if !full {
+                return Ok(done);
+            }
+        }
+    }
+}
+
+/// The scheme used for CRLs: the CA key's default.
+pub const CRL_SCHEME: SignatureScheme = SignatureScheme::Default;

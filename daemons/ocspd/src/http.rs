@@ -1,0 +1,304 @@
+//! The HTTP face of ocspd: OCSP over GET and POST (RFC 6960 appendix A,
+//! RFC 5019) and CRLs, with the caching headers relying parties and CDNs use.
+//!
+//! | path | answers |
+//! |---|---|
+//! | `POST /` or `POST /ocsp` | OCSP, body `application/ocsp-request` |
+//! | `GET /{base64}` or `GET /ocsp/{base64}` | OCSP, the URL-encoded base64 DER request |
+//! | `GET /crl/{issuer}.crl` | the full CRL |
+//! | `GET /crl/{issuer}/{n}.crl` | shard `n` |
+//! | `GET /crl/{issuer}/delta.crl` | the delta CRL |
+//!
+//! Anything that is not an OCSP request gets an OCSPResponse with status
+//! `malformedRequest` (HTTP 200, as RFC 6960 wants); a CRL path that does not
+//! exist gets 404.
+
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use base64::Engine;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderMap, HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE, ETAG, EXPIRES, IF_NONE_MATCH, LAST_MODIFIED};
+use hyper::{Method, Request, Response, StatusCode};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use signet_ca::OcspErrorStatus;
+use signet_runtime::http::{text_response, Handler};
+use signet_runtime::metrics::Metrics;
+use sha2::{Digest, Sha256};
+
+use crate::core::{now_secs, Core, OcspAnswer};
+use crate::db::CrlKind;
+
+/// The largest OCSP request accepted (one CertID plus a nonce is ~100 bytes;
+/// signed requests with certificates are bigger).
+const MAX_REQUEST_BYTES: usize = 16 * 1024;
+
+const OCSP_REQUEST: &str = "application/ocsp-request";
+const OCSP_RESPONSE: &str = "application/ocsp-response";
+const PKIX_CRL: &str = "application/pkix-crl";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OcspLabels {
+    /// good, revoked, unknown, cached, or the error status.
+    outcome: &'static str,
+}
+
+/// ocspd's HTTP handler.
+#[derive(Clone)]
+pub struct OcspHttp(Arc<Inner>);
+
+struct Inner {
+    core: Arc<Core>,
+    answers: Family<OcspLabels, Counter>,
+}
+
+impl OcspHttp {
+    /// A handler over `core`, registering its metrics in `metrics`.
+    pub fn new(core: Arc<Core>, metrics: &Metrics) -> Self {
+        let answers = Family::<OcspLabels, Counter>::default();
+        metrics.register("ocsp_responses", "OCSP responses sent, by outcome", answers.clone());
+        Self(Arc::new(Inner { core, answers }))
+    }
+}
+
+impl Handler for OcspHttp {
+    fn handle(&self, req: Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> {
+        let inner = self.0.clone();
+        async move { inner.route(req).await }.boxed()
+    }
+}
+
+impl Inner {
+    async fn route(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        let path = req.uri().path().to_owned();
+        if let Some(rest) = path.strip_prefix("/crl/") {
+            return match *req.method() {
+                Method::GET | Method::HEAD => self.crl(rest, req.headers()),
+                _ => method_not_allowed("GET, HEAD"),
+            };
+        }
+        let if_none_match = req.headers().get(IF_NONE_MATCH).cloned();
+        let der = match *req.method() {
+            Method::POST => match read_body(req).await {
+                Ok(b) => b,
+                Err(resp) => return resp,
+            },
+            Method::GET | Method::HEAD => {
+                let encoded = path.strip_prefix("/ocsp").unwrap_or(&path);
+                match decode_get(encoded.trim_start_matches('/')) {
+                    Some(der) => der,
+                    None => return self.ocsp_error(OcspErrorStatus::MalformedRequest),
+                }
+            }
+            _ => return method_not_allowed("GET, HEAD, POST"),
+        };
+        self.ocsp(&der, if_none_match.as_ref()).await
+    }
+
+    async fn ocsp(&self, der: &[u8], if_none_match: Option<&HeaderValue>) -> Response<Full<Bytes>> {
+        match self.core.answer(der).await {
+            OcspAnswer::Error(status) => self.ocsp_error(status),
+            OcspAnswer::Signed { der, cache, status, .. } => {
+                self.answers.get_or_create(&OcspLabels { outcome: status }).inc();
+                let tag = etag(&der);
+                if cache.is_some() && matches_etag(if_none_match, &tag) {
+                    return not_modified(&tag, cache);
+                }
+                let mut resp = der_response(der, OCSP_RESPONSE);
+                match cache {
+                    Some(c) => caching_headers(resp.headers_mut(), &tag, c),
+                    // A nonce makes the response single-use.
+                    None => {
+                        resp.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                    }
+                }
+                resp
+            }
+        }
+    }
+
+    fn ocsp_error(&self, status: OcspErrorStatus) -> Response<Full<Bytes>> {
+        let outcome = match status {
+            OcspErrorStatus::MalformedRequest => "malformedRequest",
+            OcspErrorStatus::InternalError => "internalError",
+            OcspErrorStatus::TryLater => "tryLater",
+            OcspErrorStatus::Unauthorized => "unauthorized",
+        };
+        self.answers.get_or_create(&OcspLabels { outcome }).inc();
+        match signet_ca::ocsp_error_response(status) {
+            Ok(der) => {
+                let mut resp = der_response(der, OCSP_RESPONSE);
+                resp.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                resp
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot encode an OCSP error response");
+                text_response(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
+            }
+        }
+    }
+
+    fn crl(&self, rest: &str, headers: &HeaderMap) -> Response<Full<Bytes>> {
+        let not_found = || text_response(StatusCode::NOT_FOUND, "no such CRL\n");
+        let (name, kind) = match rest.split_once('/') {
+            None => match rest.strip_suffix(".crl") {
+                Some(name) => (name, CrlKind::Full),
+                None => return not_found(),
+            },
+            Some((name, file)) => match file.strip_suffix(".crl") {
+                Some("delta") => (name, CrlKind::Delta),
+                Some(n) => match shard_number(n) {
+                    Some(n) => (name, CrlKind::Shard(n)),
+                    None => return not_found(),
+                },
+                None => return not_found(),
+            },
+        };
+        let Some(iss) = self.core.issuers.iter().find(|i| i.name == name) else { return not_found() };
+        if let CrlKind::Shard(n) = kind {
+            if n >= iss.profile.crl_shards {
+                return not_found();
+            }
+        }
+        let crl = match self.core.stored_crl(iss, kind) {
+            Ok(Some(c)) => c,
+            Ok(None) => return text_response(StatusCode::SERVICE_UNAVAILABLE, "no CRL signed yet\n"),
+            Err(e) => {
+                tracing::error!(error = %e, "CRL lookup failed");
+                return text_response(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n");
+            }
+        };
+        let tag = etag(&crl.der);
+        let cache = Some((crl.this_update, crl.next_update, (crl.next_update - now_secs()).max(0) as u64));
+        if matches_etag(headers.get(IF_NONE_MATCH), &tag) {
+            return not_modified(&tag, cache);
+        }
+        let mut resp = der_response(crl.der, PKIX_CRL);
+        if let Some(c) = cache {
+            caching_headers(resp.headers_mut(), &tag, c);
+        }
+        resp
+    }
+}
+
+/// A shard number as written in a path: digits only, no leading zero.
+fn shard_number(s: &str) -> Option<u32> {
+    let canonical = !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
+    canonical.then(|| s.parse().ok()).flatten()
+}
+
+fn matches_etag(if_none_match: Option<&HeaderValue>, tag: &str) -> bool {
+    if_none_match
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"))
+}
+
+fn not_modified(tag: &str, cache: Option<(i64, i64, u64)>) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::new()));
+    *resp.status_mut() = StatusCode::NOT_MODIFIED;
+    if let Some(c) = cache {
+        caching_headers(resp.headers_mut(), tag, c);
+    }
+    resp
+}
+
+/// Decodes the GET form: URL-decoded, then standard base64 (padding optional).
+/// `+` stays `+` (this is a path, not a form) and `/` may arrive unescaped.
+pub fn decode_get(encoded: &str) -> Option<Vec<u8>> {
+    if encoded.is_empty() || encoded.len() > MAX_REQUEST_BYTES * 2 {
+        return None;
+    }
+    let decoded: Vec<u8> = percent_encoding::percent_decode_str(encoded).collect();
+    let engine = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        base64::engine::GeneralPurposeConfig::new().with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+    );
+    engine.decode(decoded).ok()
+}
+
+async fn read_body(req: Request<Incoming>) -> Result<Vec<u8>, Response<Full<Bytes>>> {
+    let content_type = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    // RFC 6960 A.1 names the type; be lenient about parameters and a missing header.
+    if !content_type.is_empty() && !content_type.starts_with(OCSP_REQUEST) {
+        return Err(text_response(StatusCode::UNSUPPORTED_MEDIA_TYPE, "expected application/ocsp-request\n"));
+    }
+    match Limited::new(req.into_body(), MAX_REQUEST_BYTES).collect().await {
+        Ok(b) => Ok(b.to_bytes().to_vec()),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+            Err(text_response(StatusCode::PAYLOAD_TOO_LARGE, "OCSP request too large\n"))
+        }
+        Err(_) => Err(text_response(StatusCode::BAD_REQUEST, "cannot read the request body\n")),
+    }
+}
+
+fn der_response(der: Vec<u8>, content_type: &'static str) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from(der)));
+    resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+fn etag(der: &[u8]) -> String {
+    let digest = Sha256::digest(der);
+    format!("\"{}\"", hex::encode(&digest[..16]))
+}
+
+fn http_date(secs: i64) -> HeaderValue {
+    let t = UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64);
+    // An HTTP-date is plain ASCII.
+    HeaderValue::from_str(&httpdate::fmt_http_date(t)).unwrap_or_else(|_| HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"))
+}
+
+/// RFC 5019 6.2: Last-Modified = thisUpdate, Expires = nextUpdate, max-age
+/// no later than nextUpdate, and an ETag. `cache` is (thisUpdate, nextUpdate, max-age).
+fn caching_headers(h: &mut HeaderMap, tag: &str, (this_update, next_update, max_age): (i64, i64, u64)) {
+    let cc = format!("max-age={max_age}, public, no-transform, must-revalidate");
+    if let Ok(v) = HeaderValue::from_str(&cc) {
+        h.insert(CACHE_CONTROL, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(tag) {
+        h.insert(ETAG, v);
+    }
+    h.insert(LAST_MODIFIED, http_date(this_update));
+    h.insert(EXPIRES, http_date(next_update));
+}
+
+fn method_not_allowed(allow: &'static str) -> Response<Full<Bytes>> {
+    let mut resp = text_response(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+    resp.headers_mut().insert(ALLOW, HeaderValue::from_static(allow));
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn get_decoding_keeps_plus_and_slash() {
+        // 0xfb 0xff 0xbf encodes as "+/+/": both survive, escaped or not.
+        assert_eq!(decode_get("+/+/").unwrap(), [0xfb, 0xff, 0xbf]);
+        assert_eq!(decode_get("%2B%2F%2B%2F").unwrap(), [0xfb, 0xff, 0xbf]);
+        assert_eq!(decode_get("%2b%2f%2b%2f").unwrap(), [0xfb, 0xff, 0xbf]);
+        // Padding escaped, present or absent.
+        assert_eq!(decode_get("AA%3D%3D").unwrap(), [0]);
+        assert_eq!(decode_get("AA==").unwrap(), [0]);
+        assert_eq!(decode_get("AA").unwrap(), [0]);
+        assert!(decode_get("").is_none());
+        assert!(decode_get("not base64!").is_none());
+    }
+
+    #[test]
+    fn shard_numbers_are_canonical() {
+        assert_eq!(shard_number("0"), Some(0));
+        assert_eq!(shard_number("17"), Some(17));
+        for bad in ["", "007", "+7", "-1", "1x", "99999999999"] {
+            assert_eq!(shard_number(bad), None, "{bad}");
+        }
+    }
+}

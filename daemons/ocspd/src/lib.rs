@@ -1,0 +1,232 @@
+//! ocspd: Signet's OCSP responder (RFC 6960, RFC 5019 profile) and CRL publisher.
+//!
+//! ocspd owns the status of every certificate its issuers issue. Issuers
+//! (acmed, signetctl) record issuance and revocation over the registry
+//! interface (`ipc-schema/schema/ocspd.capnp`), authorised by peer
+//! credentials; each change is committed to LMDB before it is acknowledged.
+//! Responses are signed ahead of time through signd's `OcspSigner` and
+//! served from LMDB; CRLs (full, sharded, delta) through its `CrlSigner`.
+//!
+//! Threads: a multi-threaded tokio runtime serves HTTP and runs the
+//! background work (CRL publishing, re-signing responses); one thread serves
+//! the registry on a `LocalSet` (capnp-rpc is `!Send`).
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod core;
+pub mod crl;
+pub mod db;
+pub mod http;
+pub mod registry;
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use signet_ca::{Issuer, OcspIssuer, Profile, Responder};
+use signet_ipc::server::{serve_ocspd, ServeOptions};
+use signet_ipc::{ErrorKind, IpcError, SignatureScheme, SigndClient};
+use signet_runtime::metrics::Metrics;
+use signet_runtime::{activation, notify, shutdown::Signals};
+
+use crate::config::Config;
+use crate::core::{Core, LoadedIssuer};
+use crate::db::Db;
+
+/// Why ocspd could not start or stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OcspdError {
+    /// The configuration is unusable.
+    #[error("{0}")]
+    Config(String),
+    /// The store could not be opened.
+    #[error("store {path}: {source}")]
+    Store {
+        /// The store directory.
+        path: PathBuf,
+        /// The cause.
+        source: signet_store::StoreError,
+    },
+    /// A socket could not be set up.
+    #[error(transparent)]
+    Socket(#[from] activation::ActivationError),
+    /// Something else went wrong while starting.
+    #[error("{0}")]
+    Startup(String),
+}
+
+/// Runs ocspd until SIGTERM or SIGINT.
+pub fn run(config_path: &Path, config: Config) -> Result<(), OcspdError> {
+    let cfg_err = |e: String| OcspdError::Config(format!("{}: {e}", config_path.display()));
+    if config.issuers.is_empty() {
+        return Err(cfg_err("no [issuers.<name>] configured".into()));
+    }
+    for (name, s) in &config.issuers {
+        s.check(name).map_err(cfg_err)?;
+    }
+    let mode = parse_mode(&config.socket_mode).ok_or_else(|| cfg_err(format!("socket_mode {:?} is not octal", config.socket_mode)))?;
+    let db = Db::open(&config.state_dir).map_err(|source| OcspdError::Store { path: config.state_dir.clone(), source })?;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = config.http_threads {
+        builder.worker_threads(n.max(1));
+    }
+    let rt = builder.enable_all().build().map_err(|e| OcspdError::Startup(format!("tokio runtime: {e}")))?;
+    rt.block_on(serve(config_path, config, db, mode))
+}
+
+async fn serve(config_path: &Path, config: Config, db: Db, mode: u32) -> Result<(), OcspdError> {
+    let signals = Signals::install().map_err(|e| OcspdError::Startup(format!("signal handlers: {e}")))?;
+    let shutdown = signals.shutdown_token();
+    let mut act = activation::Activation::from_env();
+    // Bind first, so clients queue on the sockets while ocspd loads its issuers.
+    let ipc_listener = activation::unix_listener(&mut act, "ocspd", &config.socket, mode)?;
+    let http_listener = activation::tcp_listener(&mut act, "ocspd-http", config.listen)?;
+
+    let signd = SigndClient::new(&config.signd_socket).map_err(|e| OcspdError::Startup(e.to_string()))?;
+    let _ = notify::status("loading issuers from signd");
+    let issuers = tokio::select! {
+        loaded = load_issuers(&config, &db, &signd) => loaded.map_err(|e| OcspdError::Config(format!("{}: {e}", config_path.display())))?,
+        () = shutdown.cancelled() => return Ok(()),
+    };
+    let core = Arc::new(Core::new(db, signd, issuers));
+
+    for iss in &core.issuers {
+        tokio::spawn(crl::publisher(core.clone(), iss.clone()));
+        tokio::spawn(refresher(core.clone(), iss.clone()));
+    }
+
+    // The registry: its own thread, a LocalSet, the listener moved over.
+    let ipc_std = ipc_listener.into_std().map_err(|e| OcspdError::Startup(format!("registry socket: {e}")))?;
+    let ipc_thread = {
+        let (core, handle, shutdown) = (core.clone(), tokio::runtime::Handle::current(), shutdown.clone());
+        std::thread::Builder::new()
+            .name("ocspd-registry".into())
+            .spawn(move || serve_registry(ipc_std, core, handle, shutdown))
+            .map_err(|e| OcspdError::Startup(format!("registry thread: {e}")))?
+    };
+
+    let metrics = Metrics::new("ocspd");
+    let handler = Arc::new(http::OcspHttp::new(core.clone(), &metrics));
+    let http = tokio::spawn(signet_runtime::http::serve(http_listener, handler, metrics, Arc::new(|| true), shutdown.clone()));
+
+    let names: Vec<&str> = core.issuers.iter().map(|i| i.name.as_str()).collect();
+    tracing::info!(socket = %config.socket.display(), listen = %config.listen, issuers = ?names, "ocspd ready");
+    let _ = notify::ready();
+    let _ = notify::status(&format!("serving {} issuers", names.len()));
+    let _watchdog = notify::spawn_watchdog(|| true);
+
+    shutdown.cancelled().await;
+    let _ = notify::stopping();
+    tracing::info!("ocspd stopping");
+    if let Ok(Err(e)) = http.await {
+        tracing::warn!(error = %e, "HTTP server ended with an error");
+    }
+    let _ = tokio::task::spawn_blocking(move || ipc_thread.join()).await;
+    Ok(())
+}
+
+fn serve_registry(
+    listener: std::os::unix::net::UnixListener,
+    core: Arc<Core>,
+    handle: tokio::runtime::Handle,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the registry runtime");
+            shutdown.cancel();
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let listener = match tokio::net::UnixListener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot serve the registry socket");
+                shutdown.cancel();
+                return;
+            }
+        };
+        let service = Rc::new(registry::Registry::new(core, handle));
+        serve_ocspd(listener, service, ServeOptions::default(), shutdown).await;
+    });
+}
+
+/// Re-signs cached responses before they expire.
+async fn refresher(core: Arc<Core>, iss: Arc<LoadedIssuer>) {
+    let period = Duration::from_secs((iss.settings.refresh_before() / 4).clamp(1, 300));
+    loop {
+        tokio::time::sleep(period).await;
+        match core.refresh(&iss).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(issuer = %iss.name, responses = n, "re-signed OCSP responses"),
+            Err(e) => tracing::warn!(issuer = %iss.name, error = %e, "cannot re-sign OCSP responses; retrying"),
+        }
+    }
+}
+
+/// Asks signd for each issuer's certificates and profile; waits while signd is unreachable.
+async fn load_issuers(config: &Config, db: &Db, signd: &SigndClient) -> Result<Vec<Arc<LoadedIssuer>>, String> {
+    let mut out = Vec::new();
+    for (name, settings) in &config.issuers {
+        let fetched = loop {
+            match fetch(signd, name).await {
+                Err(e) if e.kind == ErrorKind::Unavailable => {
+                    tracing::warn!(issuer = %name, error = %e, "waiting for signd");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                other => break other,
+            }
+        };
+        let (ca_der, responder_der, profile_toml) = fetched.map_err(|e| format!("issuer `{name}`: signd: {e}"))?;
+        let bad = |what: &str, e: &dyn std::fmt::Display| format!("issuer `{name}`: {what}: {e}");
+        let profile: Profile = toml::from_str(&profile_toml).map_err(|e| bad("profile from signd", &e))?;
+        let ca = Issuer::from_certificate_der(&ca_der, SignatureScheme::Default).map_err(|e| bad("CA certificate", &e))?;
+        let ocsp_issuer = OcspIssuer::from_certificate_der(&ca_der).map_err(|e| bad("CA certificate", &e))?;
+        let responder = Responder::from_certificate_der(&responder_der, SignatureScheme::Default)
+            .map_err(|e| bad("responder certificate", &e))?;
+        let registrars = settings.registrars.resolve().map_err(|e| bad("registrars", &e))?;
+        let id = db.issuer_id(name).map_err(|e| bad("store", &e))?;
+        let public = config.public_url();
+        let ocsp_url = profile.ocsp_urls.first().cloned().unwrap_or_else(|| format!("{public}/ocsp"));
+        let crl_url = format!("{public}/crl/{name}.crl");
+        if let Some(u) = &profile.crl_url {
+            let expected = if profile.crl_shards > 0 { format!("/crl/{name}/{{shard}}.crl") } else { format!("/crl/{name}.crl") };
+            if !u.ends_with(&expected) {
+                tracing::warn!(issuer = %name, crl_url = %u, expected = %expected, "the profile's crl_url does not point at ocspd's CRL path");
+            }
+        }
+        out.push(Arc::new(LoadedIssuer {
+            name: name.clone(),
+            id,
+            settings: settings.clone(),
+            ca_der,
+            responder_der,
+            ocsp_issuer,
+            responder,
+            ca,
+            profile,
+            registrars,
+            ocsp_url,
+            crl_url,
+            crl_dirty: tokio::sync::Notify::new(),
+        }));
+    }
+    Ok(out)
+}
+
+async fn fetch(signd: &SigndClient, name: &str) -> Result<(Vec<u8>, Vec<u8>, String), IpcError> {
+    let ca = signd.crl_signer_ca_certificate(name).await?;
+    let responder = signd.ocsp_responder_certificate(name).await?;
+    let profile = signd.crl_signer_profile(name).await?;
+    Ok((ca, responder, profile))
+}
+
+fn parse_mode(s: &str) -> Option<u32> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    u32::from_str_radix(digits, 8).ok().filter(|m| *m <= 0o777)
+}

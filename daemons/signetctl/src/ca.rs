@@ -1,0 +1,430 @@
+//! `signetctl ca`, `cert` and `crl`: the CA ceremony, manual issuance, and
+//! revocation through ocspd.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::{Args, Subcommand};
+use rand_core::{OsRng, RngCore};
+use serde_json::json;
+use signet_ca::der::Decode;
+use signet_ca::x509_cert::crl::CertificateList;
+use signet_ca::x509_cert::Certificate;
+use signet_ca::{
+    assemble_certificate, build_intermediate_tbs, build_leaf_tbs, build_ocsp_responder_tbs, build_root_tbs, parse_csr,
+    CaRequest, Eku, Issuer, KeyUsageBit, LeafRequest, Name, Profile, ResponderRequest,
+};
+use signet_ipc::{
+    block_on, CertState, CertStatus, CrlSelector, IssuedCert, KeyAlgorithm, KeySpec, OcspdClient, Revocation,
+    RevocationReason, SignatureScheme, SigndClient,
+};
+
+use crate::output::{pem, Printer};
+use crate::Failure;
+
+/// `signetctl ca ...`
+#[derive(Subcommand)]
+pub enum CaCommand {
+    /// Create a CA in signd: a root, an issuing CA and its OCSP responder, keys
+    /// generated in signd. Writes the certificates, the end-entity profile and
+    /// the `[issuers.NAME]` block to add to signd's config.
+    Init(InitArgs),
+}
+
+/// `signetctl ca init`.
+#[derive(Args)]
+pub struct InitArgs {
+    /// The issuer's name (in signd's and ocspd's config).
+    #[arg(long, default_value = "demo")]
+    name: String,
+    /// Where to write the certificates and config snippets.
+    #[arg(long)]
+    dir: PathBuf,
+    /// The issuing CA's key algorithm (any signd algorithm, incl. ml-dsa-65).
+    #[arg(long, default_value = "ecdsa-p256")]
+    algorithm: KeyAlgorithm,
+    /// The root's key algorithm (default: the issuing CA's).
+    #[arg(long)]
+    root_algorithm: Option<KeyAlgorithm>,
+    /// The OCSP responder's key algorithm (default: the issuing CA's).
+    #[arg(long)]
+    responder_algorithm: Option<KeyAlgorithm>,
+    /// signd backend for the keys (default: signd's first; e.g. "nss").
+    #[arg(long, default_value = "")]
+    backend: String,
+    /// Common-name prefix of the CA subjects.
+    #[arg(long, default_value = "Signet Demo")]
+    subject: String,
+    /// OCSP URL for issued certificates' AIA.
+    #[arg(long)]
+    ocsp_url: Option<String>,
+    /// CRL URL for issued certificates' CRLDP; `{shard}` is the shard number.
+    #[arg(long)]
+    crl_url: Option<String>,
+    /// Number of CRL shards (needs `{shard}` in --crl-url).
+    #[arg(long, default_value_t = 0)]
+    crl_shards: u32,
+    /// Longest end-entity validity, in days.
+    #[arg(long, default_value_t = 90)]
+    max_days: u64,
+    /// The role this ceremony signs in (it must may use the new keys).
+    #[arg(long, default_value = "")]
+    role: String,
+    /// Roles that may issue certificates (signd `roles`).
+    #[arg(long = "issuer-role", default_values_t = ["issuer".to_string()])]
+    issuer_roles: Vec<String>,
+    /// Roles that may sign CRLs and OCSP responses (ocspd's role in signd).
+    #[arg(long = "ocsp-role", default_values_t = ["ocspd".to_string()])]
+    ocsp_roles: Vec<String>,
+}
+
+/// `signetctl cert ...`
+#[derive(Subcommand)]
+pub enum CertCommand {
+    /// Issue a certificate for a CSR through signd's issuer role and record it in ocspd.
+    Issue {
+        /// The CSR, PEM or DER; `-` for standard input.
+        #[arg(long)]
+        csr: PathBuf,
+        /// Validity in days (default: the profile's).
+        #[arg(long)]
+        days: Option<u64>,
+        /// Write the certificate (PEM) here instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Revoke a certificate (serial in hex).
+    Revoke {
+        /// The serial number, hex (colons allowed).
+        serial: String,
+        /// unspecified, key-compromise, ca-compromise, affiliation-changed, superseded,
+        /// cessation-of-operation, certificate-hold, privilege-withdrawn, aa-compromise.
+        #[arg(long, default_value = "unspecified")]
+        reason: RevocationReason,
+    },
+    /// Show a certificate's status as ocspd records it.
+    Status {
+        /// The serial number, hex (colons allowed).
+        serial: String,
+    },
+}
+
+/// `signetctl crl ...`
+#[derive(Subcommand)]
+pub enum CrlCommand {
+    /// Show the newest CRL (full unless --shard or --delta).
+    Show {
+        /// One shard of a partitioned CRL.
+        #[arg(long, conflicts_with = "delta")]
+        shard: Option<u32>,
+        /// The delta CRL.
+        #[arg(long)]
+        delta: bool,
+        /// Write the CRL (DER) to this file instead of describing it.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+fn fail(code: u8, message: impl Into<String>) -> Failure {
+    Failure { code, message: message.into() }
+}
+
+fn ca_err(e: signet_ca::CaError) -> Failure {
+    fail(2, e.to_string())
+}
+
+fn now() -> SystemTime {
+    SystemTime::now()
+}
+
+/// Parses a hex serial; colons and a leading 0x are allowed.
+pub fn parse_serial(s: &str) -> Result<Vec<u8>, Failure> {
+    let clean: String = s.trim_start_matches("0x").chars().filter(|c| *c != ':').collect();
+    let clean = if clean.len() % 2 == 1 { format!("0{clean}") } else { clean };
+    let bytes = hex::decode(&clean).map_err(|e| fail(2, format!("serial {s:?} is not hex: {e}")))?;
+    if bytes.is_empty() || bytes.len() > 20 {
+        return Err(fail(2, format!("serial {s:?} must be 1 to 20 bytes")));
+    }
+    Ok(bytes)
+}
+
+fn ca_request(subject: &str, spki: Vec<u8>, years: u64, path_len: Option<u8>) -> Result<CaRequest, Failure> {
+    Ok(CaRequest {
+        subject: Name::from_str(subject).map_err(|e| fail(2, format!("subject {subject:?}: {e}")))?,
+        spki_der: spki,
+        validity: Duration::from_secs(years * 365 * 86_400),
+        backdate: Duration::from_secs(3600),
+        path_len,
+        ocsp_urls: vec![],
+        ca_issuers_url: None,
+        crl_url: None,
+    })
+}
+
+/// Signs `tbs` with `key` through the raw Signer (the ceremony) and assembles the certificate.
+fn ceremony_sign(client: &SigndClient, role: &str, key: &str, alg: KeyAlgorithm, tbs: &[u8]) -> Result<Vec<u8>, Failure> {
+    let scheme = alg.default_scheme();
+    let sig = block_on(client.sign(role, key, scheme, tbs.to_vec()))?;
+    assemble_certificate(tbs, scheme, &sig).map_err(ca_err)
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    std::fs::write(path, bytes).map_err(|e| fail(1, format!("{}: {e}", path.display())))
+}
+
+fn cert_pem(der: &[u8]) -> String {
+    pem("CERTIFICATE", der)
+}
+
+/// `ca init`.
+pub fn init(client: &SigndClient, a: &InitArgs, out: &Printer) -> Result<(), Failure> {
+    if a.crl_shards > 0 && !a.crl_url.as_deref().is_some_and(|u| u.contains("{shard}")) {
+        return Err(fail(2, "--crl-shards needs a --crl-url containing {shard}"));
+    }
+    std::fs::create_dir_all(&a.dir).map_err(|e| fail(1, format!("{}: {e}", a.dir.display())))?;
+    let root_alg = a.root_algorithm.unwrap_or(a.algorithm);
+    let responder_alg = a.responder_algorithm.unwrap_or(a.algorithm);
+    let ids = [format!("{}-root", a.name), format!("{}-issuing", a.name), format!("{}-ocsp", a.name)];
+    let mut spkis = Vec::new();
+    for (id, alg) in ids.iter().zip([root_alg, a.algorithm, responder_alg]) {
+        let spec = KeySpec { id: id.clone(), algorithm: alg, roles: vec![], backend: a.backend.clone() };
+        spkis.push(block_on(client.generate_key(spec))?.spki);
+    }
+    let mut rng = OsRng;
+    let now = now();
+
+    let root_req = ca_request(&format!("CN={} Root CA", a.subject), spkis[0].clone(), 20, None)?;
+    let root_tbs = build_root_tbs(&root_req, SignatureScheme::Default, now, &mut rng).map_err(ca_err)?;
+    let root = ceremony_sign(client, &a.role, &ids[0], root_alg, &root_tbs)?;
+    let root_issuer = Issuer::from_certificate_der(&root, SignatureScheme::Default).map_err(ca_err)?;
+
+    let issuing_req = ca_request(&format!("CN={} Issuing CA", a.subject), spkis[1].clone(), 10, Some(0))?;
+    let issuing_tbs = build_intermediate_tbs(&issuing_req, &root_issuer, now, &mut rng).map_err(ca_err)?;
+    let issuing = ceremony_sign(client, &a.role, &ids[0], root_alg, &issuing_tbs)?;
+    let issuing_issuer = Issuer::from_certificate_der(&issuing, SignatureScheme::Default).map_err(ca_err)?;
+
+    let responder_req = ResponderRequest {
+        subject: Name::from_str(&format!("CN={} OCSP Responder", a.subject)).map_err(|e| fail(2, e.to_string()))?,
+        spki_der: spkis[2].clone(),
+        validity: Duration::from_secs(365 * 86_400),
+        backdate: Duration::from_secs(3600),
+    };
+    let responder_tbs = build_ocsp_responder_tbs(&responder_req, &issuing_issuer, now, &mut rng).map_err(ca_err)?;
+    let responder = ceremony_sign(client, &a.role, &ids[1], a.algorithm, &responder_tbs)?;
+
+    let profile = Profile {
+        name: "tls-server".into(),
+        max_validity_seconds: a.max_days * 86_400,
+        default_validity_seconds: None,
+        backdate_seconds: 3600,
+        key_usage: vec![KeyUsageBit::DigitalSignature, KeyUsageBit::KeyEncipherment],
+        allowed_ekus: vec![Eku::ServerAuth, Eku::ClientAuth],
+        default_ekus: vec![Eku::ServerAuth],
+        allow_dns_sans: true,
+        allow_ip_sans: true,
+        allow_email_sans: false,
+        ocsp_urls: a.ocsp_url.iter().cloned().collect(),
+        ca_issuers_url: None,
+        crl_url: a.crl_url.clone(),
+        crl_shards: a.crl_shards,
+        must_staple: false,
+        allowed_key_algorithms: KeyAlgorithm::ALL.to_vec(),
+    };
+    profile.check().map_err(ca_err)?;
+
+    let dir = std::fs::canonicalize(&a.dir).map_err(|e| fail(1, format!("{}: {e}", a.dir.display())))?;
+    let path = |f: &str| dir.join(f);
+    write_file(&path("root.pem"), cert_pem(&root).as_bytes())?;
+    write_file(&path("issuing.pem"), cert_pem(&issuing).as_bytes())?;
+    write_file(&path("chain.pem"), format!("{}{}", cert_pem(&issuing), cert_pem(&root)).as_bytes())?;
+    write_file(&path("responder.pem"), cert_pem(&responder).as_bytes())?;
+    let profile_toml = toml::to_string(&profile).map_err(|e| fail(1, e.to_string()))?;
+    write_file(&path("profile.toml"), profile_toml.as_bytes())?;
+    let quote = |v: &[String]| v.iter().map(|r| format!("{r:?}")).collect::<Vec<_>>().join(", ");
+    let snippet = format!(
+        "[issuers.{name}]\nkey = {issuing_key:?}\ncertificate = {cert:?}\nprofile_file = {profile:?}\nroles = [{roles}]\ncrl_roles = [{ocsp}]\n\n[issuers.{name}.ocsp]\nkey = {ocsp_key:?}\ncertificate = {resp:?}\nroles = [{ocsp}]\n",
+        name = a.name,
+        issuing_key = ids[1],
+        cert = path("issuing.pem").display().to_string(),
+        profile = path("profile.toml").display().to_string(),
+        roles = quote(&a.issuer_roles),
+        ocsp = quote(&a.ocsp_roles),
+        ocsp_key = ids[2],
+        resp = path("responder.pem").display().to_string(),
+    );
+    write_file(&path("signd-issuer.toml"), snippet.as_bytes())?;
+    if out.json {
+        out.json(&json!({
+            "name": a.name,
+            "keys": ids,
+            "root": path("root.pem"),
+            "issuing": path("issuing.pem"),
+            "chain": path("chain.pem"),
+            "responder": path("responder.pem"),
+            "profile": path("profile.toml"),
+            "signd_config": path("signd-issuer.toml"),
+        }));
+    } else {
+        println!("CA `{}` created; keys {} in signd.", a.name, ids.join(", "));
+        println!("certificates in {}: root.pem issuing.pem chain.pem responder.pem", dir.display());
+        println!("add {} to signd's config and restart signd.", path("signd-issuer.toml").display());
+    }
+    Ok(())
+}
+
+fn unix(t: &signet_ca::x509_cert::time::Time) -> i64 {
+    t.to_unix_duration().as_secs() as i64
+}
+
+/// `cert ...`
+pub fn cert(signd: &SigndClient, ocspd: &OcspdClient, issuer: &str, cmd: &CertCommand, out: &Printer) -> Result<(), Failure> {
+    match cmd {
+        CertCommand::Issue { csr, days, out: path } => {
+            let input = crate::read_input(csr)?;
+            let csr = parse_csr(&input).map_err(ca_err)?;
+            let profile_toml = block_on(signd.issuer_profile(issuer))?;
+            let profile: Profile = toml::from_str(&profile_toml).map_err(|e| fail(1, format!("profile from signd: {e}")))?;
+            let ca_der = block_on(signd.issuer_certificate(issuer))?;
+            let ca = Issuer::from_certificate_der(&ca_der, SignatureScheme::Default).map_err(ca_err)?;
+            let shard = (profile.crl_shards > 0).then(|| OsRng.next_u32() % profile.crl_shards);
+            let req = LeafRequest {
+                subject: csr.subject,
+                spki_der: csr.spki_der,
+                sans: csr.sans,
+                validity: days.map(|d| Duration::from_secs(d * 86_400)),
+                ekus: None,
+                crl_shard: shard,
+            };
+            let tbs = build_leaf_tbs(&profile, &ca, &req, now(), &mut OsRng).map_err(ca_err)?;
+            let der = block_on(signd.sign_certificate(issuer, tbs))?;
+            let cert = Certificate::from_der(&der).map_err(|e| fail(1, format!("signd returned a bad certificate: {e}")))?;
+            let serial = cert.tbs_certificate.serial_number.as_bytes().to_vec();
+            let record = IssuedCert {
+                serial: serial.clone(),
+                not_after_unix_secs: unix(&cert.tbs_certificate.validity.not_after),
+                crl_shard: shard.unwrap_or(0),
+            };
+            // Only a certificate ocspd knows about is handed out.
+            block_on(ocspd.record_issued(issuer, record)).map_err(|e| {
+                fail(1, format!("certificate {} was signed but ocspd could not record it, so it is withheld: {e}", hex::encode(&serial)))
+            })?;
+            let text = cert_pem(&der);
+            match path {
+                Some(p) => write_file(p, text.as_bytes())?,
+                None if !out.json => print!("{text}"),
+                None => {}
+            }
+            if out.json {
+                out.json(&json!({"serial": hex::encode(&serial), "certificate": text, "crl_shard": shard}));
+            } else {
+                eprintln!("issued serial {}", hex::encode(&serial));
+            }
+        }
+        CertCommand::Revoke { serial, reason } => {
+            let serial = parse_serial(serial)?;
+            let rev = Revocation { serial, reason: *reason, revoked_unix_secs: 0 };
+            status_out(&block_on(ocspd.revoke(issuer, rev))?, out);
+        }
+        CertCommand::Status { serial } => {
+            let s = block_on(ocspd.status(issuer, parse_serial(serial)?))?;
+            status_out(&s, out);
+            if s.state == CertState::Unknown {
+                return Err(fail(4, format!("serial {} is unknown to ocspd", hex::encode(&s.serial))));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn time_text(secs: i64) -> String {
+    httpdate_like(UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64))
+}
+
+fn httpdate_like(t: SystemTime) -> String {
+    signet_ca::der::asn1::GeneralizedTime::from_system_time(t)
+        .map(|g| g.to_date_time().to_string())
+        .unwrap_or_else(|_| format!("{t:?}"))
+}
+
+fn status_out(s: &CertStatus, out: &Printer) {
+    if out.json {
+        out.json(&json!({
+            "serial": hex::encode(&s.serial),
+            "state": s.state.name(),
+            "not_after": s.not_after_unix_secs,
+            "crl_shard": s.crl_shard,
+            "recorded": s.recorded_unix_secs,
+            "revoked": (s.state == CertState::Revoked).then_some(s.revoked_unix_secs),
+            "reason": s.reason.map(|r| r.name()),
+        }));
+        return;
+    }
+    println!("serial:    {}", hex::encode(&s.serial));
+    println!("state:     {}", s.state.name());
+    if s.state != CertState::Unknown {
+        println!("not after: {}", time_text(s.not_after_unix_secs));
+        println!("shard:     {}", s.crl_shard);
+    }
+    if s.state == CertState::Revoked {
+        println!("revoked:   {}", time_text(s.revoked_unix_secs));
+        println!("reason:    {}", s.reason.map_or("unspecified", |r| r.name()));
+    }
+}
+
+/// `crl show`.
+pub fn crl(ocspd: &OcspdClient, issuer: &str, cmd: &CrlCommand, out: &Printer) -> Result<(), Failure> {
+    let CrlCommand::Show { shard, delta, out: path } = cmd;
+    let which = match (shard, delta) {
+        (Some(n), _) => CrlSelector::Shard(*n),
+        (None, true) => CrlSelector::Delta,
+        (None, false) => CrlSelector::Full,
+    };
+    let der = block_on(ocspd.crl(issuer, which))?;
+    if let Some(p) = path {
+        return write_file(p, &der);
+    }
+    let crl = CertificateList::from_der(&der).map_err(|e| fail(1, format!("ocspd returned a bad CRL: {e}")))?;
+    let tbs = &crl.tbs_cert_list;
+    let mut number = None;
+    let mut base = None;
+    for e in tbs.crl_extensions.iter().flatten() {
+        let value = || signet_ca::der::asn1::Uint::from_der(e.extn_value.as_bytes()).ok().map(|u| hex::encode(u.as_bytes()));
+        match e.extn_id.to_string().as_str() {
+            "2.5.29.20" => number = value(),
+            "2.5.29.27" => base = value(),
+            _ => {}
+        }
+    }
+    let entries: Vec<(String, String)> = tbs
+        .revoked_certificates
+        .iter()
+        .flatten()
+        .map(|r| (hex::encode(r.serial_number.as_bytes()), r.revocation_date.to_date_time().to_string()))
+        .collect();
+    if out.json {
+        out.json(&json!({
+            "crl_number": number,
+            "delta_base": base,
+            "this_update": tbs.this_update.to_date_time().to_string(),
+            "next_update": tbs.next_update.map(|t| t.to_date_time().to_string()),
+            "revoked": entries.iter().map(|(s, t)| json!({"serial": s, "time": t})).collect::<Vec<_>>(),
+            "der_bytes": der.len(),
+        }));
+        return Ok(());
+    }
+    println!("CRL number:  {}", number.as_deref().unwrap_or("(none)"));
+    if let Some(b) = base {
+        println!("delta base:  {b}");
+    }
+    println!("this update: {}", tbs.this_update.to_date_time());
+    if let Some(n) = tbs.next_update {
+        println!("next update: {}", n.to_date_time());
+    }
+    println!("revoked:     {}", entries.len());
+    for (s, t) in &entries {
+        println!("  {s}  {t}");
+    }
+    Ok(())
+}
