@@ -19,7 +19,7 @@ units_dir=$(cd "$here/../../units" && pwd)
 max_exposure=${MAX_EXPOSURE:-2.0}
 
 # The Signet install layout. Only these get stubs: a typo in an ExecStart= path stays missing.
-SIGNET_BINARIES=(/usr/libexec/signet/signd /usr/bin/signetctl)
+SIGNET_BINARIES=(/usr/libexec/signet/signd /usr/libexec/signet/ocspd /usr/bin/signetctl)
 # What sysusers.d/signet.conf must produce.
 DAEMON_USERS=(signd acmed ocspd ctlogd tokend probed)
 CLIENT_MEMBERS=(acmed ctlogd ocspd probed tokend) # sorted
@@ -181,6 +181,7 @@ fi
 echo "-- systemd-tmpfiles --root=<tmp> --create"
 mkdir -p "$root/etc/signet"
 install -m 0644 /dev/null "$root/etc/signet/signd.toml" # a world-readable config, to be fixed by `z`
+install -m 0644 /dev/null "$root/etc/signet/ocspd.toml"
 rc=0
 out=$(systemd-tmpfiles --root="$root" --create 2>&1) || rc=$?
 # stat_names PATH: "mode user group", names resolved through the temp root's passwd/group.
@@ -201,6 +202,7 @@ done <<'EOF'
 /run/signet 755 root root
 /var/lib/signet 755 root root
 /etc/signet/signd.toml 640 root signd
+/etc/signet/ocspd.toml 640 root ocspd
 EOF
 if [[ ${#problems[@]} -eq 0 ]]; then
     pass "tmpfiles.d/signet.conf: /run/signet, /var/lib/signet, /etc/signet/signd.toml"
@@ -232,6 +234,17 @@ need signd.service 'PrivateNetwork=yes'
 need signd.service 'CapabilityBoundingSet='
 need signd.service 'PartOf=signet\.target'
 need signd.service 'WantedBy=.*\bsignet\.target\b.*'
+need ocspd.socket 'ListenStream=/run/signet/ocspd\.sock'
+need ocspd.socket 'FileDescriptorName=ocspd'
+need ocspd.socket 'SocketGroup=signet-clients'
+need ocspd-http.socket 'FileDescriptorName=ocspd-http'
+need ocspd.service 'Type=notify'
+need ocspd.service 'ExecStart=/usr/libexec/signet/ocspd( .*)?'
+need ocspd.service 'Sockets=ocspd\.socket ocspd-http\.socket'
+need ocspd.service 'User=ocspd'
+need ocspd.service 'StateDirectory=signet/ocspd'
+need ocspd.service 'PrivateNetwork=yes'
+need ocspd.service 'PartOf=signet\.target'
 if [[ ${#problems[@]} -eq 0 ]]; then
     pass "install layout: socket path/name/owner/mode, notify+watchdog, state dir, signet.target"
 else
@@ -264,6 +277,12 @@ elif le "$score" "$max_exposure"; then
     grep '✗' <<<"$sec_out" | sed 's/^/        /' || true
 else
     fail "signd.service exposure $score > $max_exposure" "$(grep -E '✗|Overall' <<<"$sec_out")"
+fi
+exposure "$root" ocspd.service
+if [[ -n $score ]] && le "$score" "$max_exposure"; then
+    pass "ocspd.service exposure $score <= $max_exposure"
+else
+    fail "ocspd.service exposure '${score}' > $max_exposure" "$(grep -E '✗|Overall' <<<"$sec_out")"
 fi
 printf '[Unit]\nDescription=unhardened canary\n[Service]\nExecStart=/usr/libexec/signet/signd\n' \
     >"$root/etc/systemd/system/canary-weak.service"

@@ -211,6 +211,7 @@ allow_ip_sans = true
 ocsp_urls = ["http://ocsp.example/"]
 ca_issuers_url = "http://ca.example/issuer.der"
 crl_url = "http://crl.example/{shard}.crl"
+crl_shards = 4
 allowed_key_algorithms = ["ecdsa-p256", "ed25519", "rsa-2048", "ml-dsa-44"]
 "#;
 
@@ -244,6 +245,14 @@ allowed_key_algorithms = ["ecdsa-p256", "ed25519", "rsa-2048", "ml-dsa-44"]
         assert!(matches!(p.check(), Err(CaError::InvalidProfile { .. })));
         let mut p: Profile = toml::from_str(EXAMPLE).unwrap();
         p.allowed_ekus.push(Eku::OcspSigning);
+        assert!(matches!(p.check(), Err(CaError::InvalidProfile { .. })));
+        // Shards without a {shard} URL, and a {shard} URL without shards.
+        let mut p: Profile = toml::from_str(EXAMPLE).unwrap();
+        p.crl_shards = 0;
+        assert!(matches!(p.check(), Err(CaError::InvalidProfile { .. })));
+        p.crl_url = Some("http://crl.example/all.crl".into());
+        p.check().unwrap();
+        p.crl_shards = 2;
         assert!(matches!(p.check(), Err(CaError::InvalidProfile { .. })));
     }
 }

@@ -1,0 +1,582 @@
+//! ocspd end to end: a real signd holding a CA made by `signetctl ca init`, a
+//! real ocspd, certificates issued with `signetctl cert issue`, and every
+//! answer checked by the system `openssl` (ocsp, crl, verify) and by Python
+//! `cryptography`.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use signet_ipc::{block_on, CertState, ErrorKind, IssuedCert, OcspdClient, Revocation, RevocationReason};
+use signet_tests::{bin, run, signetctl, SigndProcess};
+
+/// A free TCP port on loopback (bound, then released for ocspd).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// signd with the demo CA, ocspd in front of it.
+struct Pki {
+    signd: SigndProcess,
+    ocspd: Option<Child>,
+    dir: PathBuf,
+    port: u16,
+    ocspd_socket: PathBuf,
+    ocspd_config: PathBuf,
+}
+
+const SHARDS: u32 = 2;
+
+impl Pki {
+    fn start() -> Self {
+        Self::start_with("")
+    }
+
+    /// `issuer_extra` goes into ocspd's `[issuers.demo]`.
+    fn start_with(issuer_extra: &str) -> Self {
+        let mut signd = SigndProcess::start("");
+        let dir = signd.dir.path().to_path_buf();
+        let port = free_port();
+        let base = format!("http://127.0.0.1:{port}");
+        let (st, out, err) = run(signetctl(&signd.socket).args([
+            "ca",
+            "init",
+            "--name",
+            "demo",
+            "--dir",
+            dir.join("ca").to_str().unwrap(),
+            "--ocsp-url",
+            &format!("{base}/ocsp"),
+            "--crl-url",
+            &format!("{base}/crl/demo/{{shard}}.crl"),
+            "--crl-shards",
+            &SHARDS.to_string(),
+            "--issuer-role",
+            "admin",
+            "--ocsp-role",
+            "admin",
+        ]));
+        assert!(st.success(), "ca init: {out}{err}");
+        let snippet = std::fs::read_to_string(dir.join("ca/signd-issuer.toml")).unwrap();
+        let mut config = std::fs::read_to_string(&signd.config).unwrap();
+        config.push_str(&snippet);
+        std::fs::write(&signd.config, config).unwrap();
+        signd.restart();
+
+        let ocspd_socket = dir.join("ocspd.sock");
+        let ocspd_config = dir.join("ocspd.toml");
+        let uid = nix::unistd::getuid().as_raw();
+        std::fs::write(
+            &ocspd_config,
+            format!(
+                "socket = \"{}\"\nsocket_mode = \"0666\"\nstate_dir = \"{}\"\nsignd_socket = \"{}\"\nlisten = \"127.0.0.1:{port}\"\n\
+                 [issuers.demo]\nregistrars = {{ users = [{uid}] }}\n{issuer_extra}\n",
+                ocspd_socket.display(),
+                dir.join("ocspd-state").display(),
+                signd.socket.display(),
+            ),
+        )
+        .unwrap();
+        let mut pki = Self { signd, ocspd: None, dir, port, ocspd_socket, ocspd_config };
+        pki.start_ocspd();
+        pki
+    }
+
+    fn start_ocspd(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("ocspd.log")).unwrap();
+        let child = Command::new(bin("ocspd"))
+            .arg("--config")
+            .arg(&self.ocspd_config)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.ocspd = Some(child);
+        // Ready when the first CRLs are served.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.http_get("/crl/demo.crl").0 != 200 {
+            if let Some(s) = self.ocspd.as_mut().unwrap().try_wait().unwrap() {
+                panic!("ocspd exited ({s}): {}", self.log());
+            }
+            assert!(Instant::now() < deadline, "ocspd not ready: {}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill9_ocspd(&mut self) {
+        if let Some(mut c) = self.ocspd.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("ocspd.log")).unwrap_or_default()
+    }
+
+    fn ca(&self, f: &str) -> PathBuf {
+        self.dir.join("ca").join(f)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// (status, headers, body) of a GET, through curl.
+    fn http_get(&self, path: &str) -> (u16, String, Vec<u8>) {
+        self.curl(&[&self.url(path)])
+    }
+
+    fn curl(&self, args: &[&str]) -> (u16, String, Vec<u8>) {
+        let headers = self.dir.join(format!("headers-{}", std::process::id()));
+        let out = Command::new("curl").args(["-s", "-D"]).arg(&headers).args(args).output().unwrap();
+        let h = std::fs::read_to_string(&headers).unwrap_or_default();
+        let status = h.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        (status, h, out.stdout)
+    }
+
+    fn registry(&self) -> OcspdClient {
+        OcspdClient::new(&self.ocspd_socket).per_thread()
+    }
+
+    fn signetctl(&self) -> Command {
+        let mut c = signetctl(&self.signd.socket);
+        c.env("SIGNET_OCSPD_SOCKET", &self.ocspd_socket).env("SIGNET_ISSUER", "demo");
+        c
+    }
+
+    /// Issues a leaf for `name` through signetctl; returns (cert path, serial hex).
+    fn issue(&self, name: &str) -> (PathBuf, String) {
+        let key = self.dir.join(format!("{name}.key"));
+        let csr = self.dir.join(format!("{name}.csr"));
+        let cert = self.dir.join(format!("{name}.pem"));
+        let (st, _, err) = run(Command::new("openssl").args(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]).args([
+            "-keyout",
+            key.to_str().unwrap(),
+            "-subj",
+            &format!("/CN={name}"),
+            "-addext",
+            &format!("subjectAltName=DNS:{name}"),
+            "-out",
+            csr.to_str().unwrap(),
+        ]));
+        assert!(st.success(), "{err}");
+        let (st, out, err) = run(self.signetctl().args(["cert", "issue", "--csr", csr.to_str().unwrap(), "--out", cert.to_str().unwrap()]));
+        assert!(st.success(), "cert issue: {out}{err}");
+        let (_, serial, _) = run(Command::new("openssl").args(["x509", "-noout", "-serial", "-in", cert.to_str().unwrap()]));
+        (cert, serial.trim().trim_start_matches("serial=").to_lowercase())
+    }
+
+    /// `openssl ocsp` against ocspd: the text output (verification included).
+    fn openssl_ocsp(&self, cert: &Path, extra: &[&str]) -> String {
+        // Options such as -sha256 must come before -cert.
+        let (_, out, err) = run(Command::new("openssl").arg("ocsp").args(extra).args([
+            "-issuer",
+            self.ca("issuing.pem").to_str().unwrap(),
+            "-cert",
+            cert.to_str().unwrap(),
+            "-url",
+            &self.url("/ocsp"),
+            "-CAfile",
+            self.ca("chain.pem").to_str().unwrap(),
+        ]));
+        format!("{out}{err}")
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        self.kill9_ocspd();
+    }
+}
+
+fn assert_status(text: &str, cert: &Path, status: &str) {
+    assert!(text.contains("Response verify OK"), "not verified: {text}");
+    assert!(text.contains(&format!("{}: {status}", cert.display())), "expected {status}: {text}");
+}
+
+#[test]
+fn openssl_ocsp_good_revoked_unknown_over_post_and_get() {
+    let pki = Pki::start();
+    let (good, _) = pki.issue("good.test");
+    let (bad, bad_serial) = pki.issue("bad.test");
+    let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", &bad_serial, "--reason", "key-compromise"]));
+    assert!(st.success(), "{out}{err}");
+
+    // POST, with the nonce openssl sends by default, and without.
+    for extra in [&[][..], &["-no_nonce"][..], &["-sha256"][..]] {
+        assert_status(&pki.openssl_ocsp(&good, extra), &good, "good");
+        let text = pki.openssl_ocsp(&bad, extra);
+        assert_status(&text, &bad, "revoked");
+        assert!(text.contains("Reason: keyCompromise"), "{text}");
+    }
+    // A nonce is echoed (openssl checks it and would say "WARNING: no nonce").
+    let text = pki.openssl_ocsp(&good, &["-resp_text"]);
+    assert!(text.contains("OCSP Nonce") && !text.contains("WARNING"), "{text}");
+
+    // Unknown: a serial this CA never issued.
+    let (_, out, err) = run(Command::new("openssl").arg("ocsp").args([
+        "-issuer",
+        pki.ca("issuing.pem").to_str().unwrap(),
+        "-serial",
+        "0x0123456789abcdef",
+        "-url",
+        &pki.url("/ocsp"),
+        "-CAfile",
+        pki.ca("chain.pem").to_str().unwrap(),
+    ]));
+    let text = format!("{out}{err}");
+    assert!(text.contains("Response verify OK") && text.contains(": unknown"), "{text}");
+
+    // GET: base64 of the DER request, URL-encoded, on the path.
+    for (cert, status) in [(&good, "good"), (&bad, "revoked")] {
+        let req = pki.dir.join("req.der");
+        let (st, _, err) = run(Command::new("openssl").arg("ocsp").args([
+            "-issuer",
+            pki.ca("issuing.pem").to_str().unwrap(),
+            "-cert",
+            cert.to_str().unwrap(),
+            "-no_nonce",
+            "-reqout",
+            req.to_str().unwrap(),
+        ]));
+        assert!(st.success(), "{err}");
+        let b64 = base64::engine::general_purpose::STANDARD.encode(std::fs::read(&req).unwrap());
+        let encoded = b64.replace('+', "%2B").replace('/', "%2F").replace('=', "%3D");
+        for path in [format!("/ocsp/{encoded}"), format!("/{encoded}"), format!("/ocsp/{b64}")] {
+            let (code, headers, body) = pki.http_get(&path);
+            assert_eq!(code, 200, "{path}: {headers}");
+            assert!(headers.to_lowercase().contains("content-type: application/ocsp-response"), "{headers}");
+            let resp = pki.dir.join("resp.der");
+            std::fs::write(&resp, &body).unwrap();
+            let (_, out, err) = run(Command::new("openssl").arg("ocsp").args([
+                "-respin",
+                resp.to_str().unwrap(),
+                "-issuer",
+                pki.ca("issuing.pem").to_str().unwrap(),
+                "-cert",
+                cert.to_str().unwrap(),
+                "-CAfile",
+                pki.ca("chain.pem").to_str().unwrap(),
+            ]));
+            assert_status(&format!("{out}{err}"), cert, status);
+        }
+    }
+}
+
+#[test]
+fn caching_headers_follow_rfc5019() {
+    let pki = Pki::start();
+    let (good, _) = pki.issue("cache.test");
+    let req = pki.dir.join("req.der");
+    run(Command::new("openssl").arg("ocsp").args([
+        "-issuer",
+        pki.ca("issuing.pem").to_str().unwrap(),
+        "-cert",
+        good.to_str().unwrap(),
+        "-no_nonce",
+        "-reqout",
+        req.to_str().unwrap(),
+    ]));
+    let b64 = base64::engine::general_purpose::STANDARD.encode(std::fs::read(&req).unwrap());
+    let path = format!("/ocsp/{}", b64.replace('+', "%2B").replace('/', "%2F").replace('=', "%3D"));
+    let (code, headers, _) = pki.http_get(&path);
+    assert_eq!(code, 200);
+    let h = headers.to_lowercase();
+    for want in ["cache-control: max-age=3600, public, no-transform, must-revalidate", "etag: \"", "last-modified: ", "expires: "] {
+        assert!(h.contains(want), "missing {want:?} in {headers}");
+    }
+    let etag = headers.lines().find(|l| l.to_lowercase().starts_with("etag:")).unwrap().split_once(':').unwrap().1.trim().to_owned();
+    let (code, _, body) = pki.curl(&["-H", &format!("If-None-Match: {etag}"), &pki.url(&path)]);
+    assert_eq!(code, 304);
+    assert!(body.is_empty());
+
+    // A nonce makes a single-use answer.
+    let (_, headers, _) = pki.curl(&[
+        "-H",
+        "Content-Type: application/ocsp-request",
+        "--data-binary",
+        &format!("@{}", nonce_request(&pki, &good).display()),
+        &pki.url("/ocsp"),
+    ]);
+    assert!(headers.to_lowercase().contains("cache-control: no-store"), "{headers}");
+
+    // CRLs carry the same headers.
+    let (code, headers, _) = pki.http_get("/crl/demo.crl");
+    assert_eq!(code, 200);
+    let h = headers.to_lowercase();
+    assert!(h.contains("content-type: application/pkix-crl") && h.contains("etag: ") && h.contains("expires: "), "{headers}");
+}
+
+fn nonce_request(pki: &Pki, cert: &Path) -> PathBuf {
+    let req = pki.dir.join("nonce-req.der");
+    let (st, _, err) = run(Command::new("openssl").arg("ocsp").args([
+        "-issuer",
+        pki.ca("issuing.pem").to_str().unwrap(),
+        "-cert",
+        cert.to_str().unwrap(),
+        "-reqout",
+        req.to_str().unwrap(),
+    ]));
+    assert!(st.success(), "{err}");
+    req
+}
+
+/// Reads every CRL over HTTP and checks it with openssl and Python.
+fn crl_files(pki: &Pki) -> Vec<(String, PathBuf)> {
+    let mut paths = vec!["/crl/demo.crl".to_owned(), "/crl/demo/delta.crl".to_owned()];
+    paths.extend((0..SHARDS).map(|n| format!("/crl/demo/{n}.crl")));
+    paths
+        .into_iter()
+        .map(|p| {
+            let (code, headers, body) = pki.http_get(&p);
+            assert_eq!(code, 200, "{p}: {headers}");
+            let der = pki.dir.join(p.trim_start_matches('/').replace('/', "_"));
+            std::fs::write(&der, body).unwrap();
+            (p, der)
+        })
+        .collect()
+}
+
+fn to_pem(der: &Path) -> PathBuf {
+    let pem = der.with_extension("pem");
+    let (st, _, err) = run(Command::new("openssl").args(["crl", "-inform", "DER", "-in"]).arg(der).arg("-out").arg(&pem));
+    assert!(st.success(), "{err}");
+    pem
+}
+
+#[test]
+fn revocation_reaches_every_crl_within_a_second() {
+    let pki = Pki::start();
+    let (leaf, serial) = pki.issue("crl.test");
+    let (other, _) = pki.issue("other.test");
+    let status: serde_json::Value =
+        serde_json::from_str(&run(pki.signetctl().args(["--json", "cert", "status", &serial])).1).unwrap();
+    let shard = status["crl_shard"].as_u64().unwrap();
+    let started = Instant::now();
+    let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", &serial, "--reason", "superseded"]));
+    assert!(st.success(), "{out}{err}");
+    // Visible in the full CRL, the certificate's shard and the delta within a second.
+    let wanted = [format!("/crl/demo/{shard}.crl"), "/crl/demo.crl".into(), "/crl/demo/delta.crl".into()];
+    loop {
+        let listed = wanted.iter().all(|p| {
+            let der = pki.dir.join("probe.crl");
+            std::fs::write(&der, pki.http_get(p).2).unwrap();
+            let (_, text, _) = run(Command::new("openssl").args(["crl", "-inform", "DER", "-noout", "-text", "-in"]).arg(&der));
+            text.to_lowercase().contains(&serial)
+        });
+        if listed {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(1), "revocation not in every CRL after 1 s");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+
+    let chain = pki.ca("chain.pem");
+    let root = pki.ca("root.pem");
+    let issuing = pki.ca("issuing.pem");
+    for (path, der) in crl_files(&pki) {
+        // Signature by the issuing CA.
+        let (_, out, err) = run(Command::new("openssl").args(["crl", "-inform", "DER", "-noout", "-CAfile"]).arg(&chain).arg("-in").arg(&der));
+        assert!(format!("{out}{err}").contains("verify OK"), "{path}: {out}{err}");
+        let (_, text, _) = run(Command::new("openssl").args(["crl", "-inform", "DER", "-noout", "-text", "-in"]).arg(&der));
+        match path.as_str() {
+            "/crl/demo/delta.crl" => assert!(text.contains("Delta CRL Indicator: critical"), "{text}"),
+            "/crl/demo.crl" => assert!(!text.contains("Issuing Distribution Point"), "{text}"),
+            p => {
+                assert!(text.contains("Issuing Distribution Point: critical"), "{p}: {text}");
+                assert!(text.contains(&pki.url(p)), "{p}: {text}");
+            }
+        }
+        // The full CRL, the delta and the certificate's own shard list it, with
+        // its reason; the other shards do not.
+        let covers = path == "/crl/demo.crl" || path == "/crl/demo/delta.crl" || path == format!("/crl/demo/{shard}.crl");
+        assert_eq!(text.to_lowercase().contains(&serial), covers, "{path}: {text}");
+        if covers {
+            assert!(text.contains("Superseded"), "{path}: {text}");
+        }
+    }
+    let files: std::collections::HashMap<String, PathBuf> = crl_files(&pki).into_iter().collect();
+    // openssl verify -crl_check: revoked with the full CRL, with its shard, and with base + delta.
+    let full = to_pem(&files["/crl/demo.crl"]);
+    let shard_crl = to_pem(&files[&format!("/crl/demo/{shard}.crl")]);
+    let delta = to_pem(&files["/crl/demo/delta.crl"]);
+    for crls in [vec![&full], vec![&shard_crl], vec![&full, &delta]] {
+        let mut cmd = Command::new("openssl");
+        cmd.args(["verify", "-crl_check", "-use_deltas", "-CAfile"]).arg(&root).arg("-untrusted").arg(&issuing);
+        for c in &crls {
+            cmd.arg("-CRLfile").arg(c);
+        }
+        let (_, out, err) = run(cmd.arg(&leaf));
+        assert!(format!("{out}{err}").contains("certificate revoked"), "{crls:?}: {out}{err}");
+        let mut cmd = Command::new("openssl");
+        cmd.args(["verify", "-crl_check", "-CAfile"]).arg(&root).arg("-untrusted").arg(&issuing).arg("-CRLfile").arg(&full);
+        let (st, out, err) = run(cmd.arg(&other));
+        assert!(st.success(), "the other certificate must verify: {out}{err}");
+    }
+
+    // Python cryptography, strictly: signatures, numbers, the entry and its reason.
+    let script = r#"
+import sys
+from cryptography import x509
+issuing = x509.load_pem_x509_certificate(open(sys.argv[1], 'rb').read())
+serial = int(sys.argv[2], 16)
+for path in sys.argv[3:]:
+    crl = x509.load_der_x509_crl(open(path, 'rb').read())
+    assert crl.is_signature_valid(issuing.public_key()), path
+    crl.extensions.get_extension_for_class(x509.CRLNumber)
+    entry = crl.get_revoked_certificate_by_serial_number(serial)
+    if entry is not None:
+        reason = entry.extensions.get_extension_for_class(x509.CRLReason).value.reason
+        assert reason == x509.ReasonFlags.superseded, reason
+    print(path, len(list(crl)))
+"#;
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script]).arg(&issuing).arg(&serial);
+    for p in files.values() {
+        cmd.arg(p);
+    }
+    let (st, out, err) = run(&mut cmd);
+    assert!(st.success(), "cryptography: {out}{err}");
+}
+
+#[test]
+fn python_cryptography_parses_responses() {
+    let pki = Pki::start();
+    let (leaf, serial) = pki.issue("py.test");
+    run(pki.signetctl().args(["cert", "revoke", &serial, "--reason", "cessation-of-operation"]));
+    let req = nonce_request(&pki, &leaf);
+    let (_, _, body) = pki.curl(&["-H", "Content-Type: application/ocsp-request", "--data-binary", &format!("@{}", req.display()), &pki.url("/ocsp")]);
+    let resp = pki.dir.join("py-resp.der");
+    std::fs::write(&resp, body).unwrap();
+    let script = r#"
+import sys
+from cryptography import x509
+from cryptography.x509 import ocsp
+r = ocsp.load_der_ocsp_response(open(sys.argv[1], 'rb').read())
+assert r.response_status == ocsp.OCSPResponseStatus.SUCCESSFUL
+assert r.certificate_status == ocsp.OCSPCertStatus.REVOKED, r.certificate_status
+assert r.revocation_reason == x509.ReasonFlags.cessation_of_operation
+assert r.serial_number == int(sys.argv[2], 16)
+responder = r.certificates[0]
+responder.public_key().verify(r.signature, r.tbs_response_bytes, __import__('cryptography.hazmat.primitives.asymmetric.ec', fromlist=['ECDSA']).ECDSA(r.signature_hash_algorithm))
+r.extensions.get_extension_for_class(x509.OCSPNonce)
+print("ok")
+"#;
+    let (st, out, err) = run(Command::new("python3").args(["-c", script]).arg(&resp).arg(&serial));
+    assert!(st.success() && out.contains("ok"), "{out}{err}");
+}
+
+#[test]
+fn bad_requests_get_malformed_request_or_http_errors() {
+    let pki = Pki::start();
+    const MALFORMED: &[u8] = &[0x30, 0x03, 0x0a, 0x01, 0x01];
+    const UNAUTHORIZED: &[u8] = &[0x30, 0x03, 0x0a, 0x01, 0x06];
+    let post = |body: &[u8]| {
+        let f = pki.dir.join("bad.der");
+        std::fs::write(&f, body).unwrap();
+        pki.curl(&["-H", "Content-Type: application/ocsp-request", "--data-binary", &format!("@{}", f.display()), &pki.url("/ocsp")])
+    };
+    for body in [&b""[..], b"garbage", &[0x30, 0x80], &[0x30, 0x03, 0x02, 0x01], &[0x30; 300]] {
+        let (code, _, resp) = post(body);
+        assert_eq!((code, resp.as_slice()), (200, MALFORMED), "{body:?}");
+    }
+    for path in ["/ocsp/!!!", "/ocsp/", "/MEow%ZZ", "/ocsp/AAAA"] {
+        let (code, _, resp) = pki.http_get(path);
+        assert_eq!((code, resp.as_slice()), (200, MALFORMED), "{path}");
+    }
+    // A CA ocspd does not serve: unauthorized.
+    let other = pki.dir.join("other-ca.pem");
+    let key = pki.dir.join("other-ca.key");
+    run(Command::new("openssl").args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=Other"])
+        .arg("-keyout").arg(&key).arg("-out").arg(&other));
+    let req = pki.dir.join("foreign.der");
+    let (st, _, err) = run(Command::new("openssl").args(["ocsp", "-no_nonce", "-issuer"]).arg(&other).args(["-serial", "7", "-reqout"]).arg(&req));
+    assert!(st.success(), "{err}");
+    let (code, _, resp) = post(&std::fs::read(&req).unwrap());
+    assert_eq!((code, resp.as_slice()), (200, UNAUTHORIZED));
+    // Plain HTTP errors where OCSP does not apply.
+    let (code, _, _) = pki.curl(&["-X", "PUT", &pki.url("/ocsp")]);
+    assert_eq!(code, 405);
+    let (code, _, _) = pki.curl(&["-H", "Content-Type: text/plain", "--data-binary", "x", &pki.url("/ocsp")]);
+    assert_eq!(code, 415);
+    let big = pki.dir.join("big.der");
+    std::fs::write(&big, vec![0x30; 100_000]).unwrap();
+    let (code, _, _) = pki.curl(&["-H", "Content-Type: application/ocsp-request", "--data-binary", &format!("@{}", big.display()), &pki.url("/ocsp")]);
+    assert_eq!(code, 413);
+    for path in ["/crl/nope.crl", "/crl/demo/9.crl", "/crl/demo/01.crl", "/crl/demo/x.crl", "/crl/demo"] {
+        assert_eq!(pki.http_get(path).0, 404, "{path}");
+    }
+    // Still serving.
+    let (leaf, _) = pki.issue("after.test");
+    assert_status(&pki.openssl_ocsp(&leaf, &[]), &leaf, "good");
+}
+
+#[test]
+fn registry_checks_callers_and_arguments() {
+    let pki = Pki::start();
+    let registry = pki.registry();
+    // Unknown serials, a shard out of range, a bad reason.
+    let e = block_on(registry.revoke("demo", Revocation { serial: vec![1, 2, 3], reason: RevocationReason::Superseded, revoked_unix_secs: 0 }))
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+    let e = block_on(registry.record_issued("demo", IssuedCert { serial: vec![9; 8], not_after_unix_secs: 2_000_000_000, crl_shard: SHARDS }))
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    let e = block_on(registry.record_issued("demo", IssuedCert { serial: vec![], not_after_unix_secs: 1, crl_shard: 0 })).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    let e = block_on(registry.status("nope", vec![1])).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+    // Recording is idempotent; different data for the same serial is refused.
+    let cert = IssuedCert { serial: vec![0x11; 8], not_after_unix_secs: 2_000_000_000, crl_shard: 1 };
+    assert_eq!(block_on(registry.record_issued("demo", cert.clone())).unwrap().state, CertState::Good);
+    assert_eq!(block_on(registry.record_issued("demo", cert.clone())).unwrap().state, CertState::Good);
+    let e = block_on(registry.record_issued("demo", IssuedCert { crl_shard: 0, ..cert.clone() })).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::AlreadyExists, "{e}");
+    // Revoking twice keeps the first time; the reason may become keyCompromise.
+    let first = block_on(registry.revoke("demo", Revocation { serial: cert.serial.clone(), reason: RevocationReason::Superseded, revoked_unix_secs: 0 })).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let second = block_on(registry.revoke("demo", Revocation { serial: cert.serial.clone(), reason: RevocationReason::KeyCompromise, revoked_unix_secs: 0 })).unwrap();
+    assert_eq!(first.revoked_unix_secs, second.revoked_unix_secs);
+    assert_eq!(second.reason, Some(RevocationReason::KeyCompromise));
+
+    // Another user may connect (the socket is 0666 here) but is no registrar.
+    let (st, out, err) = run(Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(bin("signetctl"))
+        .env("SIGNET_SIGND_SOCKET", &pki.signd.socket)
+        .env("SIGNET_OCSPD_SOCKET", &pki.ocspd_socket)
+        .args(["cert", "status", "11111111"]));
+    assert_eq!(st.code(), Some(3), "{out}{err}");
+    assert!(err.contains("not a registrar"), "{err}");
+}
+
+#[test]
+fn acknowledged_revocation_survives_sigkill() {
+    let mut pki = Pki::start();
+    let (leaf, serial) = pki.issue("kill.test");
+    let registry = pki.registry();
+    let serial_bytes = hex::decode(&serial).unwrap();
+    let st = block_on(registry.revoke("demo", Revocation { serial: serial_bytes.clone(), reason: RevocationReason::KeyCompromise, revoked_unix_secs: 0 })).unwrap();
+    assert_eq!(st.state, CertState::Revoked);
+    // Killed the moment the revocation is acknowledged.
+    pki.kill9_ocspd();
+    pki.start_ocspd();
+    let again = block_on(pki.registry().status("demo", serial_bytes)).unwrap();
+    assert_eq!(again.state, CertState::Revoked);
+    assert_eq!(again.reason, Some(RevocationReason::KeyCompromise));
+    let text = pki.openssl_ocsp(&leaf, &["-no_nonce"]);
+    assert_status(&text, &leaf, "revoked");
+}
+
+#[test]
+fn nonce_can_be_ignored_by_config() {
+    let pki = Pki::start_with("nonce = \"ignore\"");
+    let (leaf, _) = pki.issue("nonce.test");
+    // openssl sends a nonce; ocspd answers from its cache without one.
+    let text = pki.openssl_ocsp(&leaf, &[]);
+    assert!(text.contains("WARNING: no nonce in response"), "{text}");
+    assert_status(&text, &leaf, "good");
+}
