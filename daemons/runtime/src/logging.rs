@@ -95,9 +95,14 @@ fn subscriber<W>(journal: bool, filter: EnvFilter, writer: W) -> BoxedSubscriber
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
+    // A log line that cannot be written is dropped. tracing-subscriber would
+    // otherwise report it with eprintln!, which panics when stderr itself is
+    // the broken pipe (e.g. the `tee` of scripts/run died with the same Ctrl-C):
+    // a panic in the signal-handling task would then leave the daemon running.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(writer);
+        .with_writer(writer)
+        .log_internal_errors(false);
     if journal {
         Box::new(
             builder

@@ -55,13 +55,14 @@ async fn dispatch(
 ) {
     loop {
         tokio::select! {
+            // Cancel first: nothing that happens while logging may stop the shutdown.
             Some(()) = term.recv() => {
-                tracing::info!("SIGTERM received; shutting down");
                 shutdown.cancel();
+                tracing::info!("SIGTERM received; shutting down");
             }
             Some(()) = int.recv() => {
-                tracing::info!("SIGINT received; shutting down");
                 shutdown.cancel();
+                tracing::info!("SIGINT received; shutting down");
             }
             Some(()) = hup.recv() => {
                 tracing::info!("SIGHUP received; reloading");
