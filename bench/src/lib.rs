@@ -3,9 +3,12 @@
 //! This library holds what the criterion benches (`benches/signd.rs`) and the
 //! `signd-load` binary share: starting a real signd on a temporary directory
 //! ([`SigndProcess`]), the algorithm cases ([`CASES`]), in-flight drivers and
-//! latency percentiles.
+//! latency percentiles. [`ocsp`] holds the I/O-free part of the `ocsp-load`
+//! generator.
 
 #![forbid(unsafe_code)]
+
+pub mod ocsp;
 
 use std::future::Future;
 use std::io;
