@@ -29,7 +29,7 @@ use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, HOST};
 use hyper::{Request, Uri};
 use hyper_util::rt::TokioIo;
 use signet_bench::ocsp;
-use signet_bench::percentile;
+use signet_bench::{percentile, self_cpu_time};
 use tokio::net::TcpStream;
 use tokio::time::{sleep_until, timeout_at, Instant};
 
@@ -138,13 +138,19 @@ fn run(args: &Args) -> anyhow::Result<Report> {
         let start = Instant::now();
         let window_start = start + Duration::from_secs(args.warmup);
         let clock = Clock { window_start, end: window_start + Duration::from_secs(args.duration) };
+        // This process's CPU time over the window: is the generator itself the limit?
+        let cpu_at_window_start = tokio::spawn(async move {
+            sleep_until(window_start).await;
+            self_cpu_time()
+        });
         let tasks: Vec<_> =
             (0..args.connections as usize).map(|id| tokio::spawn(connection(id, Arc::clone(&target), clock))).collect();
         let mut stats = Stats::default();
         for task in tasks {
             stats.merge(task.await.context("a connection task panicked")?);
         }
-        Ok(Report { stats, window: clock.end - clock.window_start, request_files: target.requests.len() })
+        let cpu = self_cpu_time().saturating_sub(cpu_at_window_start.await?);
+        Ok(Report { stats, window: clock.end - clock.window_start, cpu, request_files: target.requests.len() })
     })
 }
 
@@ -403,6 +409,8 @@ async fn connect_failed(stats: &mut Stats, clock: Clock, kind: String) {
 struct Report {
     stats: Stats,
     window: Duration,
+    /// The generator's own CPU time (user + system) over the window.
+    cpu: Duration,
     request_files: usize,
 }
 
@@ -415,6 +423,11 @@ impl Report {
 
     fn per_sec(&self) -> f64 {
         self.stats.responses as f64 / self.window.as_secs_f64()
+    }
+
+    /// The generator's CPU use over the window, in percent of one core.
+    fn cpu_percent(&self) -> f64 {
+        (self.cpu.as_secs_f64() / self.window.as_secs_f64() * 1000.0).round() / 10.0
     }
 
     /// p50, p90, p99 and max latency.
@@ -452,8 +465,13 @@ impl Report {
             out.push_str(&format!("  {n:>9}  {kind}\n"));
         }
         out.push_str(&format!(
-            "reconnects  {} ({} connections opened in all)\nreceived    {} body bytes; {} responses parsed in full\n",
-            s.reconnects, s.connections, s.bytes, s.parsed
+            "reconnects  {} ({} connections opened in all)\nreceived    {} body bytes; {} responses parsed in full\n\
+             cpu         {}% of a core used by ocsp-load\n",
+            s.reconnects,
+            s.connections,
+            s.bytes,
+            s.parsed,
+            self.cpu_percent()
         ));
         out
     }
@@ -475,6 +493,7 @@ impl Report {
             "connections_opened": s.connections,
             "bytes_received": s.bytes,
             "parsed_in_full": s.parsed,
+            "generator_cpu_percent": self.cpu_percent(),
             "seconds": self.window.as_secs_f64(),
             "passed": self.passed(),
             "options": {
