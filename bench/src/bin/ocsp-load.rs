@@ -10,6 +10,15 @@
 //! the first bytes); every `--parse-every`th one is also parsed in full with
 //! x509-ocsp. Exits non-zero if more than 0.1% of outcomes are errors or no
 //! response counted.
+//!
+//! A latency runs from sending the request to the end of the response body;
+//! it leaves out connecting, which a server that closes every connection
+//! (`openssl ocsp`) makes part of each request's cost: responses/s has it.
+//!
+//! Against `openssl ocsp`, restart the responder between runs: the end of a
+//! run can close a connection before its request was sent, and openssl 3.0's
+//! responder spins on such a connection and answers no more
+//! (openssl/openssl#31129).
 
 #![forbid(unsafe_code)]
 
