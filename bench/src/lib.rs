@@ -3,9 +3,12 @@
 //! This library holds what the criterion benches (`benches/signd.rs`) and the
 //! `signd-load` binary share: starting a real signd on a temporary directory
 //! ([`SigndProcess`]), the algorithm cases ([`CASES`]), in-flight drivers and
-//! latency percentiles.
+//! latency percentiles. [`ocsp`] holds the I/O-free part of the `ocsp-load`
+//! generator.
 
 #![forbid(unsafe_code)]
+
+pub mod ocsp;
 
 use std::future::Future;
 use std::io;
@@ -173,7 +176,12 @@ impl Drop for SigndProcess {
 
 /// CPU time (user + system) of process `pid`, from /proc.
 pub fn proc_cpu_time(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_cpu_time(&format!("/proc/{pid}/stat"))
+}
+
+/// CPU time (user + system) from a /proc/<pid>/stat file.
+fn stat_cpu_time(path: &str) -> Option<Duration> {
+    let stat = std::fs::read_to_string(path).ok()?;
     // Fields after the parenthesised command name; utime and stime are 14 and 15 (1-based).
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
@@ -245,8 +253,10 @@ pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
 }
 
 /// CPU time (user + system) of this process so far (10 ms resolution).
+/// Read through /proc/self: in a PID namespace whose /proc is the host's,
+/// our own pid names another process there.
 pub fn self_cpu_time() -> Duration {
-    proc_cpu_time(std::process::id()).unwrap_or_default()
+    stat_cpu_time("/proc/self/stat").unwrap_or_default()
 }
 
 #[cfg(test)]
