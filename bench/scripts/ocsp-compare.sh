@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Signet's ocspd against the `openssl ocsp` responder, same load generator,
+# same machine, same run. For docs/performance.md.
+#
+#   bench/scripts/ocsp-compare.sh [--duration S] [--connections N] [--leaves N]
+#
+# 1. The baseline: bench/scripts/ocsp-baseline.sh (openssl ocsp, single
+#    process and -multi 2, in its own network namespace), GET and POST.
+# 2. Signet: a fresh signd + ocspd on a temporary directory, a CA made by
+#    `signetctl ca init` (P-256), N leaves issued with `signetctl cert issue`
+#    and recorded in ocspd, then ocsp-load against ocspd: pre-signed
+#    responses over GET and POST, and requests with a nonce (each one a fresh
+#    P-256 signature from signd).
+# Prints one line per run and a summary with the ratios.
+set -euo pipefail
+source "$(dirname "$0")/../../scripts/lib.sh"
+
+duration=10 connections=64 leaves=100
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --duration) duration="$2"; shift 2 ;;
+    --connections) connections="$2"; shift 2 ;;
+    --leaves) leaves="$2"; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "ocsp-compare: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+BIN="$SIGNET_BIN_DIR"
+(cd "$SIGNET_ROOT" && cargo build --release --locked -p signet-bench --bin ocsp-load -p ocspd -p signd -p signetctl >&2)
+LOAD="$BIN/ocsp-load"
+work="$(mktemp -d)"
+PIDS=()
+cleanup() { [ ${#PIDS[@]} -eq 0 ] || kill "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+results="$work/results.jsonl"
+: > "$results"
+run_load() { # label url dir method
+  local out
+  out="$("$LOAD" --url "$2" --requests-dir "$3" --method "$4" --connections "$connections" \
+    --duration "$duration" --warmup 2 --output json)"
+  printf '{"label":"%s","load":%s}\n' "$1" "$out" | tee -a "$results" >&2
+}
+
+# --- the baseline -------------------------------------------------------------
+for m in get post; do
+  bash "$SIGNET_ROOT/bench/scripts/ocsp-baseline.sh" --duration "$duration" --connections "$connections" \
+    --leaves "$leaves" --method "$m" --json --ocsp-load "$LOAD" \
+    | while read -r line; do
+        label="openssl-$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["responder"].replace(" ", "_"))' "$line")-$m"
+        printf '{"label":"%s","load":%s}\n' "$label" "$(python3 -c 'import json,sys; print(json.dumps(json.loads(sys.argv[1])["load"]))' "$line")" | tee -a "$results" >&2
+      done
+done
+
+# --- Signet -----------------------------------------------------------------
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mkdir -p "$work/run"
+cat > "$work/signd.toml" <<TOML
+socket = "$work/run/signd.sock"
+state_dir = "$work/signd"
+[audit]
+durability = "process"
+flush_interval_ms = 200
+[roles.admin]
+users = [$(id -u)]
+admin = true
+keys = ["*"]
+TOML
+export SIGNET_SIGND_SOCKET="$work/run/signd.sock" SIGNET_OCSPD_SOCKET="$work/run/ocspd.sock"
+wait_for() { for _ in $(seq 1 200); do [ -S "$1" ] && return 0; sleep 0.05; done; echo "no $1" >&2; exit 1; }
+"$BIN/signd" --config "$work/signd.toml" 2>"$work/signd.log" & PIDS+=($!)
+wait_for "$work/run/signd.sock"
+"$BIN/signetctl" ca init --dir "$work/ca" --ocsp-url "http://127.0.0.1:$port/ocsp" \
+  --crl-url "http://127.0.0.1:$port/crl/demo/{shard}.crl" --crl-shards 4 --issuer-role admin --ocsp-role admin >/dev/null
+cat "$work/ca/signd-issuer.toml" >> "$work/signd.toml"
+kill "${PIDS[0]}"; wait "${PIDS[0]}" || true; PIDS=()
+rm -f "$work/run/signd.sock"
+"$BIN/signd" --config "$work/signd.toml" 2>"$work/signd.log" & PIDS+=($!)
+wait_for "$work/run/signd.sock"
+cat > "$work/ocspd.toml" <<TOML
+socket = "$work/run/ocspd.sock"
+state_dir = "$work/ocspd"
+signd_socket = "$work/run/signd.sock"
+listen = "127.0.0.1:$port"
+[issuers.demo]
+registrars = { users = [$(id -u)] }
+TOML
+"$BIN/ocspd" --config "$work/ocspd.toml" 2>"$work/ocspd.log" & PIDS+=($!)
+for _ in $(seq 1 200); do curl -fs "http://127.0.0.1:$port/crl/demo.crl" -o /dev/null && break; sleep 0.05; done
+
+say "issuing $leaves certificates through signd and recording them in ocspd"
+mkdir -p "$work/req-cached" "$work/req-nonce"
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/leaf.key" \
+  -subj /CN=bench.test -addext subjectAltName=DNS:bench.test -out "$work/leaf.csr" 2>/dev/null
+for i in $(seq 1 "$leaves"); do
+  "$BIN/signetctl" cert issue --csr "$work/leaf.csr" --out "$work/leaf.pem" 2>/dev/null
+  openssl ocsp -issuer "$work/ca/issuing.pem" -cert "$work/leaf.pem" -no_nonce -reqout "$work/req-cached/$i.der"
+  openssl ocsp -issuer "$work/ca/issuing.pem" -cert "$work/leaf.pem" -reqout "$work/req-nonce/$i.der"
+done
+
+run_load signet-ocspd-get "http://127.0.0.1:$port/ocsp" "$work/req-cached" get
+run_load signet-ocspd-post "http://127.0.0.1:$port/ocsp" "$work/req-cached" post
+run_load signet-ocspd-nonce-post "http://127.0.0.1:$port/ocsp" "$work/req-nonce" post
+
+python3 - "$results" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+def rate(r):
+    return float(r["load"]["responses_per_sec"])
+by = {r["label"]: r for r in rows}
+print(f"{'run':34} {'resp/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
+for r in rows:
+    l = r["load"]
+    print(f"{r['label']:34} {rate(r):10.0f} {l['p50_us'] / 1000:8.2f} {l['p99_us'] / 1000:8.2f}")
+bases = sorted({r["label"].rsplit("-", 1)[0] for r in rows if r["label"].startswith("openssl-")})
+for m in ("get", "post"):
+    s = by.get(f"signet-ocspd-{m}")
+    for base in (f"{b}-{m}" for b in bases):
+        if s and base in by:
+            print(f"ratio signet-ocspd-{m} / {base}: {rate(s) / rate(by[base]):.1f}x")
+PY
