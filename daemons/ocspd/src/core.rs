@@ -86,6 +86,8 @@ pub enum OcspAnswer {
     Signed {
         /// The OCSPResponse, DER.
         der: Vec<u8>,
+        /// Its HTTP entity tag.
+        etag: String,
         /// (thisUpdate, nextUpdate, max-age) when cacheable.
         cache: Option<(i64, i64, u64)>,
         /// good, revoked or unknown; "cached" for a pre-signed response.
@@ -218,7 +220,7 @@ impl Core {
         let data = build_response_data(&iss.responder, &params)
             .map_err(|e| IpcError::internal(format!("cannot build an OCSP response: {e}")))?;
         let der = self.signd.sign_ocsp_response(&iss.name, data).await?;
-        Ok(StoredResponse { der, this_update: now, next_update: next })
+        Ok(StoredResponse { etag: crate::db::etag(&der), der, this_update: now, next_update: next })
     }
 
     fn cert_id(iss: &LoadedIssuer, hash: OcspHash, serial: &[u8]) -> Result<CertIdentity, IpcError> {
@@ -423,6 +425,7 @@ impl Core {
             return OcspAnswer::Signed {
                 cache: Some((r.this_update, r.next_update, self.max_age(iss, r.next_update, now))),
                 der: r.der,
+                etag: r.etag,
                 // Reading the status back would mean decoding the response.
                 status: "cached",
                 presigned: true,
@@ -460,6 +463,7 @@ impl Core {
         OcspAnswer::Signed {
             cache: (!with_nonce).then(|| (signed.this_update, signed.next_update, self.max_age(iss, signed.next_update, now))),
             der: signed.der,
+            etag: signed.etag,
             status: status_name(&status),
             presigned: false,
         }

@@ -148,5 +148,5 @@ async fn sign(
     let tbs = build_tbs_crl(&iss.ca, &params).map_err(|e| IpcError::internal(format!("cannot build a CRL: {e}")))?;
     let der = core.signd.sign_crl(&iss.name, tbs).await?;
     let next = t.now + iss.settings.crl_validity_seconds as i64;
-    Ok(StoredCrl { der, number, this_update: t.now, next_update: next, entries: entries.len() as u64 })
+    Ok(StoredCrl { etag: crate::db::etag(&der), der, number, this_update: t.now, next_update: next, entries: entries.len() as u64 })
 }

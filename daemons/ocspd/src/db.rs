@@ -66,18 +66,22 @@ pub struct RevokedRecord {
 /// A signed OCSP response, ready to serve.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredResponse {
-    /// The OCSPResponse, DER.
+    /// The OCSPResponse, DER. (serde_bytes: one copy, not a sequence of u8s.)
+    #[serde(with = "serde_bytes")]
     pub der: Vec<u8>,
     /// thisUpdate, Unix seconds.
     pub this_update: i64,
     /// nextUpdate, Unix seconds.
     pub next_update: i64,
+    /// The HTTP entity tag, computed once when signed.
+    pub etag: String,
 }
 
 /// A signed CRL, ready to serve.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredCrl {
     /// The CertificateList, DER.
+    #[serde(with = "serde_bytes")]
     pub der: Vec<u8>,
     /// Its cRLNumber.
     pub number: u64,
@@ -87,6 +91,14 @@ pub struct StoredCrl {
     pub next_update: i64,
     /// Entries listed.
     pub entries: u64,
+    /// The HTTP entity tag, computed once when signed.
+    pub etag: String,
+}
+
+/// A strong HTTP entity tag for a signed object: 128 bits of its SHA-256.
+pub fn etag(der: &[u8]) -> String {
+    use sha2::Digest;
+    format!("\"{}\"", hex::encode(&sha2::Sha256::digest(der)[..16]))
 }
 
 /// Per-issuer counters.

@@ -30,7 +30,6 @@ use prometheus_client::metrics::family::Family;
 use signet_ca::OcspErrorStatus;
 use signet_runtime::http::{text_response, Handler};
 use signet_runtime::metrics::Metrics;
-use sha2::{Digest, Sha256};
 
 use crate::core::{now_secs, Core, OcspAnswer};
 use crate::db::CrlKind;
@@ -104,9 +103,8 @@ impl Inner {
     async fn ocsp(&self, der: &[u8], if_none_match: Option<&HeaderValue>) -> Response<Full<Bytes>> {
         match self.core.answer(der).await {
             OcspAnswer::Error(status) => self.ocsp_error(status),
-            OcspAnswer::Signed { der, cache, status, .. } => {
+            OcspAnswer::Signed { der, etag: tag, cache, status, .. } => {
                 self.answers.get_or_create(&OcspLabels { outcome: status }).inc();
-                let tag = etag(&der);
                 if cache.is_some() && matches_etag(if_none_match, &tag) {
                     return not_modified(&tag, cache);
                 }
@@ -174,7 +172,7 @@ impl Inner {
                 return text_response(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n");
             }
         };
-        let tag = etag(&crl.der);
+        let tag = crl.etag;
         let cache = Some((crl.this_update, crl.next_update, (crl.next_update - now_secs()).max(0) as u64));
         if matches_etag(headers.get(IF_NONE_MATCH), &tag) {
             return not_modified(&tag, cache);
@@ -241,11 +239,6 @@ fn der_response(der: Vec<u8>, content_type: &'static str) -> Response<Full<Bytes
     let mut resp = Response::new(Full::new(Bytes::from(der)));
     resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
-}
-
-fn etag(der: &[u8]) -> String {
-    let digest = Sha256::digest(der);
-    format!("\"{}\"", hex::encode(&digest[..16]))
 }
 
 fn http_date(secs: i64) -> HeaderValue {
