@@ -15,7 +15,7 @@ use signet_ca::{
 };
 use signet_ipc::{
     CertStatus, CrlSelector, ErrorKind, IpcError, IssuedCert, IssuerInfo, OcspdHealth, Revocation, RevocationReason,
-    SignatureScheme, SigndClient,
+    SigndClient,
 };
 use signet_runtime::principals::ResolvedPrincipals;
 use signet_store::StoreError;
@@ -511,6 +511,3 @@ impl Core {
         }
     }
 }
-
-/// The scheme used for CRLs: the CA key's default.
-pub const CRL_SCHEME: SignatureScheme = SignatureScheme::Default;

@@ -145,7 +145,11 @@ async fn sign(
         delta_base: delta_base.map(u128::from),
         revoked: entries,
     };
-    let tbs = build_tbs_crl(&iss.ca, &params).map_err(|e| IpcError::internal(format!("cannot build a CRL: {e}")))?;
+    // A million entries take a few hundred ms: let the runtime move this
+    // worker's other tasks (HTTP connections) elsewhere meanwhile. ocspd's
+    // runtime is multi-threaded, which block_in_place requires.
+    let tbs = tokio::task::block_in_place(|| build_tbs_crl(&iss.ca, &params))
+        .map_err(|e| IpcError::internal(format!("cannot build a CRL: {e}")))?;
     let der = core.signd.sign_crl(&iss.name, tbs).await?;
     let next = t.now + iss.settings.crl_validity_seconds as i64;
     Ok(StoredCrl { etag: crate::db::etag(&der), der, number, this_update: t.now, next_update: next, entries: entries.len() as u64 })
