@@ -1,6 +1,7 @@
 //! `signetctl ca`, `cert` and `crl`: the CA ceremony, manual issuance, and
 //! revocation through ocspd.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -267,9 +268,9 @@ pub fn init(client: &SigndClient, a: &InitArgs, out: &Printer) -> Result<(), Fai
             "signd_config": path("signd-issuer.toml"),
         }));
     } else {
-        println!("CA `{}` created; keys {} in signd.", a.name, ids.join(", "));
-        println!("certificates in {}: root.pem issuing.pem chain.pem responder.pem", dir.display());
-        println!("add {} to signd's config and restart signd.", path("signd-issuer.toml").display());
+        outln!("CA `{}` created; keys {} in signd.", a.name, ids.join(", "));
+        outln!("certificates in {}: root.pem issuing.pem chain.pem responder.pem", dir.display());
+        outln!("add {} to signd's config and restart signd.", path("signd-issuer.toml").display());
     }
     Ok(())
 }
@@ -313,13 +314,13 @@ pub fn cert(signd: &SigndClient, ocspd: &OcspdClient, issuer: &str, cmd: &CertCo
             let text = cert_pem(&der);
             match path {
                 Some(p) => write_file(p, text.as_bytes())?,
-                None if !out.json => print!("{text}"),
+                None if !out.json => out!("{text}"),
                 None => {}
             }
             if out.json {
                 out.json(&json!({"serial": hex::encode(&serial), "certificate": text, "crl_shard": shard}));
             } else {
-                eprintln!("issued serial {}", hex::encode(&serial));
+                let _ = writeln!(std::io::stderr(), "issued serial {}", hex::encode(&serial));
             }
         }
         CertCommand::Revoke { serial, reason } => {
@@ -361,15 +362,15 @@ fn status_out(s: &CertStatus, out: &Printer) {
         }));
         return;
     }
-    println!("serial:    {}", hex::encode(&s.serial));
-    println!("state:     {}", s.state.name());
+    outln!("serial:    {}", hex::encode(&s.serial));
+    outln!("state:     {}", s.state.name());
     if s.state != CertState::Unknown {
-        println!("not after: {}", time_text(s.not_after_unix_secs));
-        println!("shard:     {}", s.crl_shard);
+        outln!("not after: {}", time_text(s.not_after_unix_secs));
+        outln!("shard:     {}", s.crl_shard);
     }
     if s.state == CertState::Revoked {
-        println!("revoked:   {}", time_text(s.revoked_unix_secs));
-        println!("reason:    {}", s.reason.map_or("unspecified", |r| r.name()));
+        outln!("revoked:   {}", time_text(s.revoked_unix_secs));
+        outln!("reason:    {}", s.reason.map_or("unspecified", |r| r.name()));
     }
 }
 
@@ -414,17 +415,17 @@ pub fn crl(ocspd: &OcspdClient, issuer: &str, cmd: &CrlCommand, out: &Printer) -
         }));
         return Ok(());
     }
-    println!("CRL number:  {}", number.as_deref().unwrap_or("(none)"));
+    outln!("CRL number:  {}", number.as_deref().unwrap_or("(none)"));
     if let Some(b) = base {
-        println!("delta base:  {b}");
+        outln!("delta base:  {b}");
     }
-    println!("this update: {}", tbs.this_update.to_date_time());
+    outln!("this update: {}", tbs.this_update.to_date_time());
     if let Some(n) = tbs.next_update {
-        println!("next update: {}", n.to_date_time());
+        outln!("next update: {}", n.to_date_time());
     }
-    println!("revoked:     {}", entries.len());
+    outln!("revoked:     {}", entries.len());
     for (s, t) in &entries {
-        println!("  {s}  {t}");
+        outln!("  {s}  {t}");
     }
     Ok(())
 }

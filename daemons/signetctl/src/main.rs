@@ -5,6 +5,17 @@
 //! 4 unknown key; 5 signd unavailable.
 #![forbid(unsafe_code)]
 
+/// Writes to standard output; see [`write_stdout`].
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::write_stdout(format_args!($($arg)*), false) };
+}
+
+/// Writes a line to standard output; see [`write_stdout`].
+macro_rules! outln {
+    () => { $crate::write_stdout(format_args!(""), true) };
+    ($($arg:tt)*) => { $crate::write_stdout(format_args!($($arg)*), true) };
+}
+
 mod ca;
 mod output;
 
@@ -175,12 +186,28 @@ fn io_failure(what: &std::path::Path, e: std::io::Error) -> Failure {
     Failure { code: 2, message: format!("{}: {e}", what.display()) }
 }
 
+/// Standard output for everything signetctl prints. When the reader has gone
+/// (`signetctl crl show | head`), signetctl stops quietly with status 0, as
+/// tools that print for pipes do, instead of panicking as println! would.
+pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>, newline: bool) {
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout.write_fmt(args).and_then(|()| if newline { stdout.write_all(b"\n") } else { Ok(()) });
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "signetctl: stdout: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("signetctl: {}", f.message);
+            let _ = writeln!(std::io::stderr(), "signetctl: {}", f.message);
             ExitCode::from(f.code)
         }
     }
@@ -216,7 +243,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
                     "key": args.key,
                     "signature": base64::engine::general_purpose::STANDARD.encode(&sig),
                 })),
-                None => println!("{}", base64::engine::general_purpose::STANDARD.encode(&sig)),
+                None => outln!("{}", base64::engine::general_purpose::STANDARD.encode(&sig)),
             }
         }
         Command::Audit(a) => {

@@ -10,7 +10,7 @@ pub struct Printer {
 impl Printer {
     pub fn json(&self, v: &serde_json::Value) {
         // Serialising a Value cannot fail.
-        println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
     }
 
     fn key_json(k: &KeyInfo) -> serde_json::Value {
@@ -31,23 +31,23 @@ impl Printer {
         if self.json {
             return self.json(&Self::key_json(k));
         }
-        println!("id:         {}", k.id);
-        println!("algorithm:  {}", k.algorithm);
-        println!("backend:    {}", k.backend);
-        println!("location:   {}", k.location);
-        println!("roles:      {}", if k.roles.is_empty() { "-".into() } else { k.roles.join(", ") });
-        println!("created:    {}", k.created_unix_secs);
-        println!("available:  {}", if k.available { "yes".to_owned() } else { format!("NO: {}", k.problem) });
-        print!("{}", pem("PUBLIC KEY", &k.spki));
+        outln!("id:         {}", k.id);
+        outln!("algorithm:  {}", k.algorithm);
+        outln!("backend:    {}", k.backend);
+        outln!("location:   {}", k.location);
+        outln!("roles:      {}", if k.roles.is_empty() { "-".into() } else { k.roles.join(", ") });
+        outln!("created:    {}", k.created_unix_secs);
+        outln!("available:  {}", if k.available { "yes".to_owned() } else { format!("NO: {}", k.problem) });
+        out!("{}", pem("PUBLIC KEY", &k.spki));
     }
 
     pub fn keys(&self, keys: &[KeyInfo]) {
         if self.json {
             return self.json(&serde_json::Value::Array(keys.iter().map(Self::key_json).collect()));
         }
-        println!("{:<24} {:<11} {:<8} {:<9} ROLES", "ID", "ALGORITHM", "BACKEND", "AVAILABLE");
+        outln!("{:<24} {:<11} {:<8} {:<9} ROLES", "ID", "ALGORITHM", "BACKEND", "AVAILABLE");
         for k in keys {
-            println!(
+            outln!(
                 "{:<24} {:<11} {:<8} {:<9} {}",
                 k.id,
                 k.algorithm.name(),
@@ -72,9 +72,9 @@ impl Printer {
                 .collect();
             return self.json(&serde_json::Value::Array(v));
         }
-        println!("{:>8} {:>20} {:<10} {:<16} {:>6} {:>8} {:<10} OUTCOME", "SEQ", "TIME_NS", "OPERATION", "KEY", "UID", "PID", "ROLE");
+        outln!("{:>8} {:>20} {:<10} {:<16} {:>6} {:>8} {:<10} OUTCOME", "SEQ", "TIME_NS", "OPERATION", "KEY", "UID", "PID", "ROLE");
         for r in records {
-            println!(
+            outln!(
                 "{:>8} {:>20} {:<10} {:<16} {:>6} {:>8} {:<10} {}",
                 r.seq, r.time_unix_nanos, r.operation, r.key_id, r.uid, r.pid, r.role, r.outcome
             );
@@ -89,12 +89,12 @@ impl Printer {
                 "audit_records": h.audit_records,
             }));
         }
-        println!("ok:               {}", h.ok);
-        println!("version:          {}", h.version);
-        println!("keys loaded:      {}", h.keys_loaded);
-        println!("keys unavailable: {}", h.keys_unavailable);
-        println!("uptime (s):       {}", h.uptime_secs);
-        println!("audit records:    {}", h.audit_records);
+        outln!("ok:               {}", h.ok);
+        outln!("version:          {}", h.version);
+        outln!("keys loaded:      {}", h.keys_loaded);
+        outln!("keys unavailable: {}", h.keys_unavailable);
+        outln!("uptime (s):       {}", h.uptime_secs);
+        outln!("audit records:    {}", h.audit_records);
     }
 
     pub fn whoami(&self, c: &CallerInfo) {
@@ -103,9 +103,9 @@ impl Printer {
                 "uid": c.uid, "gid": c.gid, "pid": c.pid, "roles": c.roles, "admin": c.admin,
             }));
         }
-        println!("uid {} gid {} pid {}", c.uid, c.gid, c.pid);
-        println!("roles: {}", if c.roles.is_empty() { "(none)".into() } else { c.roles.join(", ") });
-        println!("admin: {}", c.admin);
+        outln!("uid {} gid {} pid {}", c.uid, c.gid, c.pid);
+        outln!("roles: {}", if c.roles.is_empty() { "(none)".into() } else { c.roles.join(", ") });
+        outln!("admin: {}", c.admin);
     }
 }
 
