@@ -178,3 +178,26 @@ fn cpu_ticks(pid: u32) -> u64 {
     let fields: Vec<&str> = rest.split(' ').collect();
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
+
+/// `signetctl ... | head`: when the reader goes away, signetctl stops quietly
+/// (status 0, nothing on stderr) rather than panicking on the broken pipe.
+#[test]
+fn a_closed_stdout_ends_signetctl_quietly() {
+    let signd = SigndProcess::start("");
+    for i in 0..20 {
+        let (st, _, err) = run(signetctl(&signd.socket).args(["key", "generate", &format!("k{i}"), "-a", "ed25519"]));
+        assert!(st.success(), "{err}");
+    }
+    let mut child = signetctl(&signd.socket)
+        .args(["audit", "--limit", "1000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the read end before signetctl writes anything.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
