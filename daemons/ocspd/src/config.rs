@@ -7,6 +7,7 @@
 //! signd_socket = "/run/signet/signd.sock"
 //! listen = "127.0.0.1:8080"             # HTTP, unless socket-activated as `ocspd-http`
 //! public_url = "http://ocsp.example"    # default: http://<listen>
+//! max_fresh_signatures = 256            # concurrent signatures for nonces/unknown serials
 //!
 //! [issuers.demo]                        # the name of the issuer in signd's config
 //! registrars = { users = ["acmed", 0] } # who may record issuance and revocation
@@ -44,6 +45,10 @@ pub struct Config {
     /// for the CRL URLs ocspd reports.
     #[serde(default)]
     pub public_url: Option<String>,
+    /// OCSP responses signed on the request path (nonces, unknown serials) at
+    /// once; requests beyond it get `tryLater` (default 256).
+    #[serde(default = "default_max_fresh")]
+    pub max_fresh_signatures: usize,
     /// HTTP worker threads (default: the number of CPUs).
     #[serde(default)]
     pub http_threads: Option<usize>,
@@ -56,6 +61,10 @@ impl Config {
     pub fn public_url(&self) -> String {
         self.public_url.clone().unwrap_or_else(|| format!("http://{}", self.listen)).trim_end_matches('/').to_owned()
     }
+}
+
+fn default_max_fresh() -> usize {
+    256
 }
 
 fn default_socket_mode() -> String {

@@ -108,6 +108,8 @@ pub struct Core {
     /// The CAs served.
     pub issuers: Vec<Arc<LoadedIssuer>>,
     started: Instant,
+    /// Signatures on the request path in progress, at most `max_fresh_signatures`.
+    fresh_signatures: tokio::sync::Semaphore,
 }
 
 /// Unix seconds now, whole.
@@ -166,9 +168,11 @@ async fn blocking<R: Send + 'static>(f: impl FnOnce() -> Result<R, StoreError> +
 }
 
 impl Core {
-    /// Assembles the core.
-    pub fn new(db: Db, signd: SigndClient, issuers: Vec<Arc<LoadedIssuer>>) -> Self {
-        Self { db, signd, issuers, started: Instant::now() }
+    /// Assembles the core; at most `max_fresh_signatures` OCSP signatures
+    /// are made on the request path at once.
+    pub fn new(db: Db, signd: SigndClient, issuers: Vec<Arc<LoadedIssuer>>, max_fresh_signatures: usize) -> Self {
+        let fresh_signatures = tokio::sync::Semaphore::new(max_fresh_signatures.max(1));
+        Self { db, signd, issuers, started: Instant::now(), fresh_signatures }
     }
 
     /// The issuer named `name`, or the first `admitted` one for an empty name.
@@ -433,6 +437,12 @@ impl Core {
         }
         let status = status_info(rec.as_ref());
         let nonce = if with_nonce { req.nonce.as_deref() } else { None };
+        // Signing on the request path (nonces, unknown serials, expired
+        // responses) is bounded: past the limit, clients hear tryLater at
+        // once instead of queueing on signd.
+        let Ok(_permit) = self.fresh_signatures.try_acquire() else {
+            return OcspAnswer::Error(E::TryLater);
+        };
         let signed = match self.sign(iss, id, status, nonce).await {
             Ok(s) => s,
             Err(e) => {
