@@ -580,3 +580,24 @@ fn nonce_can_be_ignored_by_config() {
     assert!(text.contains("WARNING: no nonce in response"), "{text}");
     assert_status(&text, &leaf, "good");
 }
+
+#[test]
+fn with_signd_down_cached_answers_continue_and_fresh_ones_say_try_later() {
+    let mut pki = Pki::start();
+    let (leaf, _) = pki.issue("down.test");
+    pki.signd.kill9();
+    // Pre-signed: still served, and still verifies.
+    assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce"]), &leaf, "good");
+    // A nonce needs a fresh signature: tryLater (3), at once, and ocspd lives on.
+    const TRY_LATER: &[u8] = &[0x30, 0x03, 0x0a, 0x01, 0x03];
+    let req = nonce_request(&pki, &leaf);
+    let (code, _, body) =
+        pki.curl(&["-H", "Content-Type: application/ocsp-request", "--data-binary", &format!("@{}", req.display()), &pki.url("/ocsp")]);
+    assert_eq!((code, body.as_slice()), (200, TRY_LATER));
+    // signd back: fresh signatures work again without restarting ocspd.
+    pki.signd.restart();
+    let text = pki.openssl_ocsp(&leaf, &[]);
+    // openssl sends a nonce and warns when it does not come back.
+    assert!(!text.contains("WARNING"), "{text}");
+    assert_status(&text, &leaf, "good");
+}
