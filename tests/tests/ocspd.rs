@@ -601,3 +601,42 @@ fn with_signd_down_cached_answers_continue_and_fresh_ones_say_try_later() {
     assert!(!text.contains("WARNING"), "{text}");
     assert_status(&text, &leaf, "good");
 }
+
+#[test]
+fn sighup_reloads_the_registrars() {
+    let pki = Pki::start();
+    let as_nobody = || {
+        run(Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(bin("signetctl"))
+            .env("SIGNET_SIGND_SOCKET", &pki.signd.socket)
+            .env("SIGNET_OCSPD_SOCKET", &pki.ocspd_socket)
+            .args(["cert", "status", "0a0b0c"]))
+    };
+    let (st, _, err) = as_nobody();
+    assert_eq!(st.code(), Some(3), "{err}");
+    // Add nobody to the registrars and send SIGHUP.
+    let config = std::fs::read_to_string(&pki.ocspd_config).unwrap();
+    let uid = nix::unistd::getuid().as_raw();
+    let widened = config.replace(&format!("users = [{uid}]"), &format!("users = [{uid}, 65534]"));
+    assert_ne!(config, widened);
+    std::fs::write(&pki.ocspd_config, widened).unwrap();
+    let pid = nix::unistd::Pid::from_raw(pki.ocspd.as_ref().unwrap().id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    // Admitted now: the serial is simply unknown (exit code 4).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (st, out, err) = as_nobody();
+        if st.code() == Some(4) {
+            assert!(out.contains("unknown"), "{out}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "not admitted after SIGHUP: {out}{err}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A broken config on the next SIGHUP keeps the current registrars.
+    std::fs::write(&pki.ocspd_config, "this is = not [toml").unwrap();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(as_nobody().0.code(), Some(4));
+}

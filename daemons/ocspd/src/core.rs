@@ -45,8 +45,8 @@ pub struct LoadedIssuer {
     pub ca: Issuer,
     /// The end-entity profile (CRL URL and shards).
     pub profile: Profile,
-    /// Who may record and revoke.
-    pub registrars: ResolvedPrincipals,
+    /// Who may record and revoke; SIGHUP re-reads it from the config.
+    pub registrars: std::sync::RwLock<ResolvedPrincipals>,
     /// Where OCSP is answered.
     pub ocsp_url: String,
     /// Where the full CRL is served.
@@ -56,6 +56,11 @@ pub struct LoadedIssuer {
 }
 
 impl LoadedIssuer {
+    /// Whether a caller with these credentials is one of the issuer's registrars.
+    pub fn admits(&self, uid: u32, gid: u32, groups: &[u32]) -> bool {
+        self.registrars.read().unwrap_or_else(std::sync::PoisonError::into_inner).admits(uid, gid, groups)
+    }
+
     /// The CRL shard URL (as in certificates' CRLDP) for `shard`.
     pub fn shard_url(&self, shard: u32) -> Option<String> {
         self.profile

@@ -117,7 +117,21 @@ async fn serve(config_path: &Path, config: Config, db: Db, mode: u32) -> Result<
     let _ = notify::status(&format!("serving {} issuers", names.len()));
     let _watchdog = notify::spawn_watchdog(|| true);
 
-    shutdown.cancelled().await;
+    let mut reload = signals.reload();
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            changed = reload.changed() => {
+                if changed.is_err() { break; }
+                let _ = notify::reloading();
+                match reload_registrars(config_path, &core) {
+                    Ok(()) => tracing::info!("registrars reloaded"),
+                    Err(e) => tracing::error!(error = %e, "reload failed; keeping the old registrars"),
+                }
+                let _ = notify::ready();
+            }
+        }
+    }
     let _ = notify::stopping();
     tracing::info!("ocspd stopping");
     if let Ok(Err(e)) = http.await {
@@ -154,6 +168,22 @@ fn serve_registry(
         let service = Rc::new(registry::Registry::new(core, handle));
         serve_ocspd(listener, service, ServeOptions::default(), shutdown).await;
     });
+}
+
+/// SIGHUP: re-reads who may record and revoke. Everything else in the config
+/// takes a restart (issuers are loaded from signd at start).
+fn reload_registrars(path: &Path, core: &Core) -> Result<(), String> {
+    let config: Config = signet_runtime::config::load(path).map_err(|e| e.to_string())?;
+    let mut resolved = Vec::new();
+    for iss in &core.issuers {
+        let settings = config.issuers.get(&iss.name).ok_or_else(|| format!("issuer `{}` is no longer configured; restart to drop it", iss.name))?;
+        resolved.push(settings.registrars.resolve().map_err(|e| format!("issuer `{}`: registrars: {e}", iss.name))?);
+    }
+    // All or nothing: only a config that resolved completely is applied.
+    for (iss, r) in core.issuers.iter().zip(resolved) {
+        *iss.registrars.write().unwrap_or_else(std::sync::PoisonError::into_inner) = r;
+    }
+    Ok(())
 }
 
 /// Re-signs cached responses before they expire.
@@ -210,7 +240,7 @@ async fn load_issuers(config: &Config, db: &Db, signd: &SigndClient) -> Result<V
             responder,
             ca,
             profile,
-            registrars,
+            registrars: std::sync::RwLock::new(registrars),
             ocsp_url,
             crl_url,
             crl_dirty: tokio::sync::Notify::new(),

@@ -46,7 +46,7 @@ impl OcspdSession for Session {
 
     fn registry(&self, name: String) -> LocalResult<Rc<dyn RegistryService>> {
         let (uid, gid) = (self.peer.uid, self.peer.gid);
-        let outcome = self.core.issuer_for(&name, |i| i.registrars.admits(uid, gid, &self.groups));
+        let outcome = self.core.issuer_for(&name, |i| i.admits(uid, gid, &self.groups));
         if let Err(e) = &outcome {
             tracing::warn!(uid, pid = self.peer.pid, issuer = %name, error = %e, "registry refused");
         }
