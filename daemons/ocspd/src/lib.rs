@@ -66,7 +66,7 @@ pub fn run(config_path: &Path, config: Config) -> Result<(), OcspdError> {
     for (name, s) in &config.issuers {
         s.check(name).map_err(cfg_err)?;
     }
-    let mode = parse_mode(&config.socket_mode).ok_or_else(|| cfg_err(format!("socket_mode {:?} is not octal", config.socket_mode)))?;
+    let mode = signet_runtime::config::parse_mode(&config.socket_mode).ok_or_else(|| cfg_err(format!("socket_mode {:?} is not octal", config.socket_mode)))?;
     let db = Db::open(&config.state_dir).map_err(|source| OcspdError::Store { path: config.state_dir.clone(), source })?;
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = config.http_threads {
@@ -254,9 +254,4 @@ async fn fetch(signd: &SigndClient, name: &str) -> Result<(Vec<u8>, Vec<u8>, Str
     let responder = signd.ocsp_responder_certificate(name).await?;
     let profile = signd.crl_signer_profile(name).await?;
     Ok((ca, responder, profile))
-}
-
-fn parse_mode(s: &str) -> Option<u32> {
-    let digits = s.strip_prefix("0o").unwrap_or(s);
-    u32::from_str_radix(digits, 8).ok().filter(|m| *m <= 0o777)
 }

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
-use signet_runtime::config::{startup, DaemonArgs, Startup};
+use signet_runtime::config::DaemonArgs;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -19,18 +19,5 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    signet_runtime::logging::init("ocspd", "info");
-    let default = Path::new("/etc/signet/ocspd.toml");
-    let config = match startup::<ocspd::config::Config>(&args.daemon, default) {
-        Startup::Run(c) => c,
-        Startup::Exit(code) => return ExitCode::from(code),
-    };
-    match ocspd::run(args.daemon.config_path(default), config) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("ocspd: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    signet_runtime::config::daemon_main("ocspd", Path::new("/etc/signet/ocspd.toml"), &args.daemon, ocspd::run)
 }

@@ -398,3 +398,53 @@ mod tests {
         );
     }
 }
+
+/// Parses a file mode written in config as octal (`"0660"`, `"660"` or `"0o660"`).
+pub fn parse_mode(s: &str) -> Option<u32> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    u32::from_str_radix(digits, 8).ok().filter(|m| *m <= 0o777)
+}
+
+/// The whole `main` of a daemon: logging for `daemon`, the config from
+/// `--config` (or `default_path`) with `--check-config`, then `run`. A
+/// failure is logged and printed, and the process exits non-zero.
+pub fn daemon_main<C, E>(
+    daemon: &str,
+    default_path: &Path,
+    args: &DaemonArgs,
+    run: impl FnOnce(&Path, C) -> Result<(), E>,
+) -> std::process::ExitCode
+where
+    C: DeserializeOwned,
+    E: std::fmt::Display,
+{
+    crate::logging::init(daemon, "info");
+    let config = match startup::<C>(args, default_path) {
+        Startup::Run(c) => c,
+        Startup::Exit(code) => return std::process::ExitCode::from(code),
+    };
+    match run(args.config_path(default_path), config) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            // Nothing more to do if stderr is gone too.
+            let _ = writeln!(io::stderr(), "{daemon}: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod mode_tests {
+    use super::parse_mode;
+
+    #[test]
+    fn modes_are_octal() {
+        assert_eq!(parse_mode("0660"), Some(0o660));
+        assert_eq!(parse_mode("0o600"), Some(0o600));
+        assert_eq!(parse_mode("777"), Some(0o777));
+        assert_eq!(parse_mode("0888"), None);
+        assert_eq!(parse_mode("1777"), None);
+        assert_eq!(parse_mode(""), None);
+    }
+}

@@ -120,7 +120,7 @@ fn adopt_nss_keys(keys: &keys::KeyRing, nss: &NssBackend, configured: &[config::
 /// Runs signd until SIGTERM or SIGINT. `config_path` is re-read on SIGHUP.
 pub fn run(config_path: &Path, config: Config) -> Result<(), SigndError> {
     let policy = Policy::resolve(&config.roles).map_err(|e| SigndError::Config(format!("{}: {e}", config_path.display())))?;
-    let mode = parse_mode(&config.socket_mode)
+    let mode = signet_runtime::config::parse_mode(&config.socket_mode)
         .ok_or_else(|| SigndError::Config(format!("{}: socket_mode {:?} is not octal", config_path.display(), config.socket_mode)))?;
     let state = Arc::new(open_state(&config)?);
     let issuers = issuers::Issuers::load(&config.issuers, &state.keys)
@@ -183,9 +183,4 @@ pub fn run(config_path: &Path, config: Config) -> Result<(), SigndError> {
 fn reload_policy(path: &Path) -> Result<Policy, String> {
     let config: Config = signet_runtime::config::load(path).map_err(|e| e.to_string())?;
     Policy::resolve(&config.roles).map_err(|e| e.to_string())
-}
-
-fn parse_mode(s: &str) -> Option<u32> {
-    let digits = s.strip_prefix("0o").unwrap_or(s);
-    u32::from_str_radix(digits, 8).ok().filter(|m| *m <= 0o777)
 }
