@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use signet_ipc::{block_on, CertState, ErrorKind, IssuedCert, OcspdClient, Revocation, RevocationReason};
-use signet_tests::{bin, run, signetctl, SigndProcess};
+use signet_tests::{bin, run, signetctl, Backend, SigndProcess};
 
 /// A free TCP port on loopback (bound, then released for ocspd).
 fn free_port() -> u16 {
@@ -36,7 +36,12 @@ impl Pki {
 
     /// `issuer_extra` goes into ocspd's `[issuers.demo]`.
     fn start_with(issuer_extra: &str) -> Self {
-        let mut signd = SigndProcess::start("");
+        Self::start_full(Backend::Openssl, "ecdsa-p256", issuer_extra)
+    }
+
+    /// The CA's three keys on `backend`, of `algorithm`.
+    fn start_full(backend: Backend, algorithm: &str, issuer_extra: &str) -> Self {
+        let mut signd = SigndProcess::start_backend(backend, "");
         let dir = signd.dir.path().to_path_buf();
         let port = free_port();
         let base = format!("http://127.0.0.1:{port}");
@@ -57,6 +62,10 @@ impl Pki {
             "admin",
             "--ocsp-role",
             "admin",
+            "--algorithm",
+            algorithm,
+            "--backend",
+            backend.name(),
         ]));
         assert!(st.success(), "ca init: {out}{err}");
         let snippet = std::fs::read_to_string(dir.join("ca/signd-issuer.toml")).unwrap();
@@ -639,4 +648,55 @@ fn sighup_reloads_the_registrars() {
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(as_nobody().0.code(), Some(4));
+}
+
+/// `ca init` with CA keys on every backend, including ML-DSA and an HSM
+/// (SoftHSM2 through NSS): certificates issue, and ocspd's responses and CRLs
+/// verify with OpenSSL 3.5 (the vendored one, which knows ML-DSA).
+#[test]
+fn ca_keys_on_every_backend_and_ml_dsa() {
+    use openssl::ocsp::{OcspCertId, OcspFlag, OcspRequest, OcspResponse};
+    use openssl::stack::Stack;
+    use openssl::x509::store::X509StoreBuilder;
+    use openssl::x509::{X509Crl, X509};
+    let pem = |p: &Path| X509::from_pem(&std::fs::read(p).unwrap()).unwrap();
+    for (backend, algorithm) in
+        [(Backend::Openssl, "ml-dsa-65"), (Backend::NssSoftokn, "ecdsa-p384"), (Backend::NssSofthsm, "ecdsa-p256")]
+    {
+        let what = format!("{algorithm} on {backend:?}");
+        let pki = Pki::start_full(backend, algorithm, "");
+        let (leaf_path, _) = pki.issue("backend.test");
+        let (root, issuing, leaf) = (pem(&pki.ca("root.pem")), pem(&pki.ca("issuing.pem")), pem(&leaf_path));
+        assert!(issuing.verify(&root.public_key().unwrap()).unwrap(), "{what}");
+        assert!(leaf.verify(&issuing.public_key().unwrap()).unwrap(), "{what}");
+
+        // OCSP over POST, verified against the root with OpenSSL's own OCSP code.
+        let id = OcspCertId::from_cert(openssl::hash::MessageDigest::sha1(), &leaf, &issuing).unwrap();
+        let mut req = OcspRequest::new().unwrap();
+        req.add_id(id).unwrap();
+        let req_path = pki.dir.join("backend-req.der");
+        std::fs::write(&req_path, req.to_der().unwrap()).unwrap();
+        let (code, _, body) = pki.curl(&[
+            "-H",
+            "Content-Type: application/ocsp-request",
+            "--data-binary",
+            &format!("@{}", req_path.display()),
+            &pki.url("/ocsp"),
+        ]);
+        assert_eq!(code, 200, "{what}");
+        let basic = OcspResponse::from_der(&body).unwrap().basic().unwrap();
+        let mut store = X509StoreBuilder::new().unwrap();
+        store.add_cert(root.clone()).unwrap();
+        let store = store.build();
+        let mut chain = Stack::new().unwrap();
+        chain.push(issuing.clone()).unwrap();
+        basic.verify(&chain, &store, OcspFlag::empty()).unwrap_or_else(|e| panic!("{what}: OCSP verify: {e}"));
+        let id = OcspCertId::from_cert(openssl::hash::MessageDigest::sha1(), &leaf, &issuing).unwrap();
+        let status = basic.find_status(&id).unwrap_or_else(|| panic!("{what}: no status"));
+        assert_eq!(status.status, openssl::ocsp::OcspCertStatus::GOOD, "{what}");
+
+        // The full CRL, signed by the same key.
+        let crl = X509Crl::from_der(&pki.http_get("/crl/demo.crl").2).unwrap();
+        assert!(crl.verify(&issuing.public_key().unwrap()).unwrap(), "{what}");
+    }
 }
