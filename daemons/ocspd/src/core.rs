@@ -506,6 +506,12 @@ impl Core {
                 }
                 let (db, id, s) = (self.db.clone(), iss.id, serial.clone());
                 let Some(rec) = blocking(move || db.store.read(|t| db.cert(t, id, &s))).await? else { continue };
+                // Expired certificates are not kept fresh: a request for one
+                // is signed on demand (RFC 6960 lets a responder answer for
+                // them, RFC 5019 does not ask it to pre-sign them).
+                if rec.not_after < now_secs() {
+                    continue;
+                }
                 let cert_id = Self::cert_id(iss, hash, &serial)?;
                 let signed = self.sign(iss, &cert_id, status_info(Some(&rec)), None).await?;
                 let db = self.db.clone();
