@@ -700,3 +700,53 @@ fn ca_keys_on_every_backend_and_ml_dsa() {
         assert!(crl.verify(&issuing.public_key().unwrap()).unwrap(), "{what}");
     }
 }
+
+/// RFC 5019: responses are re-signed in the background before nextUpdate,
+/// without any request asking.
+#[test]
+fn responses_are_re_signed_before_next_update() {
+    let pki = Pki::start_with("response_validity_seconds = 60\nrefresh_before_seconds = 58");
+    let (leaf, _) = pki.issue("refresh.test");
+    let req = pki.dir.join("refresh-req.der");
+    let (st, _, err) = run(Command::new("openssl").arg("ocsp").args([
+        "-issuer",
+        pki.ca("issuing.pem").to_str().unwrap(),
+        "-cert",
+        leaf.to_str().unwrap(),
+        "-no_nonce",
+        "-reqout",
+        req.to_str().unwrap(),
+    ]));
+    assert!(st.success(), "{err}");
+    let b64 = base64::engine::general_purpose::STANDARD.encode(std::fs::read(&req).unwrap());
+    let path = format!("/ocsp/{}", b64.replace('+', "%2B").replace('/', "%2F").replace('=', "%3D"));
+    let last_modified = |headers: &str| {
+        headers.lines().find(|l| l.to_lowercase().starts_with("last-modified:")).map(str::to_owned).unwrap()
+    };
+    let (_, headers, first) = pki.http_get(&path);
+    let before = last_modified(&headers);
+    // The refresher runs every 58/8 = 7 s and re-signs what expires within 58 s.
+    let deadline = Instant::now() + Duration::from_secs(25);
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let (_, headers, body) = pki.http_get(&path);
+        if last_modified(&headers) != before {
+            assert_ne!(body, first);
+            let resp = pki.dir.join("refreshed.der");
+            std::fs::write(&resp, &body).unwrap();
+            let (_, out, err) = run(Command::new("openssl").arg("ocsp").args([
+                "-respin",
+                resp.to_str().unwrap(),
+                "-issuer",
+                pki.ca("issuing.pem").to_str().unwrap(),
+                "-cert",
+                leaf.to_str().unwrap(),
+                "-CAfile",
+                pki.ca("chain.pem").to_str().unwrap(),
+            ]));
+            assert_status(&format!("{out}{err}"), &leaf, "good");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no re-signed response after 25 s");
+    }
+}

@@ -188,7 +188,7 @@ fn reload_registrars(path: &Path, core: &Core) -> Result<(), String> {
 
 /// Re-signs cached responses before they expire.
 async fn refresher(core: Arc<Core>, iss: Arc<LoadedIssuer>) {
-    let period = Duration::from_secs((iss.settings.refresh_before() / 4).clamp(1, 300));
+    let period = Duration::from_secs((iss.settings.refresh_before() / 8).clamp(1, 300));
     loop {
         tokio::time::sleep(period).await;
         match core.refresh(&iss).await {
