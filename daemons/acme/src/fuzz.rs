@@ -79,7 +79,7 @@ pub fn jws_input(data: &[u8]) {
 
 /// Real signed requests to seed the fuzzer with (and the mutation test):
 /// newAccount (Ed25519 and ES256 `jwk`), newAccount with an external account
-/// binding, newOrder and POST-as-GET by `kid`, and a keyChange. The `kid`
+/// binding, newOrder by `kid`, and a keyChange. The `kid`
 /// requests are signed with [`ACCOUNT_KEY_D`].
 pub fn seed_requests() -> Result<Vec<Vec<u8>>, crate::JwsError> {
     use crate::jws::sign::{self, Signer};
@@ -214,6 +214,20 @@ mod tests {
                 verify_key_change(&verified, &old, &key).unwrap();
             }
             jws_input(&seed);
+        }
+    }
+
+    /// Writes the seed corpus of the `acme_jws` fuzz target:
+    /// `SIGNET_WRITE_FUZZ_SEEDS=tests/fuzz/corpus/acme_jws cargo test -p signet-acme -- --ignored`.
+    #[test]
+    #[ignore = "writes files; run by hand to refresh the fuzz corpus"]
+    fn write_fuzz_seeds() {
+        let Some(dir) = std::env::var_os("SIGNET_WRITE_FUZZ_SEEDS") else { return };
+        let dir = std::path::PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let names = ["new-account-eddsa", "new-account-es256", "new-account-eab", "new-order-kid", "key-change"];
+        for (name, seed) in names.iter().zip(seed_requests().unwrap()) {
+            std::fs::write(dir.join(format!("{name}.json")), seed).unwrap();
         }
     }
 
