@@ -1,0 +1,277 @@
+//! The JWS algorithms Signet accepts (RFC 7518 §3, RFC 8037 §3.1) and their
+//! verification with OpenSSL.
+
+use openssl::bn::BigNum;
+use openssl::ecdsa::EcdsaSig;
+use openssl::hash::MessageDigest;
+use openssl::pkey::{PKey, PKeyRef, Private, Public};
+use openssl::rsa::Padding;
+use openssl::sign::{RsaPssSaltlen, Signer, Verifier};
+
+use super::jwk::{Jwk, KeyKind};
+use super::JwsError;
+
+/// A signature algorithm accepted on an ACME request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// ECDSA P-256 with SHA-256.
+    Es256,
+    /// ECDSA P-384 with SHA-384.
+    Es384,
+    /// ECDSA P-521 with SHA-512.
+    Es512,
+    /// EdDSA with Ed25519 (RFC 8037).
+    EdDsa,
+    /// RSASSA-PKCS1-v1_5 with SHA-256.
+    Rs256,
+    /// RSASSA-PSS with SHA-256, MGF1-SHA-256 and a 32-byte salt.
+    Ps256,
+}
+
+/// The `alg` values Signet accepts, as listed in a `badSignatureAlgorithm` problem.
+pub const SUPPORTED_ALGORITHMS: &[&str] = &["ES256", "ES384", "ES512", "EdDSA", "RS256", "PS256"];
+
+impl Algorithm {
+    /// Every accepted algorithm.
+    pub const ALL: [Algorithm; 6] = [
+        Algorithm::Es256,
+        Algorithm::Es384,
+        Algorithm::Es512,
+        Algorithm::EdDsa,
+        Algorithm::Rs256,
+        Algorithm::Ps256,
+    ];
+
+    /// The `alg` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Es256 => "ES256",
+            Algorithm::Es384 => "ES384",
+            Algorithm::Es512 => "ES512",
+            Algorithm::EdDsa => "EdDSA",
+            Algorithm::Rs256 => "RS256",
+            Algorithm::Ps256 => "PS256",
+        }
+    }
+
+    /// Parses an `alg` value. `none`, MAC algorithms and anything unknown are
+    /// refused as `badSignatureAlgorithm` (RFC 8555 §6.2).
+    pub fn from_name(name: &str) -> Result<Algorithm, JwsError> {
+        Algorithm::ALL
+            .into_iter()
+            .find(|a| a.name() == name)
+            .ok_or_else(|| JwsError::UnsupportedAlgorithm(name.to_owned()))
+    }
+
+    /// Does a key of this kind go with this algorithm?
+    pub fn fits(self, kind: KeyKind) -> bool {
+        matches!(
+            (self, kind),
+            (Algorithm::Es256, KeyKind::EcP256)
+                | (Algorithm::Es384, KeyKind::EcP384)
+                | (Algorithm::Es512, KeyKind::EcP521)
+                | (Algorithm::EdDsa, KeyKind::Ed25519)
+                | (Algorithm::Rs256 | Algorithm::Ps256, KeyKind::Rsa(_))
+        )
+    }
+
+    fn digest(self) -> Option<MessageDigest> {
+        match self {
+            Algorithm::Es256 | Algorithm::Rs256 | Algorithm::Ps256 => Some(MessageDigest::sha256()),
+            Algorithm::Es384 => Some(MessageDigest::sha384()),
+            Algorithm::Es512 => Some(MessageDigest::sha512()),
+            Algorithm::EdDsa => None,
+        }
+    }
+
+    /// Checks `signature` over `signing_input` with `key`: the key must fit the
+    /// algorithm (and the JWK's own `alg`, if it declared one).
+    pub fn verify(self, key: &Jwk, signing_input: &[u8], signature: &[u8]) -> Result<(), JwsError> {
+        if !self.fits(key.kind()) {
+            return Err(JwsError::AlgorithmKeyMismatch {
+                alg: self.name(),
+                key: key.kind().to_string(),
+            });
+        }
+        if let Some(declared) = key.declared_alg() {
+            if declared != self.name() {
+                return Err(JwsError::BadPublicKey(format!(
+                    "the JWK declares alg {declared:?} but the request uses {}",
+                    self.name()
+                )));
+            }
+        }
+        let ok = match self {
+            Algorithm::Es256 | Algorithm::Es384 | Algorithm::Es512 => {
+                let len = key.ec_coordinate_len().ok_or(JwsError::BadSignature)?;
+                let der = ecdsa_raw_to_der(signature, len)?;
+                verify_digest(self, key.public_key(), signing_input, &der, |_| Ok(()))
+            }
+            Algorithm::EdDsa => Verifier::new_without_digest(key.public_key())
+                .and_then(|mut v| v.verify_oneshot(signature, signing_input))
+                .unwrap_or(false),
+            Algorithm::Rs256 | Algorithm::Ps256 => {
+                if signature.len() != key.public_key().size() {
+                    return Err(JwsError::BadSignature);
+                }
+                verify_digest(self, key.public_key(), signing_input, signature, |v| {
+                    if self == Algorithm::Ps256 {
+                        v.set_rsa_padding(Padding::PKCS1_PSS)?;
+                        v.set_rsa_mgf1_md(MessageDigest::sha256())?;
+                        v.set_rsa_pss_saltlen(RsaPssSaltlen::DIGEST_LENGTH)?;
+                    }
+                    Ok(())
+                })
+            }
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(JwsError::BadSignature)
+        }
+    }
+
+    /// Signs `signing_input` with `key`, producing the JWS signature bytes
+    /// (raw r||s for ECDSA). For tests and tools; the CA never signs requests.
+    pub fn sign(self, key: &PKeyRef<Private>, signing_input: &[u8]) -> Result<Vec<u8>, JwsError> {
+        let internal = |e: openssl::error::ErrorStack| JwsError::Internal(e.to_string());
+        let public = PKey::public_key_from_der(&key.public_key_to_der().map_err(internal)?)
+            .map_err(internal)?;
+        let jwk = Jwk::from_public_key(&public)?;
+        if !self.fits(jwk.kind()) {
+            return Err(JwsError::AlgorithmKeyMismatch {
+                alg: self.name(),
+                key: jwk.kind().to_string(),
+            });
+        }
+        match self.digest() {
+            None => Signer::new_without_digest(key)
+                .and_then(|mut s| s.sign_oneshot_to_vec(signing_input))
+                .map_err(internal),
+            Some(md) => {
+                let mut signer = Signer::new(md, key).map_err(internal)?;
+                if self == Algorithm::Ps256 {
+                    signer
+                        .set_rsa_padding(Padding::PKCS1_PSS)
+                        .map_err(internal)?;
+                    signer
+                        .set_rsa_mgf1_md(MessageDigest::sha256())
+                        .map_err(internal)?;
+                    signer
+                        .set_rsa_pss_saltlen(RsaPssSaltlen::DIGEST_LENGTH)
+                        .map_err(internal)?;
+                }
+                let sig = signer
+                    .sign_oneshot_to_vec(signing_input)
+                    .map_err(internal)?;
+                match jwk.ec_coordinate_len() {
+                    Some(len) => ecdsa_der_to_raw(&sig, len).map_err(internal),
+                    None => Ok(sig),
+                }
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A MAC algorithm, accepted only for external account binding (RFC 8555 §7.3.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MacAlgorithm {
+    /// HMAC with SHA-256.
+    Hs256,
+    /// HMAC with SHA-384.
+    Hs384,
+    /// HMAC with SHA-512.
+    Hs512,
+}
+
+impl MacAlgorithm {
+    /// Every accepted MAC algorithm.
+    pub const ALL: [MacAlgorithm; 3] = [
+        MacAlgorithm::Hs256,
+        MacAlgorithm::Hs384,
+        MacAlgorithm::Hs512,
+    ];
+
+    /// The `alg` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            MacAlgorithm::Hs256 => "HS256",
+            MacAlgorithm::Hs384 => "HS384",
+            MacAlgorithm::Hs512 => "HS512",
+        }
+    }
+
+    /// Parses an `alg` value naming a MAC algorithm.
+    pub fn from_name(name: &str) -> Option<MacAlgorithm> {
+        MacAlgorithm::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// The MAC of `signing_input` under `key`.
+    pub fn mac(self, key: &[u8], signing_input: &[u8]) -> Result<Vec<u8>, JwsError> {
+        let internal = |e: openssl::error::ErrorStack| JwsError::Internal(e.to_string());
+        let md = match self {
+            MacAlgorithm::Hs256 => MessageDigest::sha256(),
+            MacAlgorithm::Hs384 => MessageDigest::sha384(),
+            MacAlgorithm::Hs512 => MessageDigest::sha512(),
+        };
+        let pkey = PKey::hmac(key).map_err(internal)?;
+        Signer::new(md, &pkey)
+            .and_then(|mut s| s.sign_oneshot_to_vec(signing_input))
+            .map_err(internal)
+    }
+
+    /// Checks a MAC in constant time.
+    pub fn verify(self, key: &[u8], signing_input: &[u8], mac: &[u8]) -> Result<(), JwsError> {
+        let expected = self.mac(key, signing_input)?;
+        if expected.len() == mac.len() && openssl::memcmp::eq(&expected, mac) {
+            Ok(())
+        } else {
+            Err(JwsError::BadMac)
+        }
+    }
+}
+
+fn verify_digest(
+    alg: Algorithm,
+    key: &PKeyRef<Public>,
+    signing_input: &[u8],
+    signature: &[u8],
+    configure: impl FnOnce(&mut Verifier<'_>) -> Result<(), openssl::error::ErrorStack>,
+) -> bool {
+    let Some(md) = alg.digest() else { return false };
+    let run = || -> Result<bool, openssl::error::ErrorStack> {
+        let mut verifier = Verifier::new(md, key)?;
+        configure(&mut verifier)?;
+        verifier.verify_oneshot(signature, signing_input)
+    };
+    run().unwrap_or(false)
+}
+
+/// A JWS ECDSA signature (r||s, each `len` bytes, RFC 7518 §3.4) as DER ECDSA-Sig-Value.
+fn ecdsa_raw_to_der(signature: &[u8], len: usize) -> Result<Vec<u8>, JwsError> {
+    if signature.len() != 2 * len {
+        return Err(JwsError::BadSignature);
+    }
+    let (r, s) = signature.split_at(len);
+    let sig = BigNum::from_slice(r)
+        .and_then(|r| BigNum::from_slice(s).and_then(|s| EcdsaSig::from_private_components(r, s)))
+        .map_err(|_| JwsError::BadSignature)?;
+    sig.to_der().map_err(|_| JwsError::BadSignature)
+}
+
+/// A DER ECDSA-Sig-Value as JWS r||s.
+fn ecdsa_der_to_raw(der: &[u8], len: usize) -> Result<Vec<u8>, openssl::error::ErrorStack> {
+    let sig = EcdsaSig::from_der(der)?;
+    let width = i32::try_from(len).unwrap_or(66);
+    let mut raw = sig.r().to_vec_padded(width)?;
+    raw.extend(sig.s().to_vec_padded(width)?);
+    Ok(raw)
+}
