@@ -49,10 +49,6 @@ pub struct Config {
     /// once; requests beyond it get `tryLater` (default 256).
     #[serde(default = "default_max_fresh")]
     pub max_fresh_signatures: usize,
-    /// Pre-signed responses kept in memory, ready to send (default 200,000,
-    /// about 150 MB for P-256 responses); the rest are read from LMDB.
-    #[serde(default = "default_hot_responses")]
-    pub hot_responses: usize,
     /// HTTP worker threads (default: the number of CPUs).
     #[serde(default)]
     pub http_threads: Option<usize>,
@@ -65,10 +61,6 @@ impl Config {
     pub fn public_url(&self) -> String {
         self.public_url.clone().unwrap_or_else(|| format!("http://{}", self.listen)).trim_end_matches('/').to_owned()
     }
-}
-
-fn default_hot_responses() -> usize {
-    200_000
 }
 
 fn default_max_fresh() -> usize {

@@ -90,7 +90,7 @@ pub enum OcspAnswer {
     /// cached by HTTP caches (no nonce).
     Signed {
         /// The OCSPResponse, DER.
-        der: bytes::Bytes,
+        der: Vec<u8>,
         /// Its HTTP entity tag.
         etag: String,
         /// (thisUpdate, nextUpdate, max-age) when cacheable.
@@ -115,67 +115,6 @@ pub struct Core {
     started: Instant,
     /// Signatures on the request path in progress, at most `max_fresh_signatures`.
     fresh_signatures: tokio::sync::Semaphore,
-    /// Stored responses as they were last read, so a hot response costs no
-    /// LMDB transaction or decode; see [`HotCache`].
-    hot: HotCache,
-}
-
-/// A stored OCSP response kept in memory, ready to send.
-#[derive(Debug)]
-pub struct HotEntry {
-    /// The OCSPResponse, DER.
-    pub der: bytes::Bytes,
-    /// Its HTTP entity tag.
-    pub etag: String,
-    /// thisUpdate, Unix seconds.
-    pub this_update: i64,
-    /// nextUpdate, Unix seconds.
-    pub next_update: i64,
-}
-
-/// Responses read from LMDB, by response key.
-///
-/// LMDB stays the truth: every write of a response forgets its key here
-/// after the commit, and bumps `epoch` under the lock. A reader notes the
-/// epoch before its LMDB read and keeps what it read only if no write
-/// happened since, so a response read before a revocation committed can
-/// never be kept after it.
-#[derive(Debug)]
-struct HotCache {
-    map: std::sync::RwLock<std::collections::HashMap<Vec<u8>, Arc<HotEntry>>>,
-    epoch: std::sync::atomic::AtomicU64,
-    capacity: usize,
-}
-
-impl HotCache {
-    fn new(capacity: usize) -> Self {
-        Self { map: Default::default(), epoch: Default::default(), capacity }
-    }
-
-    fn epoch(&self) -> u64 {
-        self.epoch.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    fn get(&self, key: &[u8]) -> Option<Arc<HotEntry>> {
-        self.map.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(key).cloned()
-    }
-
-    /// Keeps `entry` if nothing was written since `epoch` and there is room.
-    fn keep(&self, epoch: u64, key: Vec<u8>, entry: Arc<HotEntry>) {
-        let mut map = self.map.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if self.epoch() == epoch && (map.len() < self.capacity || map.contains_key(&key)) {
-            map.insert(key, entry);
-        }
-    }
-
-    /// Forgets `keys`; call after committing a write of them.
-    fn forget<'a>(&self, keys: impl IntoIterator<Item = &'a Vec<u8>>) {
-        let mut map = self.map.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.epoch.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        for k in keys {
-            map.remove(k);
-        }
-    }
 }
 
 /// Unix seconds now, whole.
@@ -236,16 +175,9 @@ async fn blocking<R: Send + 'static>(f: impl FnOnce() -> Result<R, StoreError> +
 impl Core {
     /// Assembles the core; at most `max_fresh_signatures` OCSP signatures
     /// are made on the request path at once.
-    /// `hot_responses` responses are kept in memory at most.
-    pub fn new(
-        db: Db,
-        signd: SigndClient,
-        issuers: Vec<Arc<LoadedIssuer>>,
-        max_fresh_signatures: usize,
-        hot_responses: usize,
-    ) -> Self {
+    pub fn new(db: Db, signd: SigndClient, issuers: Vec<Arc<LoadedIssuer>>, max_fresh_signatures: usize) -> Self {
         let fresh_signatures = tokio::sync::Semaphore::new(max_fresh_signatures.max(1));
-        Self { db, signd, issuers, started: Instant::now(), fresh_signatures, hot: HotCache::new(hot_responses) }
+        Self { db, signd, issuers, started: Instant::now(), fresh_signatures }
     }
 
     /// The issuer named `name`, or the first `admitted` one for an empty name.
@@ -357,7 +289,7 @@ impl Core {
             db.store.write(|t| {
                 if let Some(now) = db.cert_w(t, id, &serial)? {
                     // Recorded concurrently: keep what is there.
-                    return Ok((now, Vec::new()));
+                    return Ok(now);
                 }
                 db.put_cert(t, id, &serial, &rec2)?;
                 for (key, r) in &signed {
@@ -365,12 +297,10 @@ impl Core {
                         db.put_response(t, key, r)?;
                     }
                 }
-                Ok((rec2, signed))
+                Ok(rec2)
             })
         })
         .await?;
-        let (stored, signed) = stored;
-        self.hot.forget(signed.iter().map(|(k, _)| k));
         Ok(stored.status(&cert.serial))
     }
 
@@ -427,14 +357,10 @@ impl Core {
                         }
                     }
                 }
-                Ok((rec, signed))
+                Ok(rec)
             })
         })
         .await?;
-        let (stored, signed) = stored;
-        // Before the revocation is acknowledged: from here on no request is
-        // answered from a response read before the commit.
-        self.hot.forget(signed.iter().map(|(k, _)| k));
         iss.crl_dirty.notify_one();
         tracing::info!(issuer = %iss.name, serial = %hex::encode(&rev.serial), reason = %rev.reason, "revoked");
         Ok(stored.status(&rev.serial))
@@ -489,18 +415,6 @@ impl Core {
         let id = &req.cert_id;
         let key = response_key(iss.id, id.hash, &id.serial);
         let now = now_secs();
-        if !with_nonce {
-            if let Some(h) = self.hot.get(&key).filter(|h| h.next_update > now) {
-                return OcspAnswer::Signed {
-                    cache: Some((h.this_update, h.next_update, self.max_age(iss, h.next_update, now))),
-                    der: h.der.clone(),
-                    etag: h.etag.clone(),
-                    status: "cached",
-                    presigned: true,
-                };
-            }
-        }
-        let epoch = self.hot.epoch();
         let lookup = self.db.store.read(|t| {
             let cached = if with_nonce { None } else { self.db.response(t, &key)? };
             let rec = match &cached {
@@ -517,17 +431,10 @@ impl Core {
             }
         };
         if let Some(r) = cached.filter(|r| r.next_update > now) {
-            let entry = Arc::new(HotEntry {
-                der: bytes::Bytes::from(r.der),
-                etag: r.etag,
-                this_update: r.this_update,
-                next_update: r.next_update,
-            });
-            self.hot.keep(epoch, key, entry.clone());
             return OcspAnswer::Signed {
-                cache: Some((entry.this_update, entry.next_update, self.max_age(iss, entry.next_update, now))),
-                der: entry.der.clone(),
-                etag: entry.etag.clone(),
+                cache: Some((r.this_update, r.next_update, self.max_age(iss, r.next_update, now))),
+                der: r.der,
+                etag: r.etag,
                 // Reading the status back would mean decoding the response.
                 status: "cached",
                 presigned: true,
@@ -554,25 +461,23 @@ impl Core {
             let (db, r) = (self.db.clone(), signed.clone());
             let serial = id.serial.clone();
             let issuer_id = iss.id;
-            let stored_key = key.clone();
             let kept = blocking(move || {
                 db.store.write(|t| {
                     // Only if the status did not change meanwhile.
                     if db.cert_w(t, issuer_id, &serial)?.as_ref() == rec.as_ref() {
-                        db.put_response(t, &stored_key, &r)?;
+                        db.put_response(t, &key, &r)?;
                     }
                     Ok(())
                 })
             })
             .await;
-            match kept {
-                Ok(()) => self.hot.forget([&key]),
-                Err(e) => tracing::warn!(error = %e, "cannot store a fresh OCSP response"),
+            if let Err(e) = kept {
+                tracing::warn!(error = %e, "cannot store a fresh OCSP response");
             }
         }
         OcspAnswer::Signed {
             cache: (!with_nonce).then(|| (signed.this_update, signed.next_update, self.max_age(iss, signed.next_update, now))),
-            der: bytes::Bytes::from(signed.der),
+            der: signed.der,
             etag: signed.etag,
             status: status_name(&status),
             presigned: false,
@@ -609,17 +514,16 @@ impl Core {
                 }
                 let cert_id = Self::cert_id(iss, hash, &serial)?;
                 let signed = self.sign(iss, &cert_id, status_info(Some(&rec)), None).await?;
-                let (db, stored_key) = (self.db.clone(), key.clone());
+                let db = self.db.clone();
                 blocking(move || {
                     db.store.write(|t| {
                         if db.cert_w(t, id, &serial)?.as_ref() == Some(&rec) {
-                            db.put_response(t, &stored_key, &signed)?;
+                            db.put_response(t, &key, &signed)?;
                         }
                         Ok(())
                     })
                 })
                 .await?;
-                self.hot.forget([&key]);
                 done += 1;
             }
             if !full {

@@ -108,8 +108,7 @@ impl Inner {
                 if cache.is_some() && matches_etag(if_none_match, &tag) {
                     return not_modified(&tag, cache);
                 }
-                let mut resp = Response::new(Full::new(der));
-                resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(OCSP_RESPONSE));
+                let mut resp = der_response(der, OCSP_RESPONSE);
                 match cache {
                     Some(c) => caching_headers(resp.headers_mut(), &tag, c),
                     // A nonce makes the response single-use.

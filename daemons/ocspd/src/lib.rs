@@ -90,7 +90,7 @@ async fn serve(config_path: &Path, config: Config, db: Db, mode: u32) -> Result<
         loaded = load_issuers(&config, &db, &signd) => loaded.map_err(|e| OcspdError::Config(format!("{}: {e}", config_path.display())))?,
         () = shutdown.cancelled() => return Ok(()),
     };
-    let core = Arc::new(Core::new(db, signd, issuers, config.max_fresh_signatures, config.hot_responses));
+    let core = Arc::new(Core::new(db, signd, issuers, config.max_fresh_signatures));
 
     for iss in &core.issuers {
         tokio::spawn(crl::publisher(core.clone(), iss.clone()));
