@@ -750,3 +750,20 @@ fn responses_are_re_signed_before_next_update() {
         assert!(Instant::now() < deadline, "no re-signed response after 25 s");
     }
 }
+
+/// A response served (and so kept in memory) before a revocation is never
+/// served after the revocation is acknowledged.
+#[test]
+fn a_revocation_replaces_a_response_already_served() {
+    let pki = Pki::start();
+    let (leaf, serial) = pki.issue("hot.test");
+    for _ in 0..3 {
+        assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce"]), &leaf, "good");
+        assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce", "-sha256"]), &leaf, "good");
+    }
+    let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", &serial, "--reason", "key-compromise"]));
+    assert!(st.success(), "{out}{err}");
+    // Right after the acknowledgement, over both CertID hashes.
+    assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce"]), &leaf, "revoked");
+    assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce", "-sha256"]), &leaf, "revoked");
+}
