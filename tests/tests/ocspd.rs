@@ -12,6 +12,13 @@ use base64::Engine;
 use signet_ipc::{block_on, CertState, ErrorKind, IssuedCert, OcspdClient, Revocation, RevocationReason};
 use signet_tests::{bin, run, signetctl, Backend, SigndProcess};
 
+/// (standard base64 of the request file, the same URL-encoded for a GET path).
+fn get_encodings(req: &Path) -> (String, String) {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(std::fs::read(req).unwrap());
+    let encoded = b64.replace('+', "%2B").replace('/', "%2F").replace('=', "%3D");
+    (b64, encoded)
+}
+
 /// A free TCP port on loopback (bound, then released for ocspd).
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -178,6 +185,20 @@ impl Pki {
         (cert, serial.trim().trim_start_matches("serial=").to_lowercase())
     }
 
+    /// An OCSP request for `cert` written by `openssl ocsp -reqout` (with
+    /// openssl's nonce when `nonce`), under `name` in the test directory.
+    fn request(&self, cert: &Path, nonce: bool, name: &str) -> PathBuf {
+        let req = self.dir.join(name);
+        let mut cmd = Command::new("openssl");
+        cmd.args(["ocsp", "-issuer"]).arg(self.ca("issuing.pem")).arg("-cert").arg(cert);
+        if !nonce {
+            cmd.arg("-no_nonce");
+        }
+        let (st, _, err) = run(cmd.arg("-reqout").arg(&req));
+        assert!(st.success(), "{err}");
+        req
+    }
+
     /// `openssl ocsp` against ocspd: the text output (verification included).
     fn openssl_ocsp(&self, cert: &Path, extra: &[&str]) -> String {
         // Options such as -sha256 must come before -cert.
@@ -241,19 +262,7 @@ fn openssl_ocsp_good_revoked_unknown_over_post_and_get() {
 
     // GET: base64 of the DER request, URL-encoded, on the path.
     for (cert, status) in [(&good, "good"), (&bad, "revoked")] {
-        let req = pki.dir.join("req.der");
-        let (st, _, err) = run(Command::new("openssl").arg("ocsp").args([
-            "-issuer",
-            pki.ca("issuing.pem").to_str().unwrap(),
-            "-cert",
-            cert.to_str().unwrap(),
-            "-no_nonce",
-            "-reqout",
-            req.to_str().unwrap(),
-        ]));
-        assert!(st.success(), "{err}");
-        let b64 = base64::engine::general_purpose::STANDARD.encode(std::fs::read(&req).unwrap());
-        let encoded = b64.replace('+', "%2B").replace('/', "%2F").replace('=', "%3D");
+        let (b64, encoded) = get_encodings(&pki.request(cert, false, "req.der"));
         for path in [format!("/ocsp/{encoded}"), format!("/{encoded}"), format!("/ocsp/{b64}")] {
             let (code, headers, body) = pki.http_get(&path);
             assert_eq!(code, 200, "{path}: {headers}");
@@ -279,18 +288,7 @@ fn openssl_ocsp_good_revoked_unknown_over_post_and_get() {
 fn caching_headers_follow_rfc5019() {
     let pki = Pki::start();
     let (good, _) = pki.issue("cache.test");
-    let req = pki.dir.join("req.der");
-    run(Command::new("openssl").arg("ocsp").args([
-        "-issuer",
-        pki.ca("issuing.pem").to_str().unwrap(),
-        "-cert",
-        good.to_str().unwrap(),
-        "-no_nonce",
-        "-reqout",
-        req.to_str().unwrap(),
-    ]));
-    let b64 = base64::engine::general_purpose::STANDARD.encode(std::fs::read(&req).unwrap());
-    let path = format!("/ocsp/{}", b64.replace('+', "%2B").replace('/', "%2F").replace('=', "%3D"));
+    let path = format!("/ocsp/{}", get_encodings(&pki.request(&good, false, "req.der")).1);
     let (code, headers, _) = pki.http_get(&path);
     assert_eq!(code, 200);
     let h = headers.to_lowercase();
@@ -320,17 +318,7 @@ fn caching_headers_follow_rfc5019() {
 }
 
 fn nonce_request(pki: &Pki, cert: &Path) -> PathBuf {
-    let req = pki.dir.join("nonce-req.der");
-    let (st, _, err) = run(Command::new("openssl").arg("ocsp").args([
-        "-issuer",
-        pki.ca("issuing.pem").to_str().unwrap(),
-        "-cert",
-        cert.to_str().unwrap(),
-        "-reqout",
-        req.to_str().unwrap(),
-    ]));
-    assert!(st.success(), "{err}");
-    req
+    pki.request(cert, true, "nonce-req.der")
 }
 
 /// Reads every CRL over HTTP and checks it with openssl and Python.
@@ -707,19 +695,7 @@ fn ca_keys_on_every_backend_and_ml_dsa() {
 fn responses_are_re_signed_before_next_update() {
     let pki = Pki::start_with("response_validity_seconds = 60\nrefresh_before_seconds = 58");
     let (leaf, _) = pki.issue("refresh.test");
-    let req = pki.dir.join("refresh-req.der");
-    let (st, _, err) = run(Command::new("openssl").arg("ocsp").args([
-        "-issuer",
-        pki.ca("issuing.pem").to_str().unwrap(),
-        "-cert",
-        leaf.to_str().unwrap(),
-        "-no_nonce",
-        "-reqout",
-        req.to_str().unwrap(),
-    ]));
-    assert!(st.success(), "{err}");
-    let b64 = base64::engine::general_purpose::STANDARD.encode(std::fs::read(&req).unwrap());
-    let path = format!("/ocsp/{}", b64.replace('+', "%2B").replace('/', "%2F").replace('=', "%3D"));
+    let path = format!("/ocsp/{}", get_encodings(&pki.request(&leaf, false, "refresh-req.der")).1);
     let last_modified = |headers: &str| {
         headers.lines().find(|l| l.to_lowercase().starts_with("last-modified:")).map(str::to_owned).unwrap()
     };
