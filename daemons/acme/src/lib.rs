@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod caa;
 pub mod fuzz;
 pub mod jws;
 pub mod problem;

@@ -27,7 +27,11 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Unit;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpListener;
+use openssl::ssl::{Ssl, SslAcceptor};
+use std::pin::Pin;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_openssl::SslStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
@@ -85,11 +89,58 @@ pub async fn serve(
     health: Arc<dyn Fn() -> bool + Send + Sync>,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
-    serve_with_drain(listener, handler, metrics, health, shutdown, DRAIN_TIMEOUT).await
+    serve_with_drain(listener, None, handler, metrics, health, shutdown, DRAIN_TIMEOUT).await
+}
+
+/// Like [`serve`], over TLS: each accepted connection completes its handshake
+/// (within [`TLS_HANDSHAKE_TIMEOUT`], off the accept loop) before HTTP starts.
+/// ALPN picks HTTP/2 or HTTP/1.1 when the acceptor offers them (see
+/// [`crate::tls::acceptor_from_files`]).
+pub async fn serve_tls(
+    listener: TcpListener,
+    tls: Arc<SslAcceptor>,
+    handler: Arc<dyn Handler>,
+    metrics: Metrics,
+    health: Arc<dyn Fn() -> bool + Send + Sync>,
+    shutdown: CancellationToken,
+) -> io::Result<()> {
+    serve_with_drain(listener, Some(tls), handler, metrics, health, shutdown, DRAIN_TIMEOUT).await
+}
+
+/// How long a client may take to complete the TLS handshake.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs one server-side TLS handshake and hands the stream to the accept loop.
+async fn tls_handshake(
+    acceptor: Arc<SslAcceptor>,
+    stream: TcpStream,
+    ready: mpsc::Sender<SslStream<TcpStream>>,
+    shutdown: CancellationToken,
+) {
+    let peer = stream.peer_addr().ok();
+    let mut tls = match Ssl::new(acceptor.context()).and_then(|ssl| SslStream::new(ssl, stream)) {
+        Ok(tls) => tls,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot set up a TLS session");
+            return;
+        }
+    };
+    let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, Pin::new(&mut tls).accept());
+    tokio::select! {
+        () = shutdown.cancelled() => {}
+        done = handshake => match done {
+            Ok(Ok(())) => {
+                let _ = ready.send(tls).await;
+            }
+            Ok(Err(e)) => tracing::debug!(?peer, error = %e, "TLS handshake failed"),
+            Err(_) => tracing::debug!(?peer, "TLS handshake timed out"),
+        },
+    }
 }
 
 async fn serve_with_drain(
     listener: TcpListener,
+    tls: Option<Arc<SslAcceptor>>,
     handler: Arc<dyn Handler>,
     metrics: Metrics,
     health: Arc<dyn Fn() -> bool + Send + Sync>,
@@ -104,10 +155,16 @@ async fn serve_with_drain(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "HTTP server listening");
     }
+    // Handshakes run in their own tasks; finished ones come back here.
+    let (handshaken, mut established) = mpsc::channel::<SslStream<TcpStream>>(64);
     loop {
         let accepted = tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
+            Some(tls_stream) = established.recv() => {
+                server.spawn_connection(tls_stream);
+                continue;
+            }
             accepted = listener.accept() => accepted,
         };
         match accepted {
@@ -116,7 +173,12 @@ async fn serve_with_drain(
                 if let Err(e) = stream.set_nodelay(true) {
                     tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
                 }
-                server.spawn_connection(stream);
+                match &tls {
+                    None => server.spawn_connection(stream),
+                    Some(acceptor) => {
+                        tokio::spawn(tls_handshake(acceptor.clone(), stream, handshaken.clone(), shutdown.clone()));
+                    }
+                }
             }
             Err(e) if is_connection_error(&e) => {
                 tracing::debug!(error = %e, "accepted connection failed early");

@@ -43,6 +43,7 @@ async fn start(drain: Duration) -> Running {
     let token = CancellationToken::new();
     let task = tokio::spawn(serve_with_drain(
         listener,
+        None,
         Arc::new(TestHandler),
         metrics.clone(),
         Arc::new(move || h.load(Ordering::SeqCst)),

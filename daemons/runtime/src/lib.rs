@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod notify;
 pub mod principals;
 pub mod shutdown;
+pub mod tls;
 
 /// Serialises tests that read or write process environment variables.
 #[cfg(test)]

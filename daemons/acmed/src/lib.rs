@@ -1,0 +1,348 @@
+//! acmed: Signet's ACME CA (RFC 8555).
+//!
+//! acmed speaks ACME over HTTPS, keeps accounts, orders, authorizations and
+//! certificates in its own LMDB, validates challenges against the network
+//! (http-01, dns-01, tls-alpn-01, dns-persist-01, CAA), and issues through
+//! signd's Issuer role. Every certificate is recorded in ocspd before a client
+//! sees it, and revocations go to ocspd at once. The protocol's pure parts
+//! (JWS, problem documents, resource types, CAA) live in `signet-acme`.
+//!
+//! Threads: one multi-threaded tokio runtime serves HTTPS and runs validations.
+#![forbid(unsafe_code)]
+// Handlers return `Result<_, Problem>`: the refusal is the answer (a problem
+// document), built once per refused request; boxing it buys nothing.
+#![allow(clippy::result_large_err)]
+
+pub mod challenge;
+pub mod config;
+pub mod db;
+pub mod issue;
+pub mod limits;
+pub mod nonce;
+pub mod resources;
+pub mod server;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use der::{Decode, Encode};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use rand_core::{OsRng, RngCore};
+use signet_acme::types::{Directory, DirectoryMeta, OrderStatus};
+use signet_ca::{Issuer, Profile};
+use signet_ipc::{ErrorKind, OcspdClient, SignatureScheme, SigndClient};
+use signet_runtime::metrics::Metrics;
+use signet_runtime::{activation, notify, shutdown::Signals};
+use x509_cert::Certificate;
+
+use crate::challenge::Validator;
+use crate::config::Config;
+use crate::db::Db;
+use crate::limits::Limiter;
+use crate::nonce::Nonces;
+use crate::server::{AcmeHttp, JwkCache};
+
+/// Why acmed could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcmedError {
+    /// The configuration is unusable.
+    #[error("{0}")]
+    Config(String),
+    /// The store could not be opened.
+    #[error("store {path}: {source}")]
+    Store {
+        /// The store directory.
+        path: PathBuf,
+        /// The cause.
+        source: signet_store::StoreError,
+    },
+    /// A socket could not be set up.
+    #[error(transparent)]
+    Socket(#[from] activation::ActivationError),
+    /// Something else went wrong while starting.
+    #[error("{0}")]
+    Startup(String),
+}
+
+/// What acmed knows of the CA it issues under (fetched from signd at start).
+pub struct CaContext {
+    /// The issuing CA, for building TBSCertificates.
+    pub issuer: Issuer,
+    /// The issuer's certificate profile (signd enforces it too).
+    pub profile: Profile,
+    /// The issuing CA certificate, DER.
+    pub ca_der: Vec<u8>,
+    /// Its subject key identifier (the AKI of what it issues; ARI ids start with it).
+    pub ski: Vec<u8>,
+    /// The chains served after the leaf, PEM: `[0]` up to (not including) the
+    /// root, `[1]` (when the chain file has one) including it.
+    pub chains: Vec<String>,
+}
+
+/// acmed's shared state.
+pub struct Acme {
+    /// The configuration.
+    pub cfg: Config,
+    /// The public base URL (no trailing slash).
+    pub base: String,
+    /// The store.
+    pub db: Db,
+    /// signd (Issuer role).
+    pub signd: SigndClient,
+    /// ocspd (registry).
+    pub ocspd: OcspdClient,
+    /// The CA.
+    pub ca: CaContext,
+    /// Anti-replay nonces.
+    pub nonces: Nonces,
+    /// Challenge validation.
+    pub validator: Validator,
+    /// Rate limits.
+    pub limits: Limiter,
+    /// The directory document, serialised once.
+    pub directory: Bytes,
+    /// Parsed account keys.
+    pub jwk_cache: JwkCache,
+    /// Counters.
+    pub metrics: AcmeMetrics,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ValidationLabels {
+    challenge: String,
+    outcome: String,
+}
+
+/// acmed's Prometheus metrics.
+pub struct AcmeMetrics {
+    /// Accounts created.
+    pub accounts: Counter,
+    /// Orders created.
+    pub orders: Counter,
+    /// Certificates issued.
+    pub certificates: Counter,
+    /// Certificates revoked.
+    pub revocations: Counter,
+    /// Answers with a 5xx status.
+    pub server_errors: Counter,
+    validations: Family<ValidationLabels, Histogram>,
+}
+
+impl AcmeMetrics {
+    fn new(m: &Metrics) -> AcmeMetrics {
+        let me = AcmeMetrics {
+            accounts: Counter::default(),
+            orders: Counter::default(),
+            certificates: Counter::default(),
+            revocations: Counter::default(),
+            server_errors: Counter::default(),
+            validations: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0005, 2.0, 16))),
+        };
+        m.register("acme_accounts_created", "Accounts created", me.accounts.clone());
+        m.register("acme_orders_created", "Orders created", me.orders.clone());
+        m.register("acme_certificates_issued", "Certificates issued", me.certificates.clone());
+        m.register("acme_certificates_revoked", "Certificates revoked", me.revocations.clone());
+        m.register("acme_server_errors", "Answers with a 5xx status", me.server_errors.clone());
+        m.register("acme_validation_seconds", "Challenge validations by type and outcome", me.validations.clone());
+        me
+    }
+
+    /// Records one validation.
+    pub fn validation(&self, challenge: &str, ok: bool, took: Duration) {
+        let labels = ValidationLabels { challenge: challenge.to_owned(), outcome: if ok { "valid" } else { "invalid" }.to_owned() };
+        self.validations.get_or_create(&labels).observe(took.as_secs_f64());
+    }
+}
+
+/// Runs acmed until SIGTERM or SIGINT.
+pub fn run(config_path: &Path, config: Config) -> Result<(), AcmedError> {
+    let cfg_err = |e: String| AcmedError::Config(format!("{}: {e}", config_path.display()));
+    config.check().map_err(cfg_err)?;
+    let tls = signet_runtime::tls::acceptor_from_files(&config.tls_certificate, &config.tls_key).map_err(cfg_err)?;
+    let chain_pem = match &config.chain {
+        Some(p) => Some(std::fs::read(p).map_err(|e| cfg_err(format!("chain {}: {e}", p.display())))?),
+        None => None,
+    };
+    let db = Db::open(&config.state_dir).map_err(|source| AcmedError::Store { path: config.state_dir.clone(), source })?;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = config.http_threads {
+        builder.worker_threads(n.max(1));
+    }
+    let rt = builder.enable_all().build().map_err(|e| AcmedError::Startup(format!("tokio runtime: {e}")))?;
+    rt.block_on(serve(config_path, config, db, Arc::new(tls), chain_pem))
+}
+
+async fn serve(
+    config_path: &Path,
+    config: Config,
+    db: Db,
+    tls: Arc<openssl::ssl::SslAcceptor>,
+    chain_pem: Option<Vec<u8>>,
+) -> Result<(), AcmedError> {
+    let signals = Signals::install().map_err(|e| AcmedError::Startup(format!("signal handlers: {e}")))?;
+    let shutdown = signals.shutdown_token();
+    let mut act = activation::Activation::from_env();
+    let listener = activation::tcp_listener(&mut act, "acmed-https", config.listen)?;
+
+    let signd = SigndClient::new(&config.signd_socket).map_err(|e| AcmedError::Startup(e.to_string()))?;
+    let ocspd = OcspdClient::new(&config.ocspd_socket);
+    let _ = notify::status("loading the issuer from signd");
+    let ca = tokio::select! {
+        loaded = load_ca(&config, &signd, chain_pem.as_deref()) => loaded.map_err(|e| AcmedError::Config(format!("{}: {e}", config_path.display())))?,
+        () = shutdown.cancelled() => return Ok(()),
+    };
+    let recovered = recover_orders(&db).map_err(|e| AcmedError::Startup(format!("store: {e}")))?;
+    if recovered > 0 {
+        tracing::warn!(orders = recovered, "orders interrupted while being finalized are ready again");
+    }
+    let validator = Validator::new(
+        config.dns_resolver,
+        config.http01_port,
+        config.tlsalpn01_port,
+        Duration::from_secs(config.validation_timeout_seconds),
+        config.caa_identities.clone(),
+    )
+    .map_err(|e| AcmedError::Config(format!("{}: {e}", config_path.display())))?;
+    let base = config.public_url();
+    let directory = directory_json(&config, &base);
+    let metrics = Metrics::new("acmed");
+    let mut key = [0u8; 32];
+    OsRng.fill_bytes(&mut key);
+    let acme = Arc::new(Acme {
+        limits: Limiter::new(config.rate_limits.clone()),
+        cfg: config,
+        base,
+        db,
+        signd,
+        ocspd,
+        ca,
+        nonces: Nonces::new(key),
+        validator,
+        directory,
+        jwk_cache: JwkCache::new(100_000),
+        metrics: AcmeMetrics::new(&metrics),
+    });
+    let handler = Arc::new(AcmeHttp(acme.clone()));
+    let http = tokio::spawn(signet_runtime::http::serve_tls(listener, tls, handler, metrics, Arc::new(|| true), shutdown.clone()));
+    tracing::info!(listen = %acme.cfg.listen, directory = %acme.url("/directory"), issuer = %acme.cfg.issuer, "acmed ready");
+    let _ = notify::ready();
+    let _ = notify::status(&format!("serving {}", acme.url("/directory")));
+    let _watchdog = notify::spawn_watchdog(|| true);
+    shutdown.cancelled().await;
+    let _ = notify::stopping();
+    tracing::info!("acmed stopping");
+    if let Ok(Err(e)) = http.await {
+        tracing::warn!(error = %e, "HTTPS server ended with an error");
+    }
+    Ok(())
+}
+
+/// Orders left `processing` by a crash never reached their client: make them ready again.
+fn recover_orders(db: &Db) -> Result<usize, signet_store::StoreError> {
+    db.store.write(|t| {
+        let mut n = 0;
+        let mut start: Option<db::Id> = None;
+        loop {
+            let rows = t.range(&db.orders, start.as_ref(), 1024)?;
+            let last = rows.last().map(|(k, _)| *k);
+            for (k, mut o) in rows {
+                if o.status == OrderStatus::Processing {
+                    o.status = OrderStatus::Ready;
+                    t.put(&db.orders, &k, &o)?;
+                    n += 1;
+                }
+            }
+            match last.and_then(next_id) {
+                Some(next) => start = Some(next),
+                None => break,
+            }
+        }
+        Ok(n)
+    })
+}
+
+/// The id after `id` in key order (None after the last).
+fn next_id(mut id: db::Id) -> Option<db::Id> {
+    for b in id.iter_mut().rev() {
+        if *b == 0xff {
+            *b = 0;
+        } else {
+            *b += 1;
+            return Some(id);
+        }
+    }
+    None
+}
+
+fn directory_json(cfg: &Config, base: &str) -> Bytes {
+    let profiles: BTreeMap<String, String> = cfg.profiles.iter().map(|(k, v)| (k.clone(), v.description.clone())).collect();
+    let d = Directory {
+        new_nonce: format!("{base}/acme/new-nonce"),
+        new_account: format!("{base}/acme/new-account"),
+        new_order: format!("{base}/acme/new-order"),
+        new_authz: None,
+        revoke_cert: format!("{base}/acme/revoke-cert"),
+        key_change: format!("{base}/acme/key-change"),
+        renewal_info: Some(format!("{base}/acme/renewal-info")),
+        meta: Some(DirectoryMeta {
+            terms_of_service: cfg.terms_of_service.clone(),
+            website: cfg.website.clone(),
+            caa_identities: cfg.caa_identities.clone(),
+            external_account_required: cfg.external_account_required,
+            profiles,
+        }),
+    };
+    Bytes::from(serde_json::to_vec_pretty(&d).unwrap_or_default())
+}
+
+async fn load_ca(cfg: &Config, signd: &SigndClient, chain_pem: Option<&[u8]>) -> Result<CaContext, String> {
+    let name = &cfg.issuer;
+    let fetched = loop {
+        let r = async { Ok::<_, signet_ipc::IpcError>((signd.issuer_certificate(name).await?, signd.issuer_profile(name).await?)) }.await;
+        match r {
+            Err(e) if e.kind == ErrorKind::Unavailable => {
+                tracing::warn!(issuer = %name, error = %e, "waiting for signd");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            other => break other,
+        }
+    };
+    let (ca_der, profile_toml) = fetched.map_err(|e| format!("issuer `{name}`: signd: {e}"))?;
+    let profile: Profile = toml::from_str(&profile_toml).map_err(|e| format!("issuer `{name}`: profile from signd: {e}"))?;
+    let issuer = Issuer::from_certificate_der(&ca_der, SignatureScheme::Default).map_err(|e| format!("issuer `{name}`: {e}"))?;
+    let ca = Certificate::from_der(&ca_der).map_err(|e| format!("issuer `{name}`: {e}"))?;
+    let ski = ca
+        .tbs_certificate
+        .extensions
+        .iter()
+        .flatten()
+        .find(|e| e.extn_id == const_oid::db::rfc5280::ID_CE_SUBJECT_KEY_IDENTIFIER)
+        .and_then(|e| der::asn1::OctetString::from_der(e.extn_value.as_bytes()).ok())
+        .map(|o| o.as_bytes().to_vec())
+        .ok_or_else(|| format!("issuer `{name}`: the CA certificate has no subject key identifier"))?;
+    let mut certs: Vec<Vec<u8>> = vec![ca_der.clone()];
+    if let Some(pem) = chain_pem {
+        let parsed = Certificate::load_pem_chain(pem).map_err(|e| format!("chain: {e}"))?;
+        let ders: Vec<Vec<u8>> = parsed.iter().map(|c| c.to_der()).collect::<Result<_, _>>().map_err(|e| format!("chain: {e}"))?;
+        match ders.iter().position(|d| *d == ca_der) {
+            Some(i) => certs = ders[i..].to_vec(),
+            None => return Err("chain: the file does not contain the issuing CA certificate signd reports".into()),
+        }
+    }
+    let is_root = |d: &Vec<u8>| Certificate::from_der(d).is_ok_and(|c| c.tbs_certificate.issuer == c.tbs_certificate.subject);
+    let pem = |ds: &[Vec<u8>]| ds.iter().map(|d| issue::pem_cert(d)).collect::<String>();
+    let mut chains = Vec::new();
+    let without_root: Vec<Vec<u8>> = certs.iter().filter(|d| !is_root(d) || certs.len() == 1).cloned().collect();
+    chains.push(pem(&without_root));
+    if without_root.len() != certs.len() {
+        chains.push(pem(&certs));
+    }
+    Ok(CaContext { issuer, profile, ca_der, ski, chains })
+}

@@ -1,0 +1,377 @@
+//! The HTTP side: routing, the signed-request pipeline (RFC 8555 §6.2–6.5)
+//! and responses. Resource logic is in [`crate::resources`].
+//!
+//! Every POST goes through one pipeline: `application/jose+json`, a body
+//! within `max_body_bytes`, a well-formed JWS ([`SignedRequest::parse`]), the
+//! `url` header equal to the URL requested, the key (`jwk` where the endpoint
+//! takes one, else `kid` naming a valid account), the signature, and last the
+//! nonce, redeemed once. Every answer carries a fresh `Replay-Nonce`, a
+//! `Link: <directory>;rel="index"` and `Cache-Control: no-store`; every
+//! refusal is a problem document.
+
+use std::sync::Arc;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, LINK, LOCATION, RETRY_AFTER};
+use hyper::{Method, Request, Response, StatusCode};
+use signet_acme::jws::KeyRef;
+use signet_acme::problem::PROBLEM_CONTENT_TYPE;
+use signet_acme::{Jwk, Problem, ProblemType, SignedRequest, VerifiedRequest};
+use signet_runtime::http::Handler;
+
+use crate::db::{AccountRec, Id};
+use crate::nonce::NonceError;
+use crate::Acme;
+
+/// A handler's result: the answer, or the problem to send.
+pub type Answer = Result<Reply, Problem>;
+
+/// A successful answer before the common headers are added.
+pub struct Reply {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Content-Type (none for an empty body).
+    pub content_type: Option<&'static str>,
+    /// The body.
+    pub body: Bytes,
+    /// `Location`.
+    pub location: Option<String>,
+    /// Extra `Link` values (besides the directory index).
+    pub links: Vec<String>,
+    /// `Retry-After`, seconds.
+    pub retry_after: Option<u64>,
+}
+
+impl Reply {
+    /// A JSON body with `status`.
+    pub fn json<T: serde::Serialize>(status: StatusCode, value: &T) -> Reply {
+        Reply {
+            status,
+            content_type: Some("application/json"),
+            body: Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+            location: None,
+            links: Vec::new(),
+            retry_after: None,
+        }
+    }
+
+    /// An empty body with `status`.
+    pub fn empty(status: StatusCode) -> Reply {
+        Reply { status, content_type: None, body: Bytes::new(), location: None, links: Vec::new(), retry_after: None }
+    }
+
+    /// Adds `Location`.
+    pub fn at(mut self, url: String) -> Reply {
+        self.location = Some(url);
+        self
+    }
+
+    /// Adds `Retry-After`.
+    pub fn retry_after(mut self, secs: Option<u64>) -> Reply {
+        self.retry_after = secs;
+        self
+    }
+}
+
+/// A problem with an explicit status (for 404, 405, 409, 413, 415).
+pub fn problem_with_status(kind: ProblemType, status: u16, detail: impl Into<String>) -> Problem {
+    Problem { status: Some(status), ..Problem::new(kind, detail) }
+}
+
+/// Logs an internal failure and hides its detail from the client.
+pub fn internal(what: &str, e: impl std::fmt::Display) -> Problem {
+    tracing::error!(error = %e, "{what}");
+    Problem::new(ProblemType::ServerInternal, format!("{what}; try again later"))
+}
+
+/// A request after the pipeline: verified, nonce redeemed.
+pub struct Authed {
+    /// The verified request.
+    pub req: VerifiedRequest,
+    /// The account named by `kid` (absent when signed with `jwk`).
+    pub account: Option<AuthedAccount>,
+    /// The full URL requested.
+    pub url: String,
+}
+
+/// The account that signed a request.
+pub struct AuthedAccount {
+    /// Its id.
+    pub id: Id,
+    /// Its record.
+    pub rec: AccountRec,
+    /// Its key.
+    pub jwk: Jwk,
+    /// Its URL (the `kid`).
+    pub url: String,
+}
+
+impl Authed {
+    /// The signing account, for endpoints that require `kid`.
+    pub fn account(&self) -> Result<&AuthedAccount, Problem> {
+        self.account.as_ref().ok_or_else(|| Problem::new(ProblemType::Malformed, "this request must be signed with kid (the account URL)"))
+    }
+}
+
+/// Which key reference an endpoint takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KeyRule {
+    /// `jwk` only (newAccount).
+    Jwk,
+    /// `kid` only (everything else).
+    Kid,
+    /// Either (revokeCert).
+    Either,
+}
+
+/// The HTTP handler: routes requests to [`Acme`].
+pub struct AcmeHttp(pub Arc<Acme>);
+
+impl Handler for AcmeHttp {
+    fn handle(&self, req: Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> {
+        let acme = self.0.clone();
+        Box::pin(async move { acme.route(req).await })
+    }
+}
+
+impl Acme {
+    /// The full URL of `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `{base}/acme/{kind}/{b64 id}`.
+    pub fn resource_url(&self, kind: &str, id: &[u8]) -> String {
+        format!("{}/acme/{kind}/{}", self.base, URL_SAFE_NO_PAD.encode(id))
+    }
+
+    async fn route(self: Arc<Self>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        let path = req.uri().path().to_owned();
+        let method = req.method().clone();
+        let answer = match (method.clone(), path.as_str()) {
+            (Method::GET | Method::HEAD, "/directory") => Ok(Reply {
+                content_type: Some("application/json"),
+                body: self.directory.clone(),
+                ..Reply::empty(StatusCode::OK)
+            }),
+            (Method::HEAD, "/acme/new-nonce") => Ok(Reply::empty(StatusCode::OK)),
+            (Method::GET, "/acme/new-nonce") => Ok(Reply::empty(StatusCode::NO_CONTENT)),
+            (Method::GET | Method::HEAD, "/acme/issuer-cert") => Ok(Reply {
+                content_type: Some("application/pkix-cert"),
+                body: Bytes::from(self.ca.ca_der.clone()),
+                ..Reply::empty(StatusCode::OK)
+            }),
+            (Method::GET | Method::HEAD, p) if p.starts_with("/acme/renewal-info/") => {
+                self.renewal_info(&p["/acme/renewal-info/".len()..])
+            }
+            (Method::POST, _) => self.post(&path, req).await,
+            (_, p) if self.is_acme_path(p) => {
+                Err(problem_with_status(ProblemType::Malformed, 405, format!("{method} is not allowed on {p}; ACME resources take POST")))
+            }
+            _ => Err(problem_with_status(ProblemType::Malformed, 404, format!("no resource at {path}"))),
+        };
+        self.respond(answer, &method)
+    }
+
+    fn is_acme_path(&self, p: &str) -> bool {
+        p.starts_with("/acme/") || p == "/directory"
+    }
+
+    fn respond(&self, answer: Answer, method: &Method) -> Response<Full<Bytes>> {
+        let (status, content_type, body, location, links, retry_after) = match answer {
+            Ok(r) => (r.status, r.content_type, r.body, r.location, r.links, r.retry_after),
+            Err(p) => {
+                let status = StatusCode::from_u16(p.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+                if status.is_server_error() {
+                    self.metrics.server_errors.inc();
+                }
+                let retry = (p.kind == ProblemType::RateLimited || p.kind == ProblemType::BadNonce).then_some(1);
+                (status, Some(PROBLEM_CONTENT_TYPE), Bytes::from(p.to_json()), None, Vec::new(), retry)
+            }
+        };
+        let body = if *method == Method::HEAD { Bytes::new() } else { body };
+        let mut resp = Response::new(Full::new(body));
+        *resp.status_mut() = status;
+        let h = resp.headers_mut();
+        if let Ok(v) = HeaderValue::from_str(&self.nonces.issue()) {
+            h.insert("replay-nonce", v);
+        }
+        h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        if let Some(ct) = content_type {
+            h.insert(CONTENT_TYPE, HeaderValue::from_static(ct));
+        }
+        if let Ok(v) = HeaderValue::from_str(&format!("<{}>;rel=\"index\"", self.url("/directory"))) {
+            h.append(LINK, v);
+        }
+        for l in links {
+            if let Ok(v) = HeaderValue::from_str(&l) {
+                h.append(LINK, v);
+            }
+        }
+        if let Some(loc) = location.and_then(|l| HeaderValue::from_str(&l).ok()) {
+            h.insert(LOCATION, loc);
+        }
+        if let Some(secs) = retry_after {
+            h.insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+        resp
+    }
+
+    async fn post(self: &Arc<Self>, path: &str, req: Request<Incoming>) -> Answer {
+        let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let rule = match segs.as_slice() {
+            ["acme", "new-account"] => KeyRule::Jwk,
+            ["acme", "revoke-cert"] => KeyRule::Either,
+            ["acme", "new-order" | "key-change"]
+            | ["acme", "acct", _]
+            | ["acme", "acct", _, "orders"]
+            | ["acme", "order", _]
+            | ["acme", "order", _, "finalize"]
+            | ["acme", "authz", _]
+            | ["acme", "chall", _, _]
+            | ["acme", "cert", _]
+            | ["acme", "cert", _, _] => KeyRule::Kid,
+            _ => {
+                return Err(problem_with_status(
+                    ProblemType::Malformed,
+                    if self.is_acme_path(path) { 404 } else { 405 },
+                    format!("no ACME resource takes POST at {path}"),
+                ))
+            }
+        };
+        let authed = self.authenticate(path, rule, req).await?;
+        match segs.as_slice() {
+            ["acme", "new-account"] => self.new_account(authed),
+            ["acme", "revoke-cert"] => self.revoke_cert(authed).await,
+            ["acme", "new-order"] => self.new_order(authed),
+            ["acme", "key-change"] => self.key_change(authed),
+            ["acme", "acct", id] => self.account(authed, id),
+            ["acme", "acct", id, "orders"] => self.account_orders(authed, id),
+            ["acme", "order", id] => self.order(authed, id),
+            ["acme", "order", id, "finalize"] => self.finalize(authed, id).await,
+            ["acme", "authz", id] => self.authz(authed, id),
+            ["acme", "chall", authz, idx] => self.challenge(authed, authz, idx).await,
+            ["acme", "cert", serial] => self.certificate(authed, serial, "0"),
+            ["acme", "cert", serial, alt] => self.certificate(authed, serial, alt),
+            _ => Err(problem_with_status(ProblemType::Malformed, 404, format!("no resource at {path}"))),
+        }
+    }
+
+    /// The signed-request pipeline; see the module comment.
+    async fn authenticate(&self, path: &str, rule: KeyRule, req: Request<Incoming>) -> Result<Authed, Problem> {
+        let content_type = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let essence = content_type.split(';').next().unwrap_or("").trim();
+        if !essence.eq_ignore_ascii_case("application/jose+json") {
+            return Err(problem_with_status(
+                ProblemType::Malformed,
+                415,
+                format!("Content-Type must be application/jose+json, not {content_type:?}"),
+            ));
+        }
+        let body = match Limited::new(req.into_body(), self.cfg.max_body_bytes).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+                return Err(problem_with_status(
+                    ProblemType::Malformed,
+                    413,
+                    format!("request body larger than {} bytes", self.cfg.max_body_bytes),
+                ))
+            }
+            Err(e) => return Err(Problem::new(ProblemType::Malformed, format!("reading the request body: {e}"))),
+        };
+        let signed = SignedRequest::parse(&body)?;
+        let url = self.url(path);
+        signed.check_url(&url)?;
+        let (verified, account) = match (&signed.header().key, rule) {
+            (KeyRef::Jwk(_), KeyRule::Kid) => {
+                return Err(Problem::new(ProblemType::Malformed, "this request must be signed with kid (the account URL), not jwk"))
+            }
+            (KeyRef::Kid(_), KeyRule::Jwk) => {
+                return Err(Problem::new(ProblemType::Malformed, "newAccount must be signed with jwk, not kid"))
+            }
+            (KeyRef::Jwk(_), _) => (signed.verify_embedded()?, None),
+            (KeyRef::Kid(kid), _) => {
+                let kid = kid.clone();
+                let account = self.account_by_url(&kid)?;
+                (signed.verify(&account.jwk)?, Some(account))
+            }
+        };
+        match self.nonces.redeem(&verified.header().nonce) {
+            Ok(()) => {}
+            Err(NonceError::Unknown) => return Err(Problem::new(ProblemType::BadNonce, "the nonce was not issued by this server (or before a restart)")),
+            Err(NonceError::Used) => return Err(Problem::new(ProblemType::BadNonce, "the nonce has already been used")),
+        }
+        Ok(Authed { req: verified, account, url })
+    }
+
+    fn account_by_url(&self, kid: &str) -> Result<AuthedAccount, Problem> {
+        let prefix = self.url("/acme/acct/");
+        let id = kid
+            .strip_prefix(&prefix)
+            .and_then(parse_id)
+            .ok_or_else(|| Problem::new(ProblemType::AccountDoesNotExist, format!("{kid:?} is not an account URL of this server")))?;
+        let rec = self
+            .db
+            .store
+            .read(|t| t.get(&self.db.accounts, &id))
+            .map_err(|e| internal("reading an account", e))?
+            .ok_or_else(|| Problem::new(ProblemType::AccountDoesNotExist, "no such account"))?;
+        if rec.status != signet_acme::types::AccountStatus::Valid {
+            return Err(Problem::new(ProblemType::Unauthorized, format!("the account is {}", status_name(&rec.status))));
+        }
+        let jwk = self.jwk_of(&rec)?;
+        Ok(AuthedAccount { id, rec, jwk, url: kid.to_owned() })
+    }
+
+    /// The account's key, parsed (cached by canonical JSON).
+    pub fn jwk_of(&self, rec: &AccountRec) -> Result<Jwk, Problem> {
+        if let Some(j) = self.jwk_cache.get(&rec.jwk) {
+            return Ok(j);
+        }
+        let value: serde_json::Value = serde_json::from_str(&rec.jwk).map_err(|e| internal("stored account key", e))?;
+        let jwk = Jwk::from_json(&value).map_err(|e| internal("stored account key", e))?;
+        self.jwk_cache.put(rec.jwk.clone(), jwk.clone());
+        Ok(jwk)
+    }
+}
+
+/// Parses a base64url resource id.
+pub fn parse_id(s: &str) -> Option<Id> {
+    URL_SAFE_NO_PAD.decode(s).ok()?.try_into().ok()
+}
+
+/// The JSON name of a status.
+pub fn status_name<T: serde::Serialize>(s: &T) -> String {
+    serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+/// A small bounded map from canonical JWK JSON to the parsed key (parsing
+/// costs an OpenSSL key import per request otherwise).
+pub struct JwkCache {
+    map: std::sync::Mutex<std::collections::HashMap<String, Jwk>>,
+    capacity: usize,
+}
+
+impl JwkCache {
+    /// A cache of up to `capacity` keys (cleared when full).
+    pub fn new(capacity: usize) -> JwkCache {
+        JwkCache { map: std::sync::Mutex::new(std::collections::HashMap::new()), capacity }
+    }
+
+    fn get(&self, k: &str) -> Option<Jwk> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner()).get(k).cloned()
+    }
+
+    fn put(&self, k: String, v: Jwk) {
+        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() >= self.capacity {
+            m.clear();
+        }
+        m.insert(k, v);
+    }
+}
