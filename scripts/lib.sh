@@ -79,3 +79,57 @@ build_all() {
   say "building (release, target dir $CARGO_TARGET_DIR)"
   (cd "$SIGNET_ROOT" && cargo build --release --workspace --bins --locked)
 }
+
+# ACME peers for acmed's interop tests (see /work/shared/interop.md). Each is
+# cached under $SIGNET_CACHE and skipped when it is already there and runs.
+
+# certbot in its own virtualenv; the same venv has the Python `acme` library
+# (`$SIGNET_CERTBOT_PYTHON -c 'import acme'`), a library client for edge cases.
+# acme is pinned to certbot's version: pip would otherwise take a newer acme.
+SIGNET_CERTBOT_VERSION="${SIGNET_CERTBOT_VERSION:-5.8.0}"
+ensure_certbot() {
+  local venv="$SIGNET_CACHE/certbot-venv"
+  export SIGNET_CERTBOT="$venv/bin/certbot"
+  export SIGNET_CERTBOT_PYTHON="$venv/bin/python"
+  if [ -x "$SIGNET_CERTBOT" ] && [ "$("$SIGNET_CERTBOT_PYTHON" -c \
+      'import acme, certbot, importlib.metadata as m; print(certbot.__version__, m.version("acme"))' \
+      2>/dev/null)" = "$SIGNET_CERTBOT_VERSION $SIGNET_CERTBOT_VERSION" ]; then
+    return 0
+  fi
+  say "installing certbot $SIGNET_CERTBOT_VERSION in $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check \
+    "certbot==$SIGNET_CERTBOT_VERSION" "acme==$SIGNET_CERTBOT_VERSION"
+  "$SIGNET_CERTBOT" --version >/dev/null
+}
+
+# lego, built from its Go module: `go install ...@latest` is refused by the
+# module proxy here, so download one version and build its cmd/lego in the
+# module cache (about 8 minutes on 2 cores, at low priority).
+SIGNET_LEGO_VERSION="${SIGNET_LEGO_VERSION:-4.25.2}"
+ensure_lego() {
+  export SIGNET_LEGO="$SIGNET_CACHE/bin/lego"
+  if [ -x "$SIGNET_LEGO" ] && "$SIGNET_LEGO" --version 2>/dev/null | grep -q "$SIGNET_LEGO_VERSION"; then
+    return 0
+  fi
+  if ! command -v go >/dev/null 2>&1; then
+    echo "lego needs a Go toolchain (go on PATH): install Go, then rerun." >&2
+    return 1
+  fi
+  say "building lego $SIGNET_LEGO_VERSION into $SIGNET_LEGO (about 8 minutes on 2 cores)"
+  local module="github.com/go-acme/lego/v4@v$SIGNET_LEGO_VERSION" dir
+  # Outside any Go module, so the download is not recorded in one.
+  dir="$(cd / && GO111MODULE=on go mod download -json "$module" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+  if [ -z "$dir" ] || [ ! -d "$dir/cmd/lego" ]; then
+    echo "go mod download $module gave no module directory" >&2
+    return 1
+  fi
+  mkdir -p "$SIGNET_CACHE/bin"
+  # Built to a temporary name and renamed, so an interrupted build leaves no binary.
+  # (-buildvcs=false: the module cache is no VCS checkout; the version is compiled in.)
+  (cd "$dir" && GO111MODULE=on nice -n 10 go build -buildvcs=false -trimpath -o "$SIGNET_LEGO.tmp" ./cmd/lego)
+  mv -f "$SIGNET_LEGO.tmp" "$SIGNET_LEGO"
+  "$SIGNET_LEGO" --version >/dev/null
+}
