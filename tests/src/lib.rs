@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 use signet_ipc::SigndClient;
 
+pub mod acme;
+pub mod pki;
+
 /// Where the workspace's binaries are: `SIGNET_BIN_DIR`, else beside the test
 /// executable's `deps/` directory (cargo's layout).
 pub fn bin(name: &str) -> PathBuf {

@@ -126,6 +126,8 @@ pub struct AcmeMetrics {
     pub accounts: Counter,
     /// Orders created.
     pub orders: Counter,
+    /// Orders created with ARI `replaces`.
+    pub replacing: Counter,
     /// Certificates issued.
     pub certificates: Counter,
     /// Certificates revoked.
@@ -140,6 +142,7 @@ impl AcmeMetrics {
         let me = AcmeMetrics {
             accounts: Counter::default(),
             orders: Counter::default(),
+            replacing: Counter::default(),
             certificates: Counter::default(),
             revocations: Counter::default(),
             server_errors: Counter::default(),
@@ -147,6 +150,7 @@ impl AcmeMetrics {
         };
         m.register("acme_accounts_created", "Accounts created", me.accounts.clone());
         m.register("acme_orders_created", "Orders created", me.orders.clone());
+        m.register("acme_orders_replacing", "Orders created to replace a certificate (ARI replaces)", me.replacing.clone());
         m.register("acme_certificates_issued", "Certificates issued", me.certificates.clone());
         m.register("acme_certificates_revoked", "Certificates revoked", me.revocations.clone());
         m.register("acme_server_errors", "Answers with a 5xx status", me.server_errors.clone());

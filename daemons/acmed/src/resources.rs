@@ -414,6 +414,9 @@ impl Acme {
             })
             .map_err(|e| internal("storing the order", e))?;
         self.metrics.orders.inc();
+        if order.replaces.is_some() {
+            self.metrics.replacing.inc();
+        }
         let status = effective_order_status(&order, &authzs, now);
         Ok(Reply::json(StatusCode::CREATED, &self.order_json(&order_id, &order, status)).at(self.resource_url("order", &order_id)))
     }

@@ -15,7 +15,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, LINK, LOCATION, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode};
@@ -237,6 +237,7 @@ impl Acme {
             | ["acme", "cert", _]
             | ["acme", "cert", _, _] => KeyRule::Kid,
             _ => {
+                let _ = read_body(req.into_body(), self.cfg.max_body_bytes).await;
                 return Err(problem_with_status(
                     ProblemType::Malformed,
                     if self.is_acme_path(path) { 404 } else { 405 },
@@ -264,7 +265,11 @@ impl Acme {
 
     /// The signed-request pipeline; see the module comment.
     async fn authenticate(&self, path: &str, rule: KeyRule, req: Request<Incoming>) -> Result<Authed, Problem> {
-        let content_type = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+        // The body is read (or drained) before any refusal: answering while the
+        // client still sends makes HTTP/2 reset the stream and hides the answer.
+        let (parts, body) = req.into_parts();
+        let body = read_body(body, self.cfg.max_body_bytes).await?;
+        let content_type = parts.headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
         let essence = content_type.split(';').next().unwrap_or("").trim();
         if !essence.eq_ignore_ascii_case("application/jose+json") {
             return Err(problem_with_status(
@@ -273,17 +278,6 @@ impl Acme {
                 format!("Content-Type must be application/jose+json, not {content_type:?}"),
             ));
         }
-        let body = match Limited::new(req.into_body(), self.cfg.max_body_bytes).collect().await {
-            Ok(b) => b.to_bytes(),
-            Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-                return Err(problem_with_status(
-                    ProblemType::Malformed,
-                    413,
-                    format!("request body larger than {} bytes", self.cfg.max_body_bytes),
-                ))
-            }
-            Err(e) => return Err(Problem::new(ProblemType::Malformed, format!("reading the request body: {e}"))),
-        };
         let signed = SignedRequest::parse(&body)?;
         let url = self.url(path);
         signed.check_url(&url)?;
@@ -374,4 +368,26 @@ impl JwkCache {
         }
         m.insert(k, v);
     }
+}
+
+/// Reads a request body of at most `limit` bytes. A longer one is read on (up
+/// to 16 times the limit) and dropped before the 413 answer, so the client
+/// sees the answer instead of a reset connection.
+async fn read_body(mut body: Incoming, limit: usize) -> Result<Bytes, Problem> {
+    let mut buf = Vec::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| Problem::new(ProblemType::Malformed, format!("reading the request body: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue };
+        seen += data.len();
+        if seen <= limit {
+            buf.extend_from_slice(&data);
+        } else if seen > limit.saturating_mul(16) {
+            break;
+        }
+    }
+    if seen > limit {
+        return Err(problem_with_status(ProblemType::Malformed, 413, format!("request body larger than {limit} bytes")));
+    }
+    Ok(Bytes::from(buf))
 }

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# ACME interop: certbot and lego, unmodified, against the stack scripts/run
+# starts (signd, ocspd, acmed, the demo DNS server), in a throw-away state
+# directory on free loopback ports. Each client obtains certificates with
+# http-01, dns-01 (through the real DNS server and the hooks beside this
+# file), tls-alpn-01 (lego; certbot has no tls-alpn-01) and for an IP address;
+# renews with ARI (`replaces`); revokes; then `openssl ocsp` must say revoked
+# and the CRL named in the certificate must list it. Every issued chain is
+# checked with `openssl verify`.
+#
+# Needs SIGNET_CERTBOT and SIGNET_LEGO (scripts/lib.sh: ensure_certbot, ensure_lego).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+: "${SIGNET_CERTBOT:?run ensure_certbot from scripts/lib.sh first}"
+: "${SIGNET_LEGO:?run ensure_lego from scripts/lib.sh first}"
+
+T=$(mktemp -d /tmp/signet-acme-interop.XXXXXX)
+RUN_PID=""
+cleanup() {
+  if [ -n "$RUN_PID" ]; then
+    kill -TERM "$RUN_PID" 2>/dev/null || true
+    wait "$RUN_PID" 2>/dev/null || true
+  fi
+  [ "${KEEP:-0}" = 1 ] && echo "kept $T" || rm -rf "$T"
+}
+trap cleanup EXIT
+
+passed=0
+failed=0
+pass() { printf 'PASS  %s\n' "$1"; passed=$((passed + 1)); }
+fail() { printf 'FAIL  %s\n' "$1"; failed=$((failed + 1)); }
+check() { # name command...
+  local name="$1"; shift
+  if "$@" > "$T/last.log" 2>&1; then pass "$name"; else fail "$name"; sed 's/^/      /' "$T/last.log" | tail -25; fi
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+OCSP_PORT=$(free_port); ACME_PORT=$(free_port); DNS_PORT=$(free_port); HTTP01_PORT=$(free_port); TLSALPN01_PORT=$(free_port)
+
+# --- the stack, as scripts/run starts it ---------------------------------------
+"$root/scripts/run" --state-dir "$T/state" --ocsp-port "$OCSP_PORT" --acme-port "$ACME_PORT" --dns-port "$DNS_PORT" \
+  --http01-port "$HTTP01_PORT" --tlsalpn01-port "$TLSALPN01_PORT" > "$T/run.log" 2>&1 &
+RUN_PID=$!
+for _ in $(seq 1 600); do
+  [ -f "$T/state/endpoints.json" ] && grep -q acmed "$T/state/endpoints.json" && break
+  kill -0 "$RUN_PID" 2>/dev/null || { echo "scripts/run exited:"; tail -40 "$T/run.log"; exit 1; }
+  sleep 0.1
+done
+[ -f "$T/state/endpoints.json" ] || { echo "scripts/run did not come up:"; tail -40 "$T/run.log"; exit 1; }
+ep() { python3 -c "import json,sys; d=json.load(open('$T/state/endpoints.json')); print(eval('d' + sys.argv[1]))" "$1"; }
+DIRECTORY=$(ep '["acmed"]["directory"]')
+CA_BUNDLE=$(ep '["acmed"]["ca_bundle"]')
+CHAIN=$(ep '["acmed"]["chain"]')
+ZONE=$(ep '["acmed"]["dns_zone"]')
+ISSUING=$(ep '["ca"]["issuing"]')
+OCSP_URL=$(ep '["ocspd"]["url"]')
+export SIGNET_TESTDNS_ZONE="$ZONE"
+echo "stack up: $DIRECTORY (dns 127.0.0.1:$DNS_PORT, http-01 :$HTTP01_PORT, tls-alpn-01 :$TLSALPN01_PORT)"
+
+# --- checks on an issued certificate --------------------------------------------
+# verify_chain CERT [NAME]: the chain verifies to the root, for NAME if given.
+verify_chain() {
+  local cert="$1" name="${2:-}"
+  local args=(-CAfile "$CA_BUNDLE" -untrusted "$CHAIN")
+  if [ -n "$name" ]; then
+    if [[ "$name" =~ ^[0-9.]+$ ]]; then args+=(-verify_ip "$name"); else args+=(-verify_hostname "$name"); fi
+  fi
+  openssl verify "${args[@]}" "$cert"
+}
+ocsp_status() { # CERT -> good|revoked|unknown
+  openssl ocsp -issuer "$ISSUING" -cert "$1" -url "$OCSP_URL" -CAfile "$CA_BUNDLE" -no_nonce 2>&1 | awk -v c="$1" '$1 == c":" {print $2}'
+}
+expect_ocsp() { # CERT good|revoked
+  local got
+  for _ in $(seq 1 30); do got=$(ocsp_status "$1"); [ "$got" = "$2" ] && return 0; sleep 0.1; done
+  echo "openssl ocsp says ${got:-nothing} for $1, expected $2"; return 1
+}
+# in_crl CERT: the CRL at the certificate's CRL distribution point lists its serial (within 3 s).
+in_crl() {
+  local cert="$1" url serial
+  url=$(openssl x509 -in "$cert" -noout -ext crlDistributionPoints | grep -o 'URI:[^ ]*' | head -1 | cut -c5-)
+  serial=$(openssl x509 -in "$cert" -noout -serial | cut -d= -f2)
+  for _ in $(seq 1 30); do
+    curl -fs "$url" -o "$T/crl.der" && openssl crl -inform DER -in "$T/crl.der" -CAfile "$CHAIN" -noout -text 2>/dev/null > "$T/crl.txt" &&
+      grep -qi "Serial Number: $serial" "$T/crl.txt" && return 0
+    sleep 0.1
+  done
+  echo "serial $serial not in the CRL at $url"; return 1
+}
+replacing_orders() { curl -fs --cacert "$CA_BUNDLE" "https://127.0.0.1:$ACME_PORT/metrics" | awk '/^acme_orders_replacing_total/ {print $2}'; }
+
+# --- certbot --------------------------------------------------------------------
+CB=(env REQUESTS_CA_BUNDLE="$CA_BUNDLE" "$SIGNET_CERTBOT" --config-dir "$T/certbot/conf" --work-dir "$T/certbot/work"
+    --logs-dir "$T/certbot/logs" --non-interactive --server "$DIRECTORY")
+cb_obtain() { # certname args...
+  local name="$1"; shift
+  "${CB[@]}" certonly --agree-tos -m admin@signet.test --cert-name "$name" "$@"
+}
+cb_live() { echo "$T/certbot/conf/live/$1"; }
+
+check "certbot: http-01 for www.signet.test" \
+  cb_obtain www --standalone --http-01-address 127.0.0.1 --http-01-port "$HTTP01_PORT" -d www.signet.test
+check "certbot: the http-01 chain verifies for www.signet.test" verify_chain "$(cb_live www)/fullchain.pem" www.signet.test
+check "certbot: openssl ocsp says good" expect_ocsp "$(cb_live www)/cert.pem" good
+check "certbot: dns-01 for a wildcard and its base name (manual hooks, real DNS)" \
+  cb_obtain wild --manual --preferred-challenges dns \
+  --manual-auth-hook "$here/certbot-dns-hook.sh auth" --manual-cleanup-hook "$here/certbot-dns-hook.sh cleanup" \
+  -d '*.dns.signet.test' -d dns.signet.test
+check "certbot: the dns-01 chain verifies for a name under the wildcard" verify_chain "$(cb_live wild)/fullchain.pem" anything.dns.signet.test
+check "certbot: IP address certificate (RFC 8738, http-01)" \
+  cb_obtain ip --standalone --http-01-address 127.0.0.1 --http-01-port "$HTTP01_PORT" --ip-address 127.0.0.1
+check "certbot: the IP chain verifies for 127.0.0.1" verify_chain "$(cb_live ip)/fullchain.pem" 127.0.0.1
+before=$(replacing_orders)
+serial_before=$(openssl x509 -in "$(cb_live www)/cert.pem" -noout -serial)
+check "certbot: renew (forced) sends ARI replaces" \
+  "${CB[@]}" renew --cert-name www --force-renewal --standalone --http-01-address 127.0.0.1 --http-01-port "$HTTP01_PORT"
+check "certbot: the renewal is a new certificate" test "$serial_before" != "$(openssl x509 -in "$(cb_live www)/cert.pem" -noout -serial)"
+check "certbot: acmed counted an order replacing a certificate" test "$(replacing_orders)" -gt "${before:-0}"
+check "certbot: revoke (keyCompromise)" \
+  "${CB[@]}" revoke --cert-path "$(cb_live www)/cert.pem" --reason keycompromise --no-delete-after-revoke
+check "certbot: openssl ocsp says revoked" expect_ocsp "$(cb_live www)/cert.pem" revoked
+check "certbot: the CRL lists the revoked certificate" in_crl "$(cb_live www)/cert.pem"
+
+# --- lego -----------------------------------------------------------------------
+LG=(env LEGO_CA_CERTIFICATES="$CA_BUNDLE" "$SIGNET_LEGO" --server "$DIRECTORY" --accept-tos -m admin@signet.test --path "$T/lego")
+lg_cert() { echo "$T/lego/certificates/$1.crt"; }
+check "lego: http-01 for web.signet.test" \
+  "${LG[@]}" --domains web.signet.test --http --http.port "127.0.0.1:$HTTP01_PORT" run
+check "lego: the http-01 chain verifies" verify_chain "$(lg_cert web.signet.test)" web.signet.test
+check "lego: tls-alpn-01 for tls.signet.test" \
+  "${LG[@]}" --domains tls.signet.test --tls --tls.port "127.0.0.1:$TLSALPN01_PORT" run
+check "lego: the tls-alpn-01 chain verifies" verify_chain "$(lg_cert tls.signet.test)" tls.signet.test
+check "lego: dns-01 through the real DNS server (exec provider)" \
+  env EXEC_PATH="$here/lego-dns-exec.sh" EXEC_PROPAGATION_TIMEOUT=20 EXEC_POLLING_INTERVAL=1 \
+  "${LG[@]}" --domains lego-dns.signet.test --dns exec --dns.resolvers "127.0.0.1:$DNS_PORT" run
+check "lego: the dns-01 chain verifies" verify_chain "$(lg_cert lego-dns.signet.test)" lego-dns.signet.test
+check "lego: IP address certificate with tls-alpn-01" \
+  "${LG[@]}" --domains 127.0.0.1 --tls --tls.port "127.0.0.1:$TLSALPN01_PORT" run
+check "lego: the IP chain verifies" verify_chain "$(lg_cert 127.0.0.1)" 127.0.0.1
+before=$(replacing_orders)
+serial_before=$(openssl x509 -in "$(lg_cert web.signet.test)" -noout -serial)
+check "lego: renew sends ARI replaces" \
+  "${LG[@]}" --domains web.signet.test --http --http.port "127.0.0.1:$HTTP01_PORT" renew --days 3650
+check "lego: the renewal is a new certificate" test "$serial_before" != "$(openssl x509 -in "$(lg_cert web.signet.test)" -noout -serial)"
+check "lego: acmed counted an order replacing a certificate" test "$(replacing_orders)" -gt "${before:-0}"
+check "lego: revoke" "${LG[@]}" --domains tls.signet.test revoke
+check "lego: openssl ocsp says revoked" expect_ocsp "$(lg_cert tls.signet.test)" revoked
+check "lego: the CRL lists the revoked certificate" in_crl "$(lg_cert tls.signet.test)"
+
+echo "acme interop: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,362 @@
+//! ACME for tests: a whole stack (signd + CA + ocspd from [`Pki`], the
+//! `signet-testdns` DNS server, acmed over HTTPS) and a small raw ACME client
+//! that signs requests with `signet-acme` and sends them with curl, so a test
+//! can tamper with any part of a request.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use openssl::ec::{EcGroup, EcKey};
+use openssl::nid::Nid;
+use openssl::pkey::{PKey, Private};
+use serde_json::{json, Value};
+use signet_acme::jws::sign::{self, Signer};
+use signet_acme::jws::Algorithm;
+use signet_acme::validate;
+use signet_acme::Jwk;
+
+use crate::pki::{free_port, Pki};
+use crate::{bin, run};
+
+/// The stack.
+pub struct AcmeStack {
+    /// signd, the CA and ocspd.
+    pub pki: Pki,
+    /// acmed, while running.
+    pub acmed: Option<Child>,
+    /// The DNS server.
+    pub dns: Child,
+    /// The zone file the DNS server answers from.
+    pub zone: PathBuf,
+    /// acmed's HTTPS port.
+    pub port: u16,
+    /// acmed's config file.
+    pub config: PathBuf,
+    zone_lock: Mutex<()>,
+}
+
+impl AcmeStack {
+    /// Starts everything; `extra` is appended to acmed's config.
+    pub fn start(extra: &str) -> AcmeStack {
+        let pki = Pki::start();
+        let dir = pki.dir.clone();
+        let zone = dir.join("zone");
+        std::fs::write(&zone, "signet.test A 127.0.0.1\n*.signet.test A 127.0.0.1\n").unwrap();
+        let mut dns = Command::new(bin("signet-testdns"))
+            .args(["--listen", "127.0.0.1:0", "--zone"])
+            .arg(&zone)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(dns.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let dns_addr = line.trim().strip_prefix("listening ").unwrap_or_else(|| panic!("signet-testdns said {line:?}")).to_owned();
+
+        // acmed's TLS certificate, from the CA itself.
+        let key = dir.join("acmed-tls.key");
+        let csr = dir.join("acmed-tls.csr");
+        let cert = dir.join("acmed-tls.pem");
+        let (st, _, err) = run(Command::new("openssl").args(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]).args([
+            "-keyout",
+            key.to_str().unwrap(),
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-out",
+            csr.to_str().unwrap(),
+        ]));
+        assert!(st.success(), "{err}");
+        let (st, out, err) = run(pki.signetctl().args(["cert", "issue", "--csr", csr.to_str().unwrap(), "--out", cert.to_str().unwrap()]));
+        assert!(st.success(), "{out}{err}");
+        let chain = dir.join("acmed-tls-chain.pem");
+        std::fs::write(&chain, format!("{}{}", std::fs::read_to_string(&cert).unwrap(), std::fs::read_to_string(pki.ca("issuing.pem")).unwrap())).unwrap();
+
+        let port = free_port();
+        let config = dir.join("acmed.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "state_dir = {:?}\nsignd_socket = {:?}\nocspd_socket = {:?}\nissuer = \"demo\"\nlisten = \"127.0.0.1:{port}\"\n\
+                 tls_certificate = {:?}\ntls_key = {:?}\nchain = {:?}\nhttp01_port = {}\ntlsalpn01_port = {}\n\
+                 dns_resolver = {dns_addr:?}\ncaa_identities = [\"signet.test\"]\nvalidation_timeout_seconds = 5\n{extra}\n",
+                dir.join("acmed-state"),
+                pki.signd.socket,
+                pki.ocspd_socket,
+                chain,
+                key,
+                pki.ca("chain.pem"),
+                free_port(),
+                free_port(),
+            ),
+        )
+        .unwrap();
+        let mut stack = AcmeStack { pki, acmed: None, dns, zone, port, config, zone_lock: Mutex::new(()) };
+        stack.start_acmed();
+        stack
+    }
+
+    /// Starts (or restarts) acmed and waits for its directory.
+    pub fn start_acmed(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.pki.dir.join("acmed.log")).unwrap();
+        let child = Command::new(bin("acmed")).arg("--config").arg(&self.config).stdout(Stdio::null()).stderr(log).spawn().unwrap();
+        self.acmed = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (status, _, _) = self.get("/directory");
+            if status == 200 {
+                break;
+            }
+            if let Some(s) = self.acmed.as_mut().unwrap().try_wait().unwrap() {
+                panic!("acmed exited ({s}): {}", self.log());
+            }
+            assert!(Instant::now() < deadline, "acmed not ready: {}", self.log());
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    }
+
+    /// SIGKILL.
+    pub fn kill9_acmed(&mut self) {
+        if let Some(mut c) = self.acmed.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// acmed's log.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.pki.dir.join("acmed.log")).unwrap_or_default()
+    }
+
+    /// `https://127.0.0.1:PORT{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The root that verifies acmed's TLS.
+    pub fn ca_bundle(&self) -> PathBuf {
+        self.pki.ca("root.pem")
+    }
+
+    fn curl(&self, args: &[&str]) -> Response {
+        let headers = tempfile::NamedTempFile::new_in(&self.pki.dir).unwrap();
+        let out = Command::new("curl")
+            .args(["-s", "--cacert"])
+            .arg(self.ca_bundle())
+            .arg("-D")
+            .arg(headers.path())
+            .args(args)
+            .output()
+            .unwrap();
+        let h = std::fs::read_to_string(headers.path()).unwrap_or_default();
+        let status = h.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        Response { status, headers: h, body: out.stdout }
+    }
+
+    /// A GET: (status, headers, body).
+    pub fn get(&self, path: &str) -> (u16, String, Vec<u8>) {
+        let r = self.curl(&[&self.url(path)]);
+        (r.status, r.headers, r.body)
+    }
+
+    /// POSTs `body` to `url` with `content_type`.
+    pub fn post_raw(&self, url: &str, content_type: &str, body: &[u8]) -> Response {
+        let file = tempfile::NamedTempFile::new_in(&self.pki.dir).unwrap();
+        std::fs::write(file.path(), body).unwrap();
+        let data = format!("@{}", file.path().display());
+        self.curl(&["-X", "POST", "-H", &format!("Content-Type: {content_type}"), "--data-binary", &data, url])
+    }
+
+    /// Adds a TXT record to the zone.
+    pub fn add_txt(&self, name: &str, value: &str) {
+        let _g = self.zone_lock.lock().unwrap();
+        let mut z = std::fs::read_to_string(&self.zone).unwrap();
+        z.push_str(&format!("{name} TXT \"{value}\"\n"));
+        let tmp = self.zone.with_extension("tmp");
+        std::fs::write(&tmp, z).unwrap();
+        std::fs::rename(&tmp, &self.zone).unwrap();
+    }
+}
+
+impl Drop for AcmeStack {
+    fn drop(&mut self) {
+        self.kill9_acmed();
+        let _ = self.dns.kill();
+        let _ = self.dns.wait();
+    }
+}
+
+/// An HTTP response.
+#[derive(Debug)]
+pub struct Response {
+    /// Status code (0 when curl failed).
+    pub status: u16,
+    /// The raw header block.
+    pub headers: String,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// A header's value (case-insensitive name; the first).
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+        })
+    }
+
+    /// The body as JSON (Null when it is not).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// The problem type's short name, for a problem document.
+    pub fn problem(&self) -> String {
+        self.json()["type"].as_str().unwrap_or("").trim_start_matches("urn:ietf:params:acme:error:").to_owned()
+    }
+}
+
+/// A new P-256 key.
+pub fn p256() -> PKey<Private> {
+    PKey::from_ec_key(EcKey::generate(&EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap()).unwrap()).unwrap()
+}
+
+/// A raw ACME client with one account key.
+pub struct Client<'a> {
+    /// The stack it talks to.
+    pub stack: &'a AcmeStack,
+    /// The account key.
+    pub key: PKey<Private>,
+    /// The account URL once registered.
+    pub kid: Option<String>,
+    nonce: Option<String>,
+}
+
+impl<'a> Client<'a> {
+    /// A client with a fresh P-256 key.
+    pub fn new(stack: &'a AcmeStack) -> Client<'a> {
+        Client { stack, key: p256(), kid: None, nonce: None }
+    }
+
+    /// A fresh nonce (from the last response, else newNonce).
+    pub fn nonce(&mut self) -> String {
+        if let Some(n) = self.nonce.take() {
+            return n;
+        }
+        let r = self.stack.curl(&["-I", &self.stack.url("/acme/new-nonce")]);
+        r.header("replay-nonce").expect("newNonce gives a Replay-Nonce")
+    }
+
+    /// Sends a prepared JWS; keeps the response's nonce.
+    pub fn send(&mut self, url: &str, jws: &Value) -> Response {
+        let r = self.stack.post_raw(url, "application/jose+json", jws.to_string().as_bytes());
+        self.nonce = r.header("replay-nonce");
+        assert!(r.status < 500, "a server error for {url}: {} {}", r.status, String::from_utf8_lossy(&r.body));
+        r
+    }
+
+    /// Signs `payload` (None: POST-as-GET) for `url` with the account key and `kid` (or `jwk` before registration).
+    pub fn jws(&mut self, url: &str, payload: Option<&Value>) -> Value {
+        let nonce = self.nonce();
+        let body = payload.map(|p| p.to_string().into_bytes()).unwrap_or_default();
+        let signer = match &self.kid {
+            Some(k) => Signer::Kid(k),
+            None => Signer::Jwk,
+        };
+        sign::request(Algorithm::Es256, &self.key, signer, Some(&nonce), url, &body).unwrap()
+    }
+
+    /// POSTs a signed request.
+    pub fn post(&mut self, url: &str, payload: Option<&Value>) -> Response {
+        let jws = self.jws(url, payload);
+        self.send(url, &jws)
+    }
+
+    /// Registers the account.
+    pub fn register(&mut self) -> Response {
+        let url = self.stack.url("/acme/new-account");
+        let r = self.post(&url, Some(&json!({"termsOfServiceAgreed": true, "contact": ["mailto:test@signet.test"]})));
+        assert_eq!(r.status, 201, "newAccount: {}", String::from_utf8_lossy(&r.body));
+        self.kid = r.header("location");
+        r
+    }
+
+    /// The account key as a JWK.
+    pub fn jwk(&self) -> Jwk {
+        Jwk::from_public_key(&self.key).unwrap()
+    }
+
+    /// Creates an order for `names`; returns (order URL, order JSON).
+    pub fn new_order(&mut self, names: &[&str]) -> (String, Value) {
+        let ids: Vec<Value> = names.iter().map(|n| json!({"type": "dns", "value": n})).collect();
+        let url = self.stack.url("/acme/new-order");
+        let r = self.post(&url, Some(&json!({ "identifiers": ids })));
+        assert_eq!(r.status, 201, "newOrder: {}", String::from_utf8_lossy(&r.body));
+        (r.header("location").unwrap(), r.json())
+    }
+
+    /// Completes every authorization of `order` with dns-01 through the zone.
+    pub fn authorize_dns01(&mut self, order: &Value) {
+        for authz_url in order["authorizations"].as_array().unwrap() {
+            let authz_url = authz_url.as_str().unwrap();
+            let authz = self.post(authz_url, None).json();
+            let name = authz["identifier"]["value"].as_str().unwrap().to_owned();
+            let ch = authz["challenges"].as_array().unwrap().iter().find(|c| c["type"] == "dns-01").unwrap().clone();
+            let ka = validate::key_authorization(ch["token"].as_str().unwrap(), &self.jwk());
+            self.stack.add_txt(&format!("_acme-challenge.{name}"), &validate::dns01_txt_value(&ka));
+            let r = self.post(ch["url"].as_str().unwrap(), Some(&json!({})));
+            assert_eq!(r.status, 200, "challenge: {}", String::from_utf8_lossy(&r.body));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let a = self.post(authz_url, None).json();
+                match a["status"].as_str() {
+                    Some("valid") => break,
+                    Some("pending") => {}
+                    other => panic!("authorization {other:?}: {a}"),
+                }
+                assert!(Instant::now() < deadline, "authorization stuck: {a}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// A CSR (DER) for `names` with a new P-256 key.
+    pub fn csr(names: &[&str]) -> Vec<u8> {
+        let key = p256();
+        let mut b = openssl::x509::X509ReqBuilder::new().unwrap();
+        b.set_pubkey(&key).unwrap();
+        let mut exts = openssl::stack::Stack::new().unwrap();
+        let mut san = openssl::x509::extension::SubjectAlternativeName::new();
+        for n in names {
+            san.dns(n);
+        }
+        exts.push(san.build(&b.x509v3_context(None)).unwrap()).unwrap();
+        b.add_extensions(&exts).unwrap();
+        b.sign(&key, openssl::hash::MessageDigest::sha256()).unwrap();
+        b.build().to_der().unwrap()
+    }
+
+    /// Finalizes with a CSR; returns the response.
+    pub fn finalize(&mut self, order: &Value, csr_der: &[u8]) -> Response {
+        let csr = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, csr_der);
+        let url = order["finalize"].as_str().unwrap().to_owned();
+        self.post(&url, Some(&json!({ "csr": csr })))
+    }
+
+    /// A whole issuance for `names` with dns-01; returns the PEM chain.
+    pub fn issue(&mut self, names: &[&str]) -> String {
+        let (_, order) = self.new_order(names);
+        self.authorize_dns01(&order);
+        let r = self.finalize(&order, &Self::csr(names));
+        assert_eq!(r.status, 200, "finalize: {}", String::from_utf8_lossy(&r.body));
+        let cert_url = r.json()["certificate"].as_str().unwrap().to_owned();
+        let r = self.post(&cert_url, None);
+        assert_eq!(r.status, 200, "download: {}", String::from_utf8_lossy(&r.body));
+        String::from_utf8(r.body).unwrap()
+    }
+}

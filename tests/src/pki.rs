@@ -1,0 +1,213 @@
+//! A whole CA for tests: signd holding a CA made by `signetctl ca init`, and
+//! ocspd in front of it, on a free loopback port.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use signet_ipc::OcspdClient;
+
+use crate::{bin, run, signetctl, Backend, SigndProcess};
+
+/// A free TCP port on loopback (bound, then released for ocspd).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// signd with the demo CA, ocspd in front of it.
+pub struct Pki {
+    pub signd: SigndProcess,
+    pub ocspd: Option<Child>,
+    pub dir: PathBuf,
+    pub port: u16,
+    pub ocspd_socket: PathBuf,
+    pub ocspd_config: PathBuf,
+}
+
+pub const SHARDS: u32 = 2;
+
+impl Pki {
+    pub fn start() -> Self {
+        Self::start_with("")
+    }
+
+    /// `issuer_extra` goes into ocspd's `[issuers.demo]`.
+    pub fn start_with(issuer_extra: &str) -> Self {
+        Self::start_full(Backend::Openssl, "ecdsa-p256", issuer_extra)
+    }
+
+    /// The CA's three keys on `backend`, of `algorithm`.
+    pub fn start_full(backend: Backend, algorithm: &str, issuer_extra: &str) -> Self {
+        let mut signd = SigndProcess::start_backend(backend, "");
+        let dir = signd.dir.path().to_path_buf();
+        let port = free_port();
+        let base = format!("http://127.0.0.1:{port}");
+        let (st, out, err) = run(signetctl(&signd.socket).args([
+            "ca",
+            "init",
+            "--name",
+            "demo",
+            "--dir",
+            dir.join("ca").to_str().unwrap(),
+            "--ocsp-url",
+            &format!("{base}/ocsp"),
+            "--crl-url",
+            &format!("{base}/crl/demo/{{shard}}.crl"),
+            "--crl-shards",
+            &SHARDS.to_string(),
+            "--issuer-role",
+            "admin",
+            "--ocsp-role",
+            "admin",
+            "--algorithm",
+            algorithm,
+            "--backend",
+            backend.name(),
+        ]));
+        assert!(st.success(), "ca init: {out}{err}");
+        let snippet = std::fs::read_to_string(dir.join("ca/signd-issuer.toml")).unwrap();
+        let mut config = std::fs::read_to_string(&signd.config).unwrap();
+        config.push_str(&snippet);
+        std::fs::write(&signd.config, config).unwrap();
+        signd.restart();
+
+        let ocspd_socket = dir.join("ocspd.sock");
+        let ocspd_config = dir.join("ocspd.toml");
+        let uid = nix::unistd::getuid().as_raw();
+        std::fs::write(
+            &ocspd_config,
+            format!(
+                "socket = \"{}\"\nsocket_mode = \"0666\"\nstate_dir = \"{}\"\nsignd_socket = \"{}\"\nlisten = \"127.0.0.1:{port}\"\n\
+                 [issuers.demo]\nregistrars = {{ users = [{uid}] }}\n{issuer_extra}\n",
+                ocspd_socket.display(),
+                dir.join("ocspd-state").display(),
+                signd.socket.display(),
+            ),
+        )
+        .unwrap();
+        let mut pki = Self { signd, ocspd: None, dir, port, ocspd_socket, ocspd_config };
+        pki.start_ocspd();
+        pki
+    }
+
+    pub fn start_ocspd(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("ocspd.log")).unwrap();
+        let child = Command::new(bin("ocspd"))
+            .arg("--config")
+            .arg(&self.ocspd_config)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.ocspd = Some(child);
+        // Ready when the first CRLs are served.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.http_get("/crl/demo.crl").0 != 200 {
+            if let Some(s) = self.ocspd.as_mut().unwrap().try_wait().unwrap() {
+                panic!("ocspd exited ({s}): {}", self.log());
+            }
+            assert!(Instant::now() < deadline, "ocspd not ready: {}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn kill9_ocspd(&mut self) {
+        if let Some(mut c) = self.ocspd.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("ocspd.log")).unwrap_or_default()
+    }
+
+    pub fn ca(&self, f: &str) -> PathBuf {
+        self.dir.join("ca").join(f)
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// (status, headers, body) of a GET, through curl.
+    pub fn http_get(&self, path: &str) -> (u16, String, Vec<u8>) {
+        self.curl(&[&self.url(path)])
+    }
+
+    pub fn curl(&self, args: &[&str]) -> (u16, String, Vec<u8>) {
+        let headers = self.dir.join(format!("headers-{}", std::process::id()));
+        let out = Command::new("curl").args(["-s", "-D"]).arg(&headers).args(args).output().unwrap();
+        let h = std::fs::read_to_string(&headers).unwrap_or_default();
+        let status = h.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        (status, h, out.stdout)
+    }
+
+    pub fn registry(&self) -> OcspdClient {
+        OcspdClient::new(&self.ocspd_socket).per_thread()
+    }
+
+    pub fn signetctl(&self) -> Command {
+        let mut c = signetctl(&self.signd.socket);
+        c.env("SIGNET_OCSPD_SOCKET", &self.ocspd_socket).env("SIGNET_ISSUER", "demo");
+        c
+    }
+
+    /// Issues a leaf for `name` through signetctl; returns (cert path, serial hex).
+    pub fn issue(&self, name: &str) -> (PathBuf, String) {
+        let key = self.dir.join(format!("{name}.key"));
+        let csr = self.dir.join(format!("{name}.csr"));
+        let cert = self.dir.join(format!("{name}.pem"));
+        let (st, _, err) = run(Command::new("openssl").args(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]).args([
+            "-keyout",
+            key.to_str().unwrap(),
+            "-subj",
+            &format!("/CN={name}"),
+            "-addext",
+            &format!("subjectAltName=DNS:{name}"),
+            "-out",
+            csr.to_str().unwrap(),
+        ]));
+        assert!(st.success(), "{err}");
+        let (st, out, err) = run(self.signetctl().args(["cert", "issue", "--csr", csr.to_str().unwrap(), "--out", cert.to_str().unwrap()]));
+        assert!(st.success(), "cert issue: {out}{err}");
+        let (_, serial, _) = run(Command::new("openssl").args(["x509", "-noout", "-serial", "-in", cert.to_str().unwrap()]));
+        (cert, serial.trim().trim_start_matches("serial=").to_lowercase())
+    }
+
+    /// An OCSP request for `cert` written by `openssl ocsp -reqout` (with
+    /// openssl's nonce when `nonce`), under `name` in the test directory.
+    pub fn request(&self, cert: &Path, nonce: bool, name: &str) -> PathBuf {
+        let req = self.dir.join(name);
+        let mut cmd = Command::new("openssl");
+        cmd.args(["ocsp", "-issuer"]).arg(self.ca("issuing.pem")).arg("-cert").arg(cert);
+        if !nonce {
+            cmd.arg("-no_nonce");
+        }
+        let (st, _, err) = run(cmd.arg("-reqout").arg(&req));
+        assert!(st.success(), "{err}");
+        req
+    }
+
+    /// `openssl ocsp` against ocspd: the text output (verification included).
+    pub fn openssl_ocsp(&self, cert: &Path, extra: &[&str]) -> String {
+        // Options such as -sha256 must come before -cert.
+        let (_, out, err) = run(Command::new("openssl").arg("ocsp").args(extra).args([
+            "-issuer",
+            self.ca("issuing.pem").to_str().unwrap(),
+            "-cert",
+            cert.to_str().unwrap(),
+            "-url",
+            &self.url("/ocsp"),
+            "-CAfile",
+            self.ca("chain.pem").to_str().unwrap(),
+        ]));
+        format!("{out}{err}")
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        self.kill9_ocspd();
+    }
+}

@@ -1,0 +1,283 @@
+//! acmed end to end: a real signd + CA + ocspd, the real DNS server, and acmed
+//! over HTTPS, driven by a raw ACME client (signet-acme's JWS signing, curl for
+//! HTTP) so each request can be bent out of shape. Every refusal must be the
+//! RFC 8555 problem type, never a 5xx (the client asserts that on every call).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::HashSet;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use signet_acme::jws::sign::{self, Signer};
+use signet_acme::jws::Algorithm;
+use signet_ipc::{block_on, CertState};
+use signet_tests::acme::{p256, AcmeStack, Client};
+use signet_tests::run;
+
+#[test]
+fn issuance_and_the_chain_verifies_with_openssl() {
+    let stack = AcmeStack::start("");
+    let mut c = Client::new(&stack);
+    c.register();
+    let pem = c.issue(&["a.signet.test", "b.signet.test"]);
+    let dir = &stack.pki.dir;
+    let leaf_and_chain = dir.join("issued.pem");
+    std::fs::write(&leaf_and_chain, &pem).unwrap();
+    let (st, out, err) = run(Command::new("openssl")
+        .args(["verify", "-CAfile"])
+        .arg(stack.pki.ca("root.pem"))
+        .arg("-untrusted")
+        .arg(&leaf_and_chain)
+        .args(["-verify_hostname", "b.signet.test"])
+        .arg(&leaf_and_chain));
+    assert!(st.success(), "{out}{err}");
+    // The directory advertises what the RFCs and drafts say it should.
+    let (status, headers, body) = stack.get("/directory");
+    assert_eq!(status, 200);
+    assert!(headers.to_ascii_lowercase().contains("replay-nonce:"));
+    let d: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    for k in ["newNonce", "newAccount", "newOrder", "revokeCert", "keyChange", "renewalInfo"] {
+        assert!(d[k].as_str().unwrap().starts_with("https://127.0.0.1"), "{k}: {d}");
+    }
+    assert_eq!(d["meta"]["caaIdentities"], json!(["signet.test"]));
+    assert!(d["meta"]["profiles"]["shortlived"].is_string(), "{d}");
+}
+
+#[test]
+fn replayed_nonce_wrong_url_wrong_alg_and_missing_nonce() {
+    let stack = AcmeStack::start("");
+    let mut c = Client::new(&stack);
+    c.register();
+    let kid = c.kid.clone().unwrap();
+    let new_order = stack.url("/acme/new-order");
+    let payload = json!({"identifiers": [{"type": "dns", "value": "x.signet.test"}]}).to_string();
+
+    // Replayed: the same JWS twice.
+    let jws = c.jws(&new_order, Some(&serde_json::from_str(&payload).unwrap()));
+    assert_eq!(c.send(&new_order, &jws).status, 201);
+    let r = c.send(&new_order, &jws);
+    assert_eq!((r.status, r.problem().as_str()), (400, "badNonce"), "{r:?}");
+    assert!(r.header("replay-nonce").is_some(), "a badNonce answer carries a fresh nonce");
+
+    // A nonce this server never issued.
+    let jws = sign::request(Algorithm::Es256, &c.key, Signer::Kid(&kid), Some("AAAAAAAAAAAAAAAAAAAAAA"), &new_order, payload.as_bytes()).unwrap();
+    assert_eq!(c.send(&new_order, &jws).problem(), "badNonce");
+
+    // No nonce at all.
+    let jws = sign::request(Algorithm::Es256, &c.key, Signer::Kid(&kid), None, &new_order, payload.as_bytes()).unwrap();
+    assert_eq!(c.send(&new_order, &jws).problem(), "badNonce");
+
+    // The url header names another resource.
+    let nonce = c.nonce();
+    let jws = sign::request(Algorithm::Es256, &c.key, Signer::Kid(&kid), Some(&nonce), &stack.url("/acme/revoke-cert"), payload.as_bytes()).unwrap();
+    let r = c.send(&new_order, &jws);
+    assert_eq!((r.status, r.problem().as_str()), (403, "unauthorized"), "{r:?}");
+
+    // alg ES384 over a P-256 key, and an alg nobody supports.
+    let nonce = c.nonce();
+    let header = json!({"alg": "ES384", "kid": kid, "nonce": nonce, "url": new_order});
+    let jws = sign::with_header(Algorithm::Es256, &c.key, &header, payload.as_bytes()).unwrap();
+    let r = c.send(&new_order, &jws);
+    assert_eq!(r.problem(), "badSignatureAlgorithm", "{r:?}");
+    assert!(r.json()["algorithms"].as_array().is_some_and(|a| a.contains(&json!("ES256"))), "{r:?}");
+    let nonce = c.nonce();
+    let header = json!({"alg": "HS256", "kid": kid, "nonce": nonce, "url": new_order});
+    let jws = sign::with_header(Algorithm::Es256, &c.key, &header, payload.as_bytes()).unwrap();
+    assert_eq!(c.send(&new_order, &jws).problem(), "badSignatureAlgorithm");
+
+    // A kid no account has.
+    let nonce = c.nonce();
+    let ghost = stack.url("/acme/acct/AAAAAAAAAAAAAAAAAAAAAA");
+    let jws = sign::request(Algorithm::Es256, &c.key, Signer::Kid(&ghost), Some(&nonce), &new_order, payload.as_bytes()).unwrap();
+    assert_eq!(c.send(&new_order, &jws).problem(), "accountDoesNotExist");
+}
+
+#[test]
+fn deactivated_accounts_and_rolled_over_keys_are_refused() {
+    let stack = AcmeStack::start("");
+    let mut c = Client::new(&stack);
+    c.register();
+    let kid = c.kid.clone().unwrap();
+
+    // Key rollover (RFC 8555 §7.3.5), then the old key no longer signs for the account.
+    let old_key = c.key.clone();
+    let new_key = p256();
+    let key_change = stack.url("/acme/key-change");
+    let inner_payload = json!({"account": kid, "oldKey": c.jwk().to_json()}).to_string();
+    let inner = sign::request(Algorithm::Es256, &new_key, Signer::Jwk, None, &key_change, inner_payload.as_bytes()).unwrap();
+    let r = c.post(&key_change, Some(&inner));
+    assert_eq!(r.status, 200, "{r:?}");
+    let r = c.post(&kid, None);
+    assert!(r.status >= 400, "the old key still works: {r:?}");
+    assert_eq!(r.problem(), "malformed", "{r:?}");
+    c.key = new_key;
+    assert_eq!(c.post(&kid, None).status, 200, "the new key works");
+    // The old key cannot register anew as the same account: it is free, so it makes a new one.
+    let mut old = Client::new(&stack);
+    old.key = old_key;
+    assert_eq!(old.register().status, 201);
+
+    // A key already in use cannot be rolled onto.
+    let inner_payload = json!({"account": kid, "oldKey": c.jwk().to_json()}).to_string();
+    let inner = sign::request(Algorithm::Es256, &old.key, Signer::Jwk, None, &key_change, inner_payload.as_bytes()).unwrap();
+    let r = c.post(&key_change, Some(&inner));
+    assert_eq!(r.status, 409, "{r:?}");
+
+    // onlyReturnExisting with an unknown key.
+    let mut stranger = Client::new(&stack);
+    let r = stranger.post(&stack.url("/acme/new-account"), Some(&json!({"onlyReturnExisting": true})));
+    assert_eq!(r.problem(), "accountDoesNotExist", "{r:?}");
+    // A bad contact.
+    let r = stranger.post(&stack.url("/acme/new-account"), Some(&json!({"termsOfServiceAgreed": true, "contact": ["tel:+1555"]})));
+    assert!(matches!(r.problem().as_str(), "unsupportedContact" | "invalidContact"), "{r:?}");
+
+    // Deactivation (§7.3.6), then every request by the account is unauthorized.
+    let r = c.post(&kid, Some(&json!({"status": "deactivated"})));
+    assert_eq!((r.status, r.json()["status"].as_str()), (200, Some("deactivated")), "{r:?}");
+    let r = c.post(&stack.url("/acme/new-order"), Some(&json!({"identifiers": [{"type": "dns", "value": "x.signet.test"}]})));
+    assert_eq!((r.status, r.problem().as_str()), (403, "unauthorized"), "{r:?}");
+}
+
+#[test]
+fn finalize_before_ready_foreign_names_and_revocation() {
+    let stack = AcmeStack::start("");
+    let mut c = Client::new(&stack);
+    c.register();
+    let (_, order) = c.new_order(&["f.signet.test"]);
+    let r = c.finalize(&order, &Client::csr(&["f.signet.test"]));
+    assert_eq!((r.status, r.problem().as_str()), (403, "orderNotReady"), "{r:?}");
+    c.authorize_dns01(&order);
+    let r = c.finalize(&order, &Client::csr(&["f.signet.test", "evil.example"]));
+    assert_eq!(r.problem(), "badCSR", "{r:?}");
+    assert!(r.json()["detail"].as_str().unwrap().contains("evil.example"), "{r:?}");
+    // The order failed; a new one issues.
+    let pem = c.issue(&["f.signet.test"]);
+    let leaf = openssl::x509::X509::from_pem(pem.as_bytes()).unwrap();
+    let serial = serial_content(&leaf);
+    let status = block_on(stack.pki.registry().status("demo", serial.clone())).unwrap();
+    assert_eq!(status.state, CertState::Good, "ocspd knows the certificate");
+
+    // Another account may not revoke it.
+    let mut other = Client::new(&stack);
+    other.register();
+    let der = leaf.to_der().unwrap();
+    let cert_b64 = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, &der);
+    let revoke = stack.url("/acme/revoke-cert");
+    let r = other.post(&revoke, Some(&json!({"certificate": cert_b64})));
+    assert_eq!(r.problem(), "unauthorized", "{r:?}");
+    let r = c.post(&revoke, Some(&json!({"certificate": cert_b64, "reason": 7})));
+    assert_eq!(r.problem(), "badRevocationReason", "{r:?}");
+    let r = c.post(&revoke, Some(&json!({"certificate": cert_b64, "reason": 4})));
+    assert_eq!(r.status, 200, "{r:?}");
+    let status = block_on(stack.pki.registry().status("demo", serial)).unwrap();
+    assert_eq!(status.state, CertState::Revoked, "revocation reached ocspd");
+    let r = c.post(&revoke, Some(&json!({"certificate": cert_b64})));
+    assert_eq!(r.problem(), "alreadyRevoked", "{r:?}");
+}
+
+#[test]
+fn garbage_oversized_and_mistyped_bodies() {
+    let stack = AcmeStack::start("max_body_bytes = 4096");
+    let url = stack.url("/acme/new-order");
+    let r = stack.post_raw(&url, "application/jose+json", b"{not json");
+    assert_eq!((r.status, r.problem().as_str()), (400, "malformed"), "{r:?}");
+    let r = stack.post_raw(&url, "application/jose+json", &[0xff, 0x00, 0x13]);
+    assert_eq!((r.status, r.problem().as_str()), (400, "malformed"), "{r:?}");
+    let r = stack.post_raw(&url, "application/jose+json", &vec![b'a'; 100_000]);
+    assert_eq!((r.status, r.problem().as_str()), (413, "malformed"), "{r:?}");
+    let r = stack.post_raw(&url, "application/json", b"{}");
+    assert_eq!((r.status, r.problem().as_str()), (415, "malformed"), "{r:?}");
+    let r = stack.post_raw(&url, "application/jose+json", br#"{"protected":"e30","payload":"","signature":""}"#);
+    assert_eq!((r.status, r.problem().as_str()), (400, "malformed"), "{r:?}");
+    let r = stack.post_raw(&stack.url("/acme/nowhere"), "application/jose+json", b"{}");
+    assert_eq!(r.status, 404, "{r:?}");
+    let (status, _, body) = stack.get("/acme/new-order");
+    assert_eq!(status, 405, "{}", String::from_utf8_lossy(&body));
+    for bad in ["!!!", "AAAA.BBBB", ".", "a.b.c"] {
+        let (status, _, _) = stack.get(&format!("/acme/renewal-info/{bad}"));
+        assert!(status == 400 || status == 404, "renewal-info/{bad}: {status}");
+    }
+    // Identifier problems come back as subproblems per identifier.
+    let mut c = Client::new(&stack);
+    c.register();
+    let r = c.post(&url, Some(&json!({"identifiers": [{"type": "dns", "value": "bad name!"}, {"type": "email", "value": "a@b"}]})));
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.json()["subproblems"].as_array().map(Vec::len), Some(2), "{r:?}");
+    let r = c.post(&url, Some(&json!({"identifiers": [{"type": "dns", "value": "x.signet.test"}], "profile": "nope"})));
+    assert_eq!(r.problem(), "invalidProfile", "{r:?}");
+    assert!(stack.log().lines().all(|l| !l.contains("panicked")), "{}", stack.log());
+}
+
+#[test]
+fn sigkill_mid_load_loses_no_certificate_a_client_received() {
+    let mut stack = AcmeStack::start("");
+    let received: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let pid = nix::unistd::Pid::from_raw(stack.acmed.as_ref().unwrap().id() as i32);
+    // Three clients issue in a loop until acmed dies under them.
+    std::thread::scope(|s| {
+        for i in 0..3 {
+            let (stack, received, stop) = (&stack, received.clone(), stop.clone());
+            s.spawn(move || {
+                let mut c = Client::new(stack);
+                c.register();
+                let kid = c.kid.clone().unwrap();
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    n += 1;
+                    let name = format!("k{i}-{n}.signet.test");
+                    // Any step may fail once acmed is gone; only what came back counts.
+                    let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.issue(&[&name])));
+                    match got {
+                        Ok(pem) => {
+                            let x = openssl::x509::X509::from_pem(pem.as_bytes()).unwrap();
+                            received.lock().unwrap().push((kid.clone(), serial_content(&x)));
+                        }
+                        Err(_) => break,
+                    }
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_secs(3));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+        stop.store(true, Ordering::SeqCst);
+    });
+    stack.kill9_acmed(); // reaps it
+    let received = received.lock().unwrap().clone();
+    assert!(received.len() >= 3, "too few issuances before the kill to mean anything: {}", received.len());
+    stack.start_acmed();
+    let serials: HashSet<&Vec<u8>> = received.iter().map(|(_, s)| s).collect();
+    assert_eq!(serials.len(), received.len(), "a serial was reused");
+    let registry = stack.pki.registry();
+    for (_, serial) in &received {
+        let st = block_on(registry.status("demo", serial.clone())).unwrap();
+        assert_eq!(st.state, CertState::Good, "ocspd does not know {}", hex::encode(serial));
+        // And acmed still has it: ARI answers for it.
+        let ski = issuing_ski(&stack);
+        let id = signet_acme::types::renewal_cert_id(&ski, serial);
+        let (status, _, body) = stack.get(&format!("/acme/renewal-info/{id}"));
+        assert_eq!(status, 200, "acmed lost {}: {}", hex::encode(serial), String::from_utf8_lossy(&body));
+    }
+    // And acmed still issues after the restart.
+    let mut c = Client::new(&stack);
+    c.register();
+    c.issue(&["after.signet.test"]);
+}
+
+fn issuing_ski(stack: &AcmeStack) -> Vec<u8> {
+    let pem = std::fs::read(stack.pki.ca("issuing.pem")).unwrap();
+    let x = openssl::x509::X509::from_pem(&pem).unwrap();
+    x.subject_key_id().unwrap().as_slice().to_vec()
+}
+
+/// The serial's DER INTEGER content octets (a leading zero when the top bit is set).
+fn serial_content(x: &openssl::x509::X509) -> Vec<u8> {
+    let mut v = x.serial_number().to_bn().unwrap().to_vec();
+    if v.first().is_some_and(|b| *b >= 0x80) {
+        v.insert(0, 0);
+    }
+    v
+}
