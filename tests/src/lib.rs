@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use signet_ipc::SigndClient;
 
+pub mod testdns;
+
 /// Where the workspace's binaries are: `SIGNET_BIN_DIR`, else beside the test
 /// executable's `deps/` directory (cargo's layout).
 pub fn bin(name: &str) -> PathBuf {
