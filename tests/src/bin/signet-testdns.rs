@@ -230,7 +230,7 @@ fn respond(zone: &Zone, ttl: u32, packet: &[u8], transport: Transport, peer: Soc
     let reply = answer(zone, ttl, &request);
     if let Some(q) = request.queries().first() {
         tracing::info!(
-            %peer, name = %q.name(), qtype = %q.query_type(), rcode = %reply.response_code(),
+            %peer, name = %q.name(), qtype = %q.query_type(), rcode = ?reply.response_code(),
             answers = reply.answers().len(), ?transport, "query"
         );
     }
