@@ -14,6 +14,7 @@ use signet_ipc::SigndClient;
 
 pub mod acme;
 pub mod pki;
+pub mod testdns;
 
 /// Where the workspace's binaries are: `SIGNET_BIN_DIR`, else beside the test
 /// executable's `deps/` directory (cargo's layout).

@@ -230,7 +230,7 @@ fn respond(zone: &Zone, ttl: u32, packet: &[u8], transport: Transport, peer: Soc
     let reply = answer(zone, ttl, &request);
     if let Some(q) = request.queries().first() {
         tracing::info!(
-            %peer, name = %q.name(), qtype = %q.query_type(), rcode = %reply.response_code(),
+            %peer, name = %q.name(), qtype = %q.query_type(), rcode = ?reply.response_code(),
             answers = reply.answers().len(), ?transport, "query"
         );
     }
@@ -597,7 +597,10 @@ fn parse_caa(value: &str) -> Result<RData, String> {
 /// The zone file and the zone parsed from it, re-read when the file changes.
 struct ZoneFile {
     path: PathBuf,
+    /// The file's stamp when `text` was read.
     stamp: Option<Stamp>,
+    /// The text last read (good or bad), to tell a real change from a touch.
+    text: String,
     zone: Arc<Zone>,
 }
 
@@ -610,6 +613,13 @@ struct Stamp {
     inode: (u64, u64),
 }
 
+/// How old a file's last change must be before an unchanged stamp is trusted
+/// alone. Kernels before 6.13 stamp times from a coarse clock (a few ms), inodes
+/// are reused, so two quick same-size edits (a hook's cleanup of one
+/// token and present of another) can leave identical stamps: until the file
+/// has been quiet this long, its content is compared too.
+const SETTLED: Duration = Duration::from_secs(2);
+
 impl Stamp {
     fn of(path: &Path) -> std::io::Result<Stamp> {
         let m = std::fs::metadata(path)?;
@@ -620,6 +630,15 @@ impl Stamp {
             inode: (m.dev(), m.ino()),
         })
     }
+
+    /// Whether the file has not changed for [`SETTLED`].
+    fn settled(&self) -> bool {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let changed = self.mtime.0.max(self.ctime.0).saturating_add(1); // rounded up
+        now.saturating_sub(changed) >= i64::try_from(SETTLED.as_secs()).unwrap_or(i64::MAX)
+    }
 }
 
 impl ZoneFile {
@@ -628,12 +647,13 @@ impl ZoneFile {
         let stamp = Stamp::of(path).with_context(|| format!("zone file {}", path.display()))?;
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let zone = Zone::parse(&text).with_context(|| format!("zone file {}", path.display()))?;
-        Ok(ZoneFile { path: path.to_owned(), stamp: Some(stamp), zone: Arc::new(zone) })
+        Ok(ZoneFile { path: path.to_owned(), stamp: Some(stamp), text, zone: Arc::new(zone) })
     }
 
     /// The zone as the file now says. A file that is missing or does not parse
     /// (an edit half-written) leaves the last good zone in place, logged.
     fn current(&mut self) -> Arc<Zone> {
+        // Stamp before reading: a write after the stamp shows in the next one.
         let stamp = match Stamp::of(&self.path) {
             Ok(stamp) => stamp,
             Err(e) => {
@@ -643,14 +663,23 @@ impl ZoneFile {
                 return Arc::clone(&self.zone);
             }
         };
-        if self.stamp == Some(stamp) {
+        if self.stamp == Some(stamp) && stamp.settled() {
             return Arc::clone(&self.zone);
         }
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "zone file unreadable; keeping the last zone");
+                self.stamp = None;
+                return Arc::clone(&self.zone);
+            }
+        };
+        let unchanged = self.stamp.is_some() && text == self.text;
         self.stamp = Some(stamp);
-        let parsed = std::fs::read_to_string(&self.path)
-            .map_err(|e| e.to_string())
-            .and_then(|text| Zone::parse(&text).map_err(|e| e.to_string()));
-        match parsed {
+        if unchanged {
+            return Arc::clone(&self.zone);
+        }
+        match Zone::parse(&text) {
             Ok(mut zone) => {
                 zone.serial = self.zone.serial.wrapping_add(1);
                 tracing::info!(path = %self.path.display(), records = zone.len(), serial = zone.serial, "zone reloaded");
@@ -660,6 +689,7 @@ impl ZoneFile {
                 tracing::warn!(path = %self.path.display(), error = %e, "zone file does not parse; keeping the last zone");
             }
         }
+        self.text = text;
         Arc::clone(&self.zone)
     }
 }
