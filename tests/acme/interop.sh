@@ -133,8 +133,9 @@ check "lego: tls-alpn-01 for tls.signet.test" \
   "${LG[@]}" --domains tls.signet.test --tls --tls.port "127.0.0.1:$TLSALPN01_PORT" run
 check "lego: the tls-alpn-01 chain verifies" verify_chain "$(lg_cert tls.signet.test)" tls.signet.test
 check "lego: dns-01 through the real DNS server (exec provider)" \
-  env EXEC_PATH="$here/lego-dns-exec.sh" EXEC_PROPAGATION_TIMEOUT=20 EXEC_POLLING_INTERVAL=1 \
-  "${LG[@]}" --domains lego-dns.signet.test --dns exec --dns.resolvers "127.0.0.1:$DNS_PORT" run
+  env EXEC_PATH="$here/lego-dns-exec.sh" EXEC_PROPAGATION_TIMEOUT=20 EXEC_POLLING_INTERVAL=1 EXEC_SEQUENCE_INTERVAL=1 \
+  "${LG[@]}" --domains lego-dns.signet.test --dns exec --dns.resolvers "127.0.0.1:$DNS_PORT" \
+  --dns.propagation-disable-ans --dns.propagation-rns run
 check "lego: the dns-01 chain verifies" verify_chain "$(lg_cert lego-dns.signet.test)" lego-dns.signet.test
 check "lego: IP address certificate with tls-alpn-01" \
   "${LG[@]}" --domains 127.0.0.1 --tls --tls.port "127.0.0.1:$TLSALPN01_PORT" run

@@ -3,7 +3,6 @@
 //! that signs requests with `signet-acme` and sends them with curl, so a test
 //! can tamper with any part of a request.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -19,6 +18,7 @@ use signet_acme::validate;
 use signet_acme::Jwk;
 
 use crate::pki::{free_port, Pki};
+use crate::testdns::TestDns;
 use crate::{bin, run};
 
 /// The stack.
@@ -27,10 +27,8 @@ pub struct AcmeStack {
     pub pki: Pki,
     /// acmed, while running.
     pub acmed: Option<Child>,
-    /// The DNS server.
-    pub dns: Child,
-    /// The zone file the DNS server answers from.
-    pub zone: PathBuf,
+    /// The DNS server acmed resolves names with.
+    pub dns: TestDns,
     /// acmed's HTTPS port.
     pub port: u16,
     /// acmed's config file.
@@ -43,18 +41,8 @@ impl AcmeStack {
     pub fn start(extra: &str) -> AcmeStack {
         let pki = Pki::start();
         let dir = pki.dir.clone();
-        let zone = dir.join("zone");
-        std::fs::write(&zone, "signet.test A 127.0.0.1\n*.signet.test A 127.0.0.1\n").unwrap();
-        let mut dns = Command::new(bin("signet-testdns"))
-            .args(["--listen", "127.0.0.1:0", "--zone"])
-            .arg(&zone)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(dns.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let dns_addr = line.trim().strip_prefix("listening ").unwrap_or_else(|| panic!("signet-testdns said {line:?}")).to_owned();
+        let dns = TestDns::start(&dir.join("zone"), "signet.test A 127.0.0.1\n*.signet.test A 127.0.0.1\n");
+        let dns_addr = dns.addr().to_string();
 
         // acmed's TLS certificate, from the CA itself.
         let key = dir.join("acmed-tls.key");
@@ -95,7 +83,7 @@ impl AcmeStack {
             ),
         )
         .unwrap();
-        let mut stack = AcmeStack { pki, acmed: None, dns, zone, port, config, zone_lock: Mutex::new(()) };
+        let mut stack = AcmeStack { pki, acmed: None, dns, port, config, zone_lock: Mutex::new(()) };
         stack.start_acmed();
         stack
     }
@@ -171,22 +159,16 @@ impl AcmeStack {
         self.curl(&["-X", "POST", "-H", &format!("Content-Type: {content_type}"), "--data-binary", &data, url])
     }
 
-    /// Adds a TXT record to the zone.
+    /// Adds a TXT record to the zone (serialised: clients add concurrently).
     pub fn add_txt(&self, name: &str, value: &str) {
         let _g = self.zone_lock.lock().unwrap();
-        let mut z = std::fs::read_to_string(&self.zone).unwrap();
-        z.push_str(&format!("{name} TXT \"{value}\"\n"));
-        let tmp = self.zone.with_extension("tmp");
-        std::fs::write(&tmp, z).unwrap();
-        std::fs::rename(&tmp, &self.zone).unwrap();
+        self.dns.add(&format!("{name} TXT \"{value}\""));
     }
 }
 
 impl Drop for AcmeStack {
     fn drop(&mut self) {
         self.kill9_acmed();
-        let _ = self.dns.kill();
-        let _ = self.dns.wait();
     }
 }
 
