@@ -1,0 +1,30 @@
+//! acme-bench: an RFC 8555 load generator for ACME servers (the I/O and
+//! reporting behind `src/bin/acme-bench.rs`).
+//!
+//! - [`keys`]: key types, CSRs.
+//! - [`error`]: why an issuance failed.
+
+pub mod error;
+pub mod keys;
+
+pub use error::Error;
+pub use keys::KeyType;
+
+/// Which kind of identifier the orders name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdentifierKind {
+    /// A fresh DNS name per issuance, `c{client}-{n}.{domain_suffix}`.
+    Dns,
+    /// An IP address (RFC 8738), the same for every issuance.
+    Ip,
+}
+
+impl IdentifierKind {
+    /// The ACME identifier type's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            IdentifierKind::Dns => "dns",
+            IdentifierKind::Ip => "ip",
+        }
+    }
+}
