@@ -1,10 +1,14 @@
 //! acme-bench: an RFC 8555 load generator for ACME servers (the I/O and
 //! reporting behind `src/bin/acme-bench.rs`).
 //!
+//! - [`http`]: the connection (hyper over tokio-openssl).
+//! - [`client`]: nonces, JWS (signet-acme), the ACME resources.
 //! - [`keys`]: key types, CSRs.
 //! - [`error`]: why an issuance failed.
 
+pub mod client;
 pub mod error;
+pub mod http;
 pub mod keys;
 
 pub use error::Error;
