@@ -3,14 +3,17 @@
 //!
 //! - [`http`]: the connection (hyper over tokio-openssl).
 //! - [`client`]: nonces, JWS (signet-acme), the ACME resources.
+//! - [`challenge`]: the http-01, tls-alpn-01 and dns-01 responders.
 //! - [`keys`]: key types, CSRs.
 //! - [`error`]: why an issuance failed.
 
+pub mod challenge;
 pub mod client;
 pub mod error;
 pub mod http;
 pub mod keys;
 
+pub use challenge::{ChallengeKind, ResponderConfig};
 pub use error::Error;
 pub use keys::KeyType;
 
