@@ -5,6 +5,7 @@
 //! - [`client`]: nonces, JWS (signet-acme), the ACME resources.
 //! - [`challenge`]: the http-01, tls-alpn-01 and dns-01 responders.
 //! - [`keys`]: key types, CSRs.
+//! - [`stats`]: summaries, text and JSON.
 //! - [`error`]: why an issuance failed.
 
 pub mod challenge;
@@ -12,10 +13,12 @@ pub mod client;
 pub mod error;
 pub mod http;
 pub mod keys;
+pub mod stats;
 
 pub use challenge::{ChallengeKind, ResponderConfig};
 pub use error::Error;
 pub use keys::KeyType;
+pub use stats::{AllocProbe, AllocSnapshot, NoProbe};
 
 /// Which kind of identifier the orders name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
