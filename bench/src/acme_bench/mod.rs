@@ -25,6 +25,11 @@ pub mod keys;
 pub mod runner;
 pub mod stats;
 
+#[cfg(test)]
+mod end_to_end_tests;
+#[cfg(test)]
+mod mock;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::IpAddr;
