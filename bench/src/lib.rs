@@ -4,10 +4,12 @@
 //! `signd-load` binary share: starting a real signd on a temporary directory
 //! ([`SigndProcess`]), the algorithm cases ([`CASES`]), in-flight drivers and
 //! latency percentiles. [`ocsp`] holds the I/O-free part of the `ocsp-load`
-//! generator.
+//! generator; [`acme_bench`] the ACME client, challenge responders and
+//! reports of the `acme-bench` load generator.
 
 #![forbid(unsafe_code)]
 
+pub mod acme_bench;
 pub mod ocsp;
 
 use std::future::Future;
