@@ -214,7 +214,9 @@ fn garbage_oversized_and_mistyped_bodies() {
 #[test]
 fn sigkill_mid_load_loses_no_certificate_a_client_received() {
     let mut stack = AcmeStack::start("");
-    let received: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::new(Mutex::new(Vec::new()));
+    // (account URL, serial) of every certificate a client received.
+    type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+    let received: Received = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let pid = nix::unistd::Pid::from_raw(stack.acmed.as_ref().unwrap().id() as i32);
     // Three clients issue in a loop until acmed dies under them.

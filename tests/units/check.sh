@@ -19,7 +19,7 @@ units_dir=$(cd "$here/../../units" && pwd)
 max_exposure=${MAX_EXPOSURE:-2.0}
 
 # The Signet install layout. Only these get stubs: a typo in an ExecStart= path stays missing.
-SIGNET_BINARIES=(/usr/libexec/signet/signd /usr/libexec/signet/ocspd /usr/bin/signetctl)
+SIGNET_BINARIES=(/usr/libexec/signet/signd /usr/libexec/signet/ocspd /usr/libexec/signet/acmed /usr/bin/signetctl)
 # What sysusers.d/signet.conf must produce.
 DAEMON_USERS=(signd acmed ocspd ctlogd tokend probed)
 CLIENT_MEMBERS=(acmed ctlogd ocspd probed tokend) # sorted
@@ -182,6 +182,7 @@ echo "-- systemd-tmpfiles --root=<tmp> --create"
 mkdir -p "$root/etc/signet"
 install -m 0644 /dev/null "$root/etc/signet/signd.toml" # a world-readable config, to be fixed by `z`
 install -m 0644 /dev/null "$root/etc/signet/ocspd.toml"
+install -m 0644 /dev/null "$root/etc/signet/acmed.toml"
 rc=0
 out=$(systemd-tmpfiles --root="$root" --create 2>&1) || rc=$?
 # stat_names PATH: "mode user group", names resolved through the temp root's passwd/group.
@@ -203,6 +204,7 @@ done <<'EOF'
 /var/lib/signet 755 root root
 /etc/signet/signd.toml 640 root signd
 /etc/signet/ocspd.toml 640 root ocspd
+/etc/signet/acmed.toml 640 root acmed
 EOF
 if [[ ${#problems[@]} -eq 0 ]]; then
     pass "tmpfiles.d/signet.conf: /run/signet, /var/lib/signet, /etc/signet/signd.toml"
@@ -245,6 +247,14 @@ need ocspd.service 'User=ocspd'
 need ocspd.service 'StateDirectory=signet/ocspd'
 need ocspd.service 'PrivateNetwork=yes'
 need ocspd.service 'PartOf=signet\.target'
+need acmed-https.socket 'FileDescriptorName=acmed-https'
+need acmed.service 'Type=notify'
+need acmed.service 'ExecStart=/usr/libexec/signet/acmed( .*)?'
+need acmed.service 'Sockets=acmed-https\.socket'
+need acmed.service 'User=acmed'
+need acmed.service 'StateDirectory=signet/acmed'
+need acmed.service 'LoadCredential=tls-key:.*'
+need acmed.service 'PartOf=signet\.target'
 if [[ ${#problems[@]} -eq 0 ]]; then
     pass "install layout: socket path/name/owner/mode, notify+watchdog, state dir, signet.target"
 else
@@ -283,6 +293,13 @@ if [[ -n $score ]] && le "$score" "$max_exposure"; then
     pass "ocspd.service exposure $score <= $max_exposure"
 else
     fail "ocspd.service exposure '${score}' > $max_exposure" "$(grep -E '✗|Overall' <<<"$sec_out")"
+fi
+# acmed keeps the host network (validation connects out), and still fits the bound.
+exposure "$root" acmed.service
+if [[ -n $score ]] && le "$score" "$max_exposure"; then
+    pass "acmed.service exposure $score <= $max_exposure"
+else
+    fail "acmed.service exposure '${score}' > $max_exposure" "$(grep -E '✗|Overall' <<<"$sec_out")"
 fi
 printf '[Unit]\nDescription=unhardened canary\n[Service]\nExecStart=/usr/libexec/signet/signd\n' \
     >"$root/etc/systemd/system/canary-weak.service"

@@ -128,6 +128,8 @@ pub struct AcmeMetrics {
     pub orders: Counter,
     /// Orders created with ARI `replaces`.
     pub replacing: Counter,
+    /// renewalInfo requests answered.
+    pub renewal_info: Counter,
     /// Certificates issued.
     pub certificates: Counter,
     /// Certificates revoked.
@@ -143,6 +145,7 @@ impl AcmeMetrics {
             accounts: Counter::default(),
             orders: Counter::default(),
             replacing: Counter::default(),
+            renewal_info: Counter::default(),
             certificates: Counter::default(),
             revocations: Counter::default(),
             server_errors: Counter::default(),
@@ -150,6 +153,7 @@ impl AcmeMetrics {
         };
         m.register("acme_accounts_created", "Accounts created", me.accounts.clone());
         m.register("acme_orders_created", "Orders created", me.orders.clone());
+        m.register("acme_renewal_info_answered", "ARI renewalInfo requests answered for a known certificate", me.renewal_info.clone());
         m.register("acme_orders_replacing", "Orders created to replace a certificate (ARI replaces)", me.replacing.clone());
         m.register("acme_certificates_issued", "Certificates issued", me.certificates.clone());
         m.register("acme_certificates_revoked", "Certificates revoked", me.revocations.clone());

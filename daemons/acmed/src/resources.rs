@@ -810,6 +810,7 @@ impl Acme {
             .read(|t| t.get(&db.certs, &serial))
             .map_err(|e| internal("reading the certificate", e))?
             .ok_or_else(|| problem_with_status(ProblemType::Malformed, 404, "no such certificate"))?;
+        self.metrics.renewal_info.inc();
         let (start, end) = renewal_window(rec.not_before, rec.not_after, rec.revoked.is_some(), now());
         let info = types::RenewalInfo {
             suggested_window: types::SuggestedWindow {
