@@ -33,13 +33,20 @@ pub struct AcmeStack {
     pub port: u16,
     /// acmed's config file.
     pub config: PathBuf,
+    /// What verifies acmed's TLS certificate.
+    pub tls_ca: PathBuf,
     zone_lock: Mutex<()>,
 }
 
 impl AcmeStack {
     /// Starts everything; `extra` is appended to acmed's config.
     pub fn start(extra: &str) -> AcmeStack {
-        let pki = Pki::start();
+        Self::start_with_ca("ecdsa-p256", extra)
+    }
+
+    /// Starts everything with a CA whose keys are `algorithm` (signd's names).
+    pub fn start_with_ca(algorithm: &str, extra: &str) -> AcmeStack {
+        let pki = Pki::start_full(crate::Backend::Openssl, algorithm, "");
         let dir = pki.dir.clone();
         let dns = TestDns::start(&dir.join("zone"), "signet.test A 127.0.0.1\n*.signet.test A 127.0.0.1\n");
         let dns_addr = dns.addr().to_string();
@@ -59,10 +66,26 @@ impl AcmeStack {
             csr.to_str().unwrap(),
         ]));
         assert!(st.success(), "{err}");
-        let (st, out, err) = run(pki.signetctl().args(["cert", "issue", "--csr", csr.to_str().unwrap(), "--out", cert.to_str().unwrap()]));
-        assert!(st.success(), "{out}{err}");
+        // Issued by the CA itself, unless its signatures are beyond the system
+        // OpenSSL (ML-DSA) that curl uses: then a self-signed P-256 certificate.
         let chain = dir.join("acmed-tls-chain.pem");
-        std::fs::write(&chain, format!("{}{}", std::fs::read_to_string(&cert).unwrap(), std::fs::read_to_string(pki.ca("issuing.pem")).unwrap())).unwrap();
+        let tls_ca = if algorithm.starts_with("ml-dsa") {
+            let (st, _, err) = run(Command::new("openssl").args(["x509", "-req", "-days", "2", "-copy_extensions", "copy", "-in"]).args([
+                csr.to_str().unwrap(),
+                "-signkey",
+                key.to_str().unwrap(),
+                "-out",
+                chain.to_str().unwrap(),
+            ]));
+            assert!(st.success(), "{err}");
+            chain.clone()
+        } else {
+            let (st, out, err) = run(pki.signetctl().args(["cert", "issue", "--csr", csr.to_str().unwrap(), "--out", cert.to_str().unwrap()]));
+            assert!(st.success(), "{out}{err}");
+            let pem = format!("{}{}", std::fs::read_to_string(&cert).unwrap(), std::fs::read_to_string(pki.ca("issuing.pem")).unwrap());
+            std::fs::write(&chain, pem).unwrap();
+            pki.ca("root.pem")
+        };
 
         let port = free_port();
         let config = dir.join("acmed.toml");
@@ -83,7 +106,7 @@ impl AcmeStack {
             ),
         )
         .unwrap();
-        let mut stack = AcmeStack { pki, acmed: None, dns, port, config, zone_lock: Mutex::new(()) };
+        let mut stack = AcmeStack { pki, acmed: None, dns, port, config, tls_ca, zone_lock: Mutex::new(()) };
         stack.start_acmed();
         stack
     }
@@ -127,7 +150,7 @@ impl AcmeStack {
 
     /// The root that verifies acmed's TLS.
     pub fn ca_bundle(&self) -> PathBuf {
-        self.pki.ca("root.pem")
+        self.tls_ca.clone()
     }
 
     fn curl(&self, args: &[&str]) -> Response {
@@ -309,9 +332,13 @@ impl<'a> Client<'a> {
 
     /// A CSR (DER) for `names` with a new P-256 key.
     pub fn csr(names: &[&str]) -> Vec<u8> {
-        let key = p256();
+        Self::csr_with(&p256(), openssl::hash::MessageDigest::sha256(), names)
+    }
+
+    /// A CSR (DER) for `names` signed by `key` (`MessageDigest::null()` for Ed25519 and ML-DSA).
+    pub fn csr_with(key: &PKey<Private>, digest: openssl::hash::MessageDigest, names: &[&str]) -> Vec<u8> {
         let mut b = openssl::x509::X509ReqBuilder::new().unwrap();
-        b.set_pubkey(&key).unwrap();
+        b.set_pubkey(key).unwrap();
         let mut exts = openssl::stack::Stack::new().unwrap();
         let mut san = openssl::x509::extension::SubjectAlternativeName::new();
         for n in names {
@@ -319,7 +346,7 @@ impl<'a> Client<'a> {
         }
         exts.push(san.build(&b.x509v3_context(None)).unwrap()).unwrap();
         b.add_extensions(&exts).unwrap();
-        b.sign(&key, openssl::hash::MessageDigest::sha256()).unwrap();
+        b.sign(key, digest).unwrap();
         b.build().to_der().unwrap()
     }
 
@@ -332,9 +359,14 @@ impl<'a> Client<'a> {
 
     /// A whole issuance for `names` with dns-01; returns the PEM chain.
     pub fn issue(&mut self, names: &[&str]) -> String {
+        self.issue_csr(names, &Self::csr(names))
+    }
+
+    /// A whole issuance for `names` with dns-01 and the given CSR; returns the PEM chain.
+    pub fn issue_csr(&mut self, names: &[&str], csr: &[u8]) -> String {
         let (_, order) = self.new_order(names);
         self.authorize_dns01(&order);
-        let r = self.finalize(&order, &Self::csr(names));
+        let r = self.finalize(&order, csr);
         assert_eq!(r.status, 200, "finalize: {}", String::from_utf8_lossy(&r.body));
         let cert_url = r.json()["certificate"].as_str().unwrap().to_owned();
         let r = self.post(&cert_url, None);

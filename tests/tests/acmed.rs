@@ -47,6 +47,33 @@ fn issuance_and_the_chain_verifies_with_openssl() {
 }
 
 #[test]
+fn ml_dsa_ca_issues_for_ml_dsa_keys() {
+    let stack = AcmeStack::start_with_ca("ml-dsa-65", "");
+    let mut c = Client::new(&stack);
+    c.register();
+    let mut seed = [0u8; 32];
+    openssl::rand::rand_bytes(&mut seed).unwrap();
+    let key = openssl::pkey::PKey::private_key_from_seed(None, openssl::pkey::KeyType::ML_DSA_44, None, &seed).unwrap();
+    let csr = Client::csr_with(&key, openssl::hash::MessageDigest::null(), &["pq.signet.test"]);
+    let pem = c.issue_csr(&["pq.signet.test"], &csr);
+    // The vendored OpenSSL 3.5 verifies the whole ML-DSA chain (the system one cannot).
+    let certs = openssl::x509::X509::stack_from_pem(pem.as_bytes()).unwrap();
+    let root = openssl::x509::X509::from_pem(&std::fs::read(stack.pki.ca("root.pem")).unwrap()).unwrap();
+    let mut store = openssl::x509::store::X509StoreBuilder::new().unwrap();
+    store.add_cert(root).unwrap();
+    let store = store.build();
+    let mut chain = openssl::stack::Stack::new().unwrap();
+    for c in &certs[1..] {
+        chain.push(c.clone()).unwrap();
+    }
+    let mut ctx = openssl::x509::X509StoreContext::new().unwrap();
+    let ok = ctx.init(&store, &certs[0], &chain, |c| c.verify_cert()).unwrap();
+    assert!(ok, "chain does not verify: {}", ctx.error());
+    assert!(certs[0].public_key().unwrap().public_eq(&key), "the leaf carries the CSR's ML-DSA-44 key");
+    assert_eq!(certs[0].signature_algorithm().object().nid().long_name().unwrap_or(""), certs[1].signature_algorithm().object().nid().long_name().unwrap_or(""));
+}
+
+#[test]
 fn replayed_nonce_wrong_url_wrong_alg_and_missing_nonce() {
     let stack = AcmeStack::start("");
     let mut c = Client::new(&stack);
