@@ -49,7 +49,7 @@ declare -A before
 for p in "${P[@]}"; do before[$p]=$(cpu "$p"); done
 t0=$(date +%s.%N)
 /usr/bin/time -f "acme-bench: %U s user %S s system %e s wall" "$SIGNET_BIN_DIR/acme-bench" \
-  --directory "https://127.0.0.1:$ACME/directory" --ca-bundle "$STATE/ca/root.pem" \
+  --directory "https://127.0.0.1:$ACME/directory" --ca-bundle "$STATE/acmed/tls-ca.pem" \
   --domain-suffix signet.test --dns-zone "$STATE/dns/zone" \
   --http01-listen "127.0.0.1:$H1" --tlsalpn01-listen "127.0.0.1:$TA" "$@"
 rc=$?

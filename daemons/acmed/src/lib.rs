@@ -110,6 +110,8 @@ pub struct Acme {
     pub directory: Bytes,
     /// Parsed account keys.
     pub jwk_cache: JwkCache,
+    /// Validations and finalizations in progress.
+    pub inflight: Arc<resources::InFlight>,
     /// Counters.
     pub metrics: AcmeMetrics,
 }
@@ -235,6 +237,7 @@ async fn serve(
         validator,
         directory,
         jwk_cache: JwkCache::new(100_000),
+        inflight: Arc::default(),
         metrics: AcmeMetrics::new(&metrics),
     });
     let handler = Arc::new(AcmeHttp(acme.clone()));

@@ -449,7 +449,10 @@ impl Acme {
         let acct = a.account()?;
         a.req.expect_post_as_get()?;
         let (id, order, authzs) = self.load_order(&acct.id, id)?;
-        let status = effective_order_status(&order, &authzs, now());
+        let mut status = effective_order_status(&order, &authzs, now());
+        if status == OrderStatus::Ready && self.inflight.holds(&self.inflight.finalizing, &id).is_some() {
+            status = OrderStatus::Processing;
+        }
         let retry = (status == OrderStatus::Processing || status == OrderStatus::Pending).then_some(self.cfg.retry_after_seconds);
         Ok(Reply::json(StatusCode::OK, &self.order_json(&id, &order, status)).at(self.resource_url("order", &id)).retry_after(retry))
     }
@@ -476,6 +479,11 @@ impl Acme {
             db.store.write(|t| t.put(&db.authzs, &aid, &az)).map_err(|e| internal("storing the authorization", e))?;
         }
         let now = now();
+        if let Some(idx) = self.inflight.holds(&self.inflight.validating, &aid) {
+            if let Some(c) = az.challenges.get_mut(idx).filter(|c| c.status == ChallengeStatus::Pending) {
+                c.status = ChallengeStatus::Processing;
+            }
+        }
         let retry = (effective_authz_status(&az, now) == AuthorizationStatus::Pending
             && az.challenges.iter().any(|c| c.status == ChallengeStatus::Processing))
         .then_some(self.cfg.retry_after_seconds);
@@ -511,29 +519,20 @@ impl Acme {
         if effective_authz_status(&az, now) != AuthorizationStatus::Pending || ch.status != ChallengeStatus::Pending {
             return Ok(reply(&ch));
         }
-        // pending -> processing, unless another request got there first.
-        let started = db
-            .store
-            .try_write(|t| -> Result<bool, signet_store::StoreError> {
-                let Some(mut cur) = t.get(&db.authzs, &aid)? else { return Ok(false) };
-                if cur.status != AuthorizationStatus::Pending || cur.challenges.iter().any(|c| c.status != ChallengeStatus::Pending) {
-                    return Ok(false);
-                }
-                cur.challenges[idx].status = ChallengeStatus::Processing;
-                t.put(&db.authzs, &aid, &cur)?;
-                Ok(true)
-            })
-            .map_err(|e| internal("storing the challenge", e))?;
-        if !started {
-            let cur = db.store.read(|t| t.get(&db.authzs, &aid)).map_err(|e| internal("reading the authorization", e))?;
-            let c = cur.and_then(|c| c.challenges.get(idx).cloned()).unwrap_or(ch);
-            return Ok(reply(&c));
-        }
+        // One validation per authorization at a time; the claim lives in memory
+        // (a crash mid-validation leaves the challenge pending, to be tried again).
+        let Some(claim) = self.inflight.claim(&self.inflight.validating, aid, idx) else {
+            return Ok(reply(&ChallengeRec { status: ChallengeStatus::Processing, ..ch }));
+        };
         let key_authorization = validate::key_authorization(&ch.token, &acct.jwk);
         let job = {
             let acme = self.clone();
             let account_url = acct.url.clone();
-            tokio::spawn(async move { acme.run_validation(aid, idx, key_authorization, account_url).await })
+            tokio::spawn(async move {
+                let c = acme.run_validation(aid, idx, key_authorization, account_url).await;
+                drop(claim);
+                c
+            })
         };
         let done = tokio::time::timeout(CHALLENGE_INLINE_WAIT, job).await;
         let c = match done {
@@ -557,10 +556,10 @@ impl Acme {
         self.metrics.validation(kind.as_str(), outcome.is_ok(), started.elapsed());
         let stored = db.store.try_write(|t| -> Result<Option<ChallengeRec>, signet_store::StoreError> {
             let Some(mut cur) = t.get(&db.authzs, &aid)? else { return Ok(None) };
-            let c = &mut cur.challenges[idx];
-            if c.status != ChallengeStatus::Processing {
-                return Ok(Some(c.clone()));
+            if cur.status != AuthorizationStatus::Pending || cur.challenges.iter().any(|c| c.status != ChallengeStatus::Pending) {
+                return Ok(Some(cur.challenges[idx].clone()));
             }
+            let c = &mut cur.challenges[idx];
             match &outcome {
                 Ok(()) => {
                     c.status = ChallengeStatus::Valid;
@@ -604,23 +603,11 @@ impl Acme {
         let csr = signet_ca::parse_csr(&csr_der).map_err(|e| Problem::new(ProblemType::BadCsr, e.to_string()))?;
         self.check_csr(&order, &csr, &acct.jwk)?;
         self.limits.check_certificate(&order.identifiers)?;
-        // ready -> processing, once.
-        let db = &self.db;
-        let claimed = db
-            .store
-            .try_write(|t| -> Result<bool, signet_store::StoreError> {
-                let Some(mut cur) = t.get(&db.orders, &oid)? else { return Ok(false) };
-                if cur.status != OrderStatus::Pending && cur.status != OrderStatus::Ready {
-                    return Ok(false);
-                }
-                cur.status = OrderStatus::Processing;
-                t.put(&db.orders, &oid, &cur)?;
-                Ok(true)
-            })
-            .map_err(|e| internal("storing the order", e))?;
-        if !claimed {
+        // ready -> processing, once: the claim lives in memory (a crash while
+        // issuing leaves the order ready; the client never got a certificate).
+        let Some(_claim) = self.inflight.claim(&self.inflight.finalizing, oid, 0) else {
             return Err(Problem::new(ProblemType::OrderNotReady, "the order is already being finalized"));
-        }
+        };
         let issued = self.issue(&oid, &order, &csr).await;
         let db = &self.db;
         let (final_order, reply) = match issued {
@@ -632,6 +619,9 @@ impl Acme {
                     }
                     t.put(&db.certs, &serial, &cert.rec)?;
                     let Some(mut cur) = t.get(&db.orders, &oid)? else { return Ok(Err(())) };
+                    if cur.status != OrderStatus::Pending && cur.status != OrderStatus::Ready {
+                        return Ok(Err(()));
+                    }
                     cur.status = OrderStatus::Valid;
                     cur.cert_serial = Some(serial.clone());
                     t.put(&db.orders, &oid, &cur)?;
@@ -655,24 +645,21 @@ impl Acme {
             Err(p) => (order.clone(), Err(p)),
         };
         if let Err(p) = reply {
-            // The certificate never reached the client: the order can be finalized again
-            // when the failure was ours, and is invalid when the request was.
-            let invalid = p.kind != ProblemType::ServerInternal;
-            let err_json = String::from_utf8_lossy(&p.to_json()).into_owned();
-            let _ = db.store.write(|t| {
-                if let Some(mut cur) = t.get(&db.orders, &oid)? {
-                    if cur.status == OrderStatus::Processing {
-                        if invalid {
+            // The certificate never reached the client: the order stays ready when
+            // the failure was ours, and becomes invalid when the request was at fault.
+            if p.kind != ProblemType::ServerInternal {
+                let err_json = String::from_utf8_lossy(&p.to_json()).into_owned();
+                let _ = db.store.write(|t| {
+                    if let Some(mut cur) = t.get(&db.orders, &oid)? {
+                        if cur.status == OrderStatus::Pending || cur.status == OrderStatus::Ready {
                             cur.status = OrderStatus::Invalid;
                             cur.error = Some(err_json.clone());
-                        } else {
-                            cur.status = OrderStatus::Ready;
+                            t.put(&db.orders, &oid, &cur)?;
                         }
-                        t.put(&db.orders, &oid, &cur)?;
                     }
-                }
-                Ok(())
-            });
+                    Ok(())
+                });
+            }
             return Err(p);
         }
         Ok(Reply::json(StatusCode::OK, &self.order_json(&oid, &final_order, OrderStatus::Valid)).at(self.resource_url("order", &oid)))
@@ -875,4 +862,46 @@ fn common_names(name: &x509_cert::name::Name) -> Vec<String> {
         }
     }
     out
+}
+
+/// Work in progress, in memory: authorizations being validated (with the
+/// challenge index) and orders being finalized. A claim ends when dropped.
+#[derive(Default)]
+pub struct InFlight {
+    /// Authorization id → challenge index.
+    pub validating: std::sync::Mutex<std::collections::HashMap<Id, usize>>,
+    /// Order ids.
+    pub finalizing: std::sync::Mutex<std::collections::HashMap<Id, usize>>,
+}
+
+/// A claim on one entry of an [`InFlight`] map.
+pub struct Claim {
+    owner: Arc<InFlight>,
+    finalizing: bool,
+    id: Id,
+}
+
+impl InFlight {
+    /// Claims `id` in `map` unless already claimed.
+    pub fn claim(self: &Arc<Self>, map: &std::sync::Mutex<std::collections::HashMap<Id, usize>>, id: Id, value: usize) -> Option<Claim> {
+        let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
+        if m.contains_key(&id) {
+            return None;
+        }
+        m.insert(id, value);
+        let finalizing = std::ptr::eq(map, &self.finalizing);
+        Some(Claim { owner: self.clone(), finalizing, id })
+    }
+
+    /// The value of a current claim on `id`.
+    pub fn holds(&self, map: &std::sync::Mutex<std::collections::HashMap<Id, usize>>, id: &Id) -> Option<usize> {
+        map.lock().unwrap_or_else(|p| p.into_inner()).get(id).copied()
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let map = if self.finalizing { &self.owner.finalizing } else { &self.owner.validating };
+        map.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.id);
+    }
 }

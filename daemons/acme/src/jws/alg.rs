@@ -7,6 +7,7 @@ use openssl::hash::MessageDigest;
 use openssl::pkey::{PKey, PKeyRef, Private, Public};
 use openssl::rsa::Padding;
 use openssl::sign::{RsaPssSaltlen, Signer, Verifier};
+use sha2::{Digest, Sha256, Sha384, Sha512};
 
 use super::jwk::{Jwk, KeyKind};
 use super::JwsError;
@@ -105,8 +106,14 @@ impl Algorithm {
         let ok = match self {
             Algorithm::Es256 | Algorithm::Es384 | Algorithm::Es512 => {
                 let len = key.ec_coordinate_len().ok_or(JwsError::BadSignature)?;
-                let der = ecdsa_raw_to_der(signature, len)?;
-                verify_digest(self, key.public_key(), signing_input, &der, |_| Ok(()))
+                let ec = key.ec_key().ok_or(JwsError::BadSignature)?;
+                let sig = ecdsa_raw_to_sig(signature, len)?;
+                let digest: Vec<u8> = match self {
+                    Algorithm::Es256 => Sha256::digest(signing_input).to_vec(),
+                    Algorithm::Es384 => Sha384::digest(signing_input).to_vec(),
+                    _ => Sha512::digest(signing_input).to_vec(),
+                };
+                sig.verify(&digest, ec).unwrap_or(false)
             }
             Algorithm::EdDsa => Verifier::new_without_digest(key.public_key())
                 .and_then(|mut v| v.verify_oneshot(signature, signing_input))
@@ -256,15 +263,14 @@ fn verify_digest(
 }
 
 /// A JWS ECDSA signature (r||s, each `len` bytes, RFC 7518 §3.4) as DER ECDSA-Sig-Value.
-fn ecdsa_raw_to_der(signature: &[u8], len: usize) -> Result<Vec<u8>, JwsError> {
+fn ecdsa_raw_to_sig(signature: &[u8], len: usize) -> Result<EcdsaSig, JwsError> {
     if signature.len() != 2 * len {
         return Err(JwsError::BadSignature);
     }
     let (r, s) = signature.split_at(len);
-    let sig = BigNum::from_slice(r)
+    BigNum::from_slice(r)
         .and_then(|r| BigNum::from_slice(s).and_then(|s| EcdsaSig::from_private_components(r, s)))
-        .map_err(|_| JwsError::BadSignature)?;
-    sig.to_der().map_err(|_| JwsError::BadSignature)
+        .map_err(|_| JwsError::BadSignature)
 }
 
 /// A DER ECDSA-Sig-Value as JWS r||s.

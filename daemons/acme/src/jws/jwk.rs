@@ -64,6 +64,10 @@ pub struct Jwk {
     /// The JWK's own `alg` member, if it had one; a request's `alg` must match it.
     declared_alg: Option<String>,
     key: PKey<Public>,
+    /// The EC key again as a legacy `EC_KEY`, made once: ES256/384/512
+    /// verification uses it directly, skipping OpenSSL 3's per-call EVP
+    /// algorithm fetch (a quarter of acmed's CPU before).
+    ec: Option<EcKey<Public>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,10 +186,12 @@ impl Jwk {
             kty => return Err(bad_key(format!("unsupported key type {kty:?}"))),
         };
         let key = params.public_key()?;
+        let ec = key.ec_key().ok();
         Ok(Jwk {
             params,
             declared_alg,
             key,
+            ec,
         })
     }
 
@@ -218,10 +224,12 @@ impl Jwk {
             other => return Err(bad_key(format!("unsupported key type {other:?}"))),
         };
         let key = params.public_key()?;
+        let ec = key.ec_key().ok();
         Ok(Jwk {
             params,
             declared_alg: None,
             key,
+            ec,
         })
     }
 
@@ -302,6 +310,11 @@ impl Jwk {
     /// The RFC 7638 thumbprint, base64url without padding (as in key authorizations).
     pub fn thumbprint(&self) -> String {
         b64_encode(&self.thumbprint_sha256())
+    }
+
+    /// The EC key, for EC JWKs.
+    pub(crate) fn ec_key(&self) -> Option<&EcKey<Public>> {
+        self.ec.as_ref()
     }
 
     /// The coordinate length, for EC keys.
