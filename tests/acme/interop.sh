@@ -147,7 +147,7 @@ check "lego: the IP chain verifies" verify_chain "$(lg_cert 127.0.0.1)" 127.0.0.
 before=$(replacing_orders)
 serial_before=$(openssl x509 -in "$(lg_cert web.signet.test)" -noout -serial)
 check "lego: renew sends ARI replaces" \
-  "${LG[@]}" --domains web.signet.test --http --http.port "127.0.0.1:$HTTP01_PORT" renew --days 3650
+  "${LG[@]}" --domains web.signet.test --http --http.port "127.0.0.1:$HTTP01_PORT" renew --days 3650 --no-random-sleep
 check "lego: the renewal is a new certificate" test "$serial_before" != "$(openssl x509 -in "$(lg_cert web.signet.test)" -noout -serial)"
 check "lego: acmed counted an order replacing a certificate" test "$(replacing_orders)" -gt "${before:-0}"
 check "lego: revoke" "${LG[@]}" --domains tls.signet.test revoke --keep
