@@ -74,6 +74,36 @@ fn ml_dsa_ca_issues_for_ml_dsa_keys() {
 }
 
 #[test]
+fn valid_authorizations_are_reused_by_their_account_only() {
+    let stack = AcmeStack::start("");
+    let mut c = Client::new(&stack);
+    c.register();
+    let (_, first) = c.new_order(&["reuse.signet.test"]);
+    c.authorize_dns01(&first);
+    // The same account orders the name again: ready at once, same authorization.
+    let (_, again) = c.new_order(&["reuse.signet.test"]);
+    assert_eq!(again["status"], "ready", "{again}");
+    assert_eq!(again["authorizations"], first["authorizations"]);
+    let r = c.finalize(&again, &Client::csr(&["reuse.signet.test"]));
+    assert_eq!(r.status, 200, "{r:?}");
+    // Another account gets its own pending authorization.
+    let mut other = Client::new(&stack);
+    other.register();
+    let (_, theirs) = other.new_order(&["reuse.signet.test"]);
+    assert_eq!(theirs["status"], "pending", "{theirs}");
+    assert_ne!(theirs["authorizations"], first["authorizations"]);
+    // With reuse off, a new order starts over.
+    drop(other);
+    let stack2 = AcmeStack::start("authorization_lifetime_seconds = 0");
+    let mut c2 = Client::new(&stack2);
+    c2.register();
+    let (_, o) = c2.new_order(&["x.signet.test"]);
+    c2.authorize_dns01(&o);
+    let (_, o2) = c2.new_order(&["x.signet.test"]);
+    assert_eq!(o2["status"], "pending", "{o2}");
+}
+
+#[test]
 fn replayed_nonce_wrong_url_wrong_alg_and_missing_nonce() {
     let stack = AcmeStack::start("");
     let mut c = Client::new(&stack);

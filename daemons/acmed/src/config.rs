@@ -19,6 +19,7 @@
 //! external_account_required = false
 //! default_profile = "classic"
 //! validation_timeout_seconds = 10
+//! authorization_lifetime_seconds = 2592000  # valid authorizations are reused this long
 //!
 //! [profiles.classic]                       # named certificate profiles (draft-aaron-acme-profiles)
 //! description = "90-day TLS server certificates"
@@ -97,6 +98,10 @@ pub struct Config {
     /// How long a pending authorization and order live.
     #[serde(default = "default_order_lifetime")]
     pub order_lifetime_seconds: u64,
+    /// How long a valid authorization lasts, and may be reused by the account's
+    /// later orders for the same identifier (default 30 days; 0: no reuse).
+    #[serde(default = "default_authz_lifetime")]
+    pub authorization_lifetime_seconds: u64,
     /// Retry-After sent while an order or challenge is still processing.
     #[serde(default = "default_retry_after")]
     pub retry_after_seconds: u64,
@@ -203,6 +208,9 @@ fn default_validation_timeout() -> u64 {
 }
 fn default_order_lifetime() -> u64 {
     7 * 86_400
+}
+fn default_authz_lifetime() -> u64 {
+    30 * 86_400
 }
 fn default_retry_after() -> u64 {
     1

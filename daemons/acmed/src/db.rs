@@ -12,6 +12,7 @@
 //! | `authzs` | authorization id | [`AuthzRec`] |
 //! | `certs` | serial (DER INTEGER content) | [`CertRec`] |
 //! | `eab_keys` | key id | [`EabRec`] |
+//! | `valid_authzs` | [`authz_reuse_key`] (account, identifier, wildcard) | the newest valid authorization |
 //!
 //! Every change a client is told about is committed before the answer leaves
 //! (durability `process`: survives `kill -9`; an fsync follows within the
@@ -170,6 +171,8 @@ pub struct Db {
     pub certs: Table<Vec<u8>, CertRec>,
     /// See the module table.
     pub eab_keys: Table<String, EabRec>,
+    /// See the module table.
+    pub valid_authzs: Table<[u8; 32], Id>,
 }
 
 impl Db {
@@ -187,6 +190,7 @@ impl Db {
             authzs: store.table("authzs")?,
             certs: store.table("certs")?,
             eab_keys: store.table("eab_keys")?,
+            valid_authzs: store.table("valid_authzs")?,
             store,
         })
     }
@@ -198,6 +202,18 @@ pub fn account_order_key(account: &Id, order: &Id) -> [u8; 32] {
     k[..16].copy_from_slice(account);
     k[16..].copy_from_slice(order);
     k
+}
+
+/// The key of `valid_authzs`: SHA-256 over the account, the identifier and the wildcard flag.
+pub fn authz_reuse_key(account: &Id, identifier: &Identifier, wildcard: bool) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(account);
+    h.update(identifier.kind.as_str().as_bytes());
+    h.update([0]);
+    h.update(identifier.value.as_bytes());
+    h.update([u8::from(wildcard)]);
+    h.finalize().into()
 }
 
 macro_rules! status_serde {

@@ -26,7 +26,7 @@ use time::OffsetDateTime;
 use x509_cert::Certificate;
 
 use crate::challenge::Attempt;
-use crate::db::{account_order_key, AccountRec, AuthzRec, ChallengeRec, Id, OrderRec};
+use crate::db::{account_order_key, authz_reuse_key, AccountRec, AuthzRec, ChallengeRec, Id, OrderRec};
 use crate::server::{internal, parse_id, problem_with_status, status_name, Answer, Authed, Reply};
 use crate::Acme;
 
@@ -364,6 +364,7 @@ impl Acme {
         let order_id = new_id();
         let mut authz_ids = Vec::new();
         let mut authzs = Vec::new();
+        let mut fresh = Vec::new();
         for ident in &idents {
             let (base, wildcard) = match ident.value.strip_prefix("*.") {
                 Some(rest) if ident.kind == IdentifierType::Dns => (Identifier::dns(rest), true),
@@ -383,12 +384,28 @@ impl Acme {
                 .flatten()
                 .collect(),
             };
+            // The account's valid authorization for this identifier, when it has a day left.
+            let reuse_key = authz_reuse_key(&acct.id, &base, wildcard);
+            let reusable = db
+                .store
+                .read(|t| match t.get(&db.valid_authzs, &reuse_key)? {
+                    Some(id) => Ok(t.get(&db.authzs, &id)?.map(|a| (id, a))),
+                    None => Ok(None),
+                })
+                .map_err(|e| internal("reading authorizations", e))?
+                .filter(|(_, a)| a.status == AuthorizationStatus::Valid && a.expires > now + 86_400 && a.account == acct.id);
+            if let Some((id, a)) = reusable {
+                authz_ids.push(id);
+                authzs.push(a);
+                continue;
+            }
             let challenges = kinds
                 .into_iter()
                 .map(|k| ChallengeRec { kind: k.as_str().to_owned(), token: new_token(), status: ChallengeStatus::Pending, validated: None, error: None })
                 .collect();
             let id = new_id();
             authz_ids.push(id);
+            fresh.push(id);
             authzs.push(AuthzRec { account: acct.id, identifier: base, wildcard, status: AuthorizationStatus::Pending, expires, challenges });
         }
         let order = OrderRec {
@@ -407,7 +424,9 @@ impl Acme {
         db.store
             .write(|t| {
                 for (id, az) in authz_ids.iter().zip(&authzs) {
-                    t.put(&db.authzs, id, az)?;
+                    if fresh.contains(id) {
+                        t.put(&db.authzs, id, az)?;
+                    }
                 }
                 t.put(&db.orders, &order_id, &order)?;
                 t.put(&db.account_orders, &account_order_key(&acct.id, &order_id), &())
@@ -554,6 +573,7 @@ impl Acme {
         let started = std::time::Instant::now();
         let outcome = self.validator.validate(&attempt).await;
         self.metrics.validation(kind.as_str(), outcome.is_ok(), started.elapsed());
+        let lifetime = self.cfg.authorization_lifetime_seconds as i64;
         let stored = db.store.try_write(|t| -> Result<Option<ChallengeRec>, signet_store::StoreError> {
             let Some(mut cur) = t.get(&db.authzs, &aid)? else { return Ok(None) };
             if cur.status != AuthorizationStatus::Pending || cur.challenges.iter().any(|c| c.status != ChallengeStatus::Pending) {
@@ -566,6 +586,10 @@ impl Acme {
                     c.validated = Some(now());
                     if cur.status == AuthorizationStatus::Pending {
                         cur.status = AuthorizationStatus::Valid;
+                        if lifetime > 0 {
+                            cur.expires = now() + lifetime;
+                            t.put(&db.valid_authzs, &authz_reuse_key(&cur.account, &cur.identifier, cur.wildcard), &aid)?;
+                        }
                     }
                 }
                 Err(e) => {
