@@ -34,7 +34,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use rand_core::{OsRng, RngCore};
-use signet_acme::types::{Directory, DirectoryMeta, OrderStatus};
+use signet_acme::types::{Directory, DirectoryMeta};
 use signet_ca::{Issuer, Profile};
 use signet_ipc::{ErrorKind, OcspdClient, SignatureScheme, SigndClient};
 use signet_runtime::metrics::Metrics;
@@ -208,10 +208,6 @@ async fn serve(
         loaded = load_ca(&config, &signd, chain_pem.as_deref()) => loaded.map_err(|e| AcmedError::Config(format!("{}: {e}", config_path.display())))?,
         () = shutdown.cancelled() => return Ok(()),
     };
-    let recovered = recover_orders(&db).map_err(|e| AcmedError::Startup(format!("store: {e}")))?;
-    if recovered > 0 {
-        tracing::warn!(orders = recovered, "orders interrupted while being finalized are ready again");
-    }
     let validator = Validator::new(
         config.dns_resolver,
         config.http01_port,
@@ -253,43 +249,6 @@ async fn serve(
         tracing::warn!(error = %e, "HTTPS server ended with an error");
     }
     Ok(())
-}
-
-/// Orders left `processing` by a crash never reached their client: make them ready again.
-fn recover_orders(db: &Db) -> Result<usize, signet_store::StoreError> {
-    db.store.write(|t| {
-        let mut n = 0;
-        let mut start: Option<db::Id> = None;
-        loop {
-            let rows = t.range(&db.orders, start.as_ref(), 1024)?;
-            let last = rows.last().map(|(k, _)| *k);
-            for (k, mut o) in rows {
-                if o.status == OrderStatus::Processing {
-                    o.status = OrderStatus::Ready;
-                    t.put(&db.orders, &k, &o)?;
-                    n += 1;
-                }
-            }
-            match last.and_then(next_id) {
-                Some(next) => start = Some(next),
-                None => break,
-            }
-        }
-        Ok(n)
-    })
-}
-
-/// The id after `id` in key order (None after the last).
-fn next_id(mut id: db::Id) -> Option<db::Id> {
-    for b in id.iter_mut().rev() {
-        if *b == 0xff {
-            *b = 0;
-        } else {
-            *b += 1;
-            return Some(id);
-        }
-    }
-    None
 }
 
 fn directory_json(cfg: &Config, base: &str) -> Bytes {
