@@ -29,7 +29,7 @@ pub fn server_input(data: &[u8]) -> usize {
     local.block_on(&rt, async {
         let (client, server_end) = tokio::io::duplex(1 << 16);
         let (read, write) = tokio::io::split(server_end);
-        let opts = ServeOptions { max_frame_bytes: 1 << 20, max_message_bytes: 1 << 16, max_batch: 64 };
+        let opts = ServeOptions { max_frame_bytes: 1 << 20, max_message_bytes: 1 << 16, max_batch: 64, ..ServeOptions::default() };
         let peer = PeerCredentials { uid: 1, gid: 1, pid: 1 };
         let connection = server::serve_connection(read, write, peer, &StandIn, opts, &server::InFlight::default());
         let (mut client_read, mut client_write) = tokio::io::split(client);

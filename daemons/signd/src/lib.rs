@@ -7,13 +7,15 @@
 //! refusal is committed to the audit log before the caller hears the answer.
 //!
 //! Threads: one runs the capnp server on a tokio `LocalSet` (capnp-rpc is
-//! `!Send`); a pool of signing threads does the crypto; one writer thread
-//! group-commits audit records to LMDB.
+//! `!Send`) and signs a lone call itself; a pool of signing threads does the
+//! rest of the crypto ([`dispatch`] decides which); with `sync` audit
+//! durability one writer thread group-commits audit records to LMDB.
 #![deny(unsafe_code)]
 
 pub mod audit;
 pub mod backend;
 pub mod config;
+mod dispatch;
 pub mod issuers;
 pub mod keys;
 pub mod policy;
@@ -140,6 +142,7 @@ pub fn run(config_path: &Path, config: Config) -> Result<(), SigndError> {
             max_frame_bytes: config.limits.max_frame_bytes,
             max_message_bytes: config.limits.max_message_bytes,
             max_batch: config.limits.max_batch,
+            busy_poll: std::time::Duration::from_micros(config.busy_poll_us),
         };
         let shutdown = signals.shutdown_token();
         let server = tokio::task::spawn_local(serve(listener, Rc::new(service.clone()), opts, shutdown.clone()));

@@ -1,5 +1,9 @@
-//! A fixed pool of signing threads. The capnp server thread never signs; it
-//! hands work here so every core signs.
+//! A fixed pool of signing threads, so every core signs. The capnp thread
+//! hands work here, except a lone `sign` while the pool is idle (see
+//! [`crate::dispatch`]).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 
@@ -9,6 +13,8 @@ type Work = Box<dyn FnOnce() + Send>;
 pub struct Pool {
     work: Sender<Work>,
     threads: usize,
+    /// Work handed over and not yet finished.
+    busy: Arc<AtomicUsize>,
 }
 
 impl Pool {
@@ -28,7 +34,7 @@ impl Pool {
                 }
             })?;
         }
-        Ok(Self { work: tx, threads })
+        Ok(Self { work: tx, threads, busy: Arc::new(AtomicUsize::new(0)) })
     }
 
     /// Number of threads.
@@ -36,10 +42,22 @@ impl Pool {
         self.threads
     }
 
+    /// No work is queued or running.
+    pub fn idle(&self) -> bool {
+        self.busy.load(Ordering::Acquire) == 0
+    }
+
     /// Runs `f` on a worker. Work is dropped unrun only if every worker has
     /// exited, which happens only after the pool itself is dropped.
     pub fn spawn(&self, f: impl FnOnce() + Send + 'static) {
-        let _ = self.work.send(Box::new(f));
+        self.busy.fetch_add(1, Ordering::AcqRel);
+        // Counted down when the work is dropped: after it runs, if it panics,
+        // or if it is never run.
+        let done = Finished(self.busy.clone());
+        let _ = self.work.send(Box::new(move || {
+            let _done = done;
+            f();
+        }));
     }
 
     /// Runs `f` on a worker and waits for its result.
@@ -47,5 +65,13 @@ impl Pool {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.spawn(move || drop(tx.send(f())));
         rx.await.ok()
+    }
+}
+
+struct Finished(Arc<AtomicUsize>);
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }

@@ -1,5 +1,5 @@
-//! signd's service: policy checks, signing on the worker pool, and the audit
-//! record of every outcome, behind the plain-Rust traits of `signet_ipc::server`.
+//! signd's service: policy checks, signing (see [`crate::dispatch`] for
+//! where), and the audit record of every outcome, behind the plain-Rust traits of `signet_ipc::server`.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -17,6 +17,7 @@ use signet_ipc::{
 
 use crate::audit::{AuditLog, Entry};
 use crate::config::Operation;
+use crate::dispatch::{Dispatcher, SignJob};
 use crate::issuers::Issuers;
 use crate::keys::KeyRing;
 use crate::policy::{supplementary_groups, Policy, Role};
@@ -42,6 +43,7 @@ pub(crate) struct Shared {
     pub(crate) state: Arc<State>,
     policy: RefCell<Arc<Policy>>,
     pub(crate) issuers: RefCell<Arc<Issuers>>,
+    dispatch: Rc<Dispatcher>,
     started: Instant,
 }
 
@@ -49,7 +51,9 @@ impl Signd {
     /// A service over `state` enforcing `policy`.
     pub fn new(state: Arc<State>, policy: Policy) -> Self {
         let issuers = RefCell::new(Arc::new(Issuers::default()));
-        Self { shared: Rc::new(Shared { state, policy: RefCell::new(Arc::new(policy)), issuers, started: Instant::now() }) }
+        let dispatch = Dispatcher::new(state.clone());
+        let policy = RefCell::new(Arc::new(policy));
+        Self { shared: Rc::new(Shared { state, policy, issuers, dispatch, started: Instant::now() }) }
     }
 
     /// Replaces the CA issuers (see [`crate::issuers`]); capabilities already
@@ -251,24 +255,15 @@ impl SignerService for Signer {
 
     fn sign(&self, key_id: String, scheme: SignatureScheme, message: Vec<u8>) -> LocalResult<Vec<u8>> {
         let checked = self.check_sign(&key_id, scheme);
-        let mut entry = self.entry("sign", &key_id);
+        let entry = self.entry("sign", &key_id);
         let caller = self.caller.clone();
         async move {
             let (handle, scheme) = match checked {
                 Ok(c) => c,
                 Err(e) => return caller.refuse(&entry.role, "sign", &key_id, e).await,
             };
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            let audit = caller.shared.state.audit.clone();
-            let work = move || {
-                let signed = handle.sign(scheme, &message);
-                entry.message_sha256 = openssl::sha::sha256(&message).to_vec();
-                if let Err(e) = &signed {
-                    entry = entry.failed(e);
-                }
-                audit.append(vec![entry], Box::new(move |committed| drop(tx.send(committed.and(signed)))));
-            };
-            caller.shared.state.pool.spawn(work);
+            let (reply, rx) = tokio::sync::oneshot::channel();
+            caller.shared.dispatch.submit(SignJob { key: handle, scheme, message, entry, reply });
             rx.await.map_err(|_| IpcError::internal("signing thread stopped"))?
         }
         .boxed_local()

@@ -1,0 +1,105 @@
+//! Where a single `sign` call is signed.
+//!
+//! Calls are gathered on the capnp thread until it has handled everything that
+//! arrived together (one read of a socket, or several connections ready at
+//! once), then:
+//! - **alone, with the pool idle**: signed right here on the capnp thread.
+//!   Handing one signature to a signing thread and back costs two thread
+//!   wake-ups, more than a P-256 signature (docs/performance.md);
+//! - **otherwise**: split into one share per signing thread; each share is
+//!   signed and its audit records committed in one transaction, so a burst of
+//!   calls costs one hand-off and one commit per thread, not per call.
+//!
+//! Either way the answer goes out only after its audit record is committed.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use signet_ipc::{IpcError, SignatureScheme};
+use tokio::sync::oneshot;
+
+use crate::audit::{AuditLog, Entry};
+use crate::backend::SigningKey;
+use crate::service::State;
+
+/// One `sign` call, checked and ready to sign.
+pub(crate) struct SignJob {
+    pub(crate) key: Arc<dyn SigningKey>,
+    pub(crate) scheme: SignatureScheme,
+    pub(crate) message: Vec<u8>,
+    pub(crate) entry: Entry,
+    pub(crate) reply: oneshot::Sender<Result<Vec<u8>, IpcError>>,
+}
+
+/// The calls gathered so far; lives on the capnp thread.
+pub(crate) struct Dispatcher {
+    state: Arc<State>,
+    gathered: RefCell<Vec<SignJob>>,
+}
+
+impl Dispatcher {
+    pub(crate) fn new(state: Arc<State>) -> Rc<Self> {
+        Rc::new(Self { state, gathered: RefCell::new(Vec::new()) })
+    }
+
+    /// Queues `job`; it is signed once the capnp thread has handled what
+    /// arrived with it. Must be called inside the `LocalSet`.
+    pub(crate) fn submit(self: &Rc<Self>, job: SignJob) {
+        let mut gathered = self.gathered.borrow_mut();
+        gathered.push(job);
+        if gathered.len() == 1 {
+            // Runs after the tasks already scheduled, i.e. after every
+            // connection that had data has handed over its calls.
+            let me = self.clone();
+            tokio::task::spawn_local(async move { me.flush() });
+        }
+    }
+
+    fn flush(&self) {
+        let jobs = std::mem::take(&mut *self.gathered.borrow_mut());
+        if jobs.is_empty() {
+            return;
+        }
+        if jobs.len() == 1 && self.state.pool.idle() {
+            sign_and_record(jobs, &self.state.audit);
+            return;
+        }
+        let shares = self.state.pool.threads().clamp(1, jobs.len());
+        let per_share = jobs.len().div_ceil(shares);
+        let mut jobs = jobs.into_iter();
+        loop {
+            let share: Vec<SignJob> = jobs.by_ref().take(per_share).collect();
+            if share.is_empty() {
+                break;
+            }
+            let audit = self.state.audit.clone();
+            self.state.pool.spawn(move || sign_and_record(share, &audit));
+        }
+    }
+}
+
+/// Signs each job, commits all their audit records in one append, then answers
+/// each call (with the commit's error if it failed).
+fn sign_and_record(jobs: Vec<SignJob>, audit: &AuditLog) {
+    let mut entries = Vec::with_capacity(jobs.len());
+    let mut answers = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let signed = job.key.sign(job.scheme, &job.message);
+        let mut entry = job.entry;
+        entry.message_sha256 = openssl::sha::sha256(&job.message).to_vec();
+        if let Err(e) = &signed {
+            entry = entry.failed(e);
+        }
+        entries.push(entry);
+        answers.push((job.reply, signed));
+    }
+    audit.append(
+        entries,
+        Box::new(move |committed| {
+            for (reply, signed) in answers {
+                let _ = reply.send(committed.clone().and(signed));
+            }
+        }),
+    );
+}
