@@ -130,7 +130,8 @@ fn list(keys: &[EabKey], out: &Printer) {
     outln!("{:<24} {:<20} {:<60} NOTE", "KEY ID", "CREATED", "BOUND ACCOUNT");
     for k in keys {
         let bound = if k.bound_account.is_empty() { "-" } else { &k.bound_account };
-        outln!("{:<24} {:<20} {:<60} {}", k.key_id, time_text(k.created_unix_secs), bound, k.note);
+        let row = format!("{:<24} {:<20} {:<60} {}", k.key_id, time_text(k.created_unix_secs), bound, k.note);
+        outln!("{}", row.trim_end());
     }
 }
 
