@@ -6,6 +6,7 @@ fn main() {
         .src_prefix("schema")
         .file("schema/signd.capnp")
         .file("schema/ocspd.capnp")
+        .file("schema/acmed.capnp")
         .run()
     {
         // A build script reports failure by exiting non-zero; say what is missing.

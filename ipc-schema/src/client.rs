@@ -1,4 +1,5 @@
 //! The signd client: a `Send + Sync` handle usable from any thread or runtime.
+//! [`OcspdClient`] and [`AcmedClient`] reuse its connection handling.
 //!
 //! capnp-rpc is `!Send`, so a connection lives on one thread. Two ways to call:
 //! - the default: one background thread (started on first use) owns the
@@ -11,7 +12,8 @@
 //!
 //! When the connection breaks (signd restarted), the next call reconnects, and
 //! a call that failed because the connection broke under it is retried once on
-//! the new connection.
+//! the new connection (unless a second try could do it twice: acmed's
+//! `eabCreate`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -31,6 +33,9 @@ use crate::ocspd_capnp as owire;
 use crate::signd_capnp as wire;
 use crate::types::*;
 
+mod acmed;
+pub use acmed::{AcmedClient, DEFAULT_ACMED_SOCKET};
+
 /// The socket signd listens on in a system install.
 pub const DEFAULT_SOCKET: &str = "/run/signet/signd.sock";
 
@@ -44,7 +49,7 @@ pub struct SigndClient {
 
 struct Inner {
     path: PathBuf,
-    /// The daemon at the other end, for messages ("signd", "ocspd").
+    /// The daemon at the other end, for messages ("signd", "ocspd", "acmed").
     service: &'static str,
     /// The background connection thread's queue, started on first use.
     jobs: std::sync::OnceLock<Result<mpsc::UnboundedSender<Job>, IpcError>>,
@@ -79,6 +84,17 @@ enum Request {
     CertStatus { issuer: String, serial: Vec<u8> },
     Crl { issuer: String, which: CrlSelector },
     IssuerInfo { issuer: String },
+    Acmed(acmed::AcmedRequest),
+}
+
+impl Request {
+    /// Whether sending it again after the connection broke under it is harmless.
+    fn retry_safe(&self) -> bool {
+        match self {
+            Request::Acmed(r) => r.retry_safe(),
+            _ => true,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -95,6 +111,7 @@ enum Response {
     OcspdHealth(OcspdHealth),
     CertStatus(CertStatus),
     IssuerInfo(IssuerInfo),
+    Acmed(acmed::AcmedResponse),
 }
 
 impl SigndClient {
@@ -477,8 +494,8 @@ struct ConnState {
 type HeldRpc = std::pin::Pin<Box<RpcSystem<Side>>>;
 
 struct Conn {
-    /// The daemon's bootstrap capability, untyped: [`Conn::signd`] and
-    /// [`Conn::ocspd`] give it its type.
+    /// The daemon's bootstrap capability, untyped: [`Conn::signd`],
+    /// [`Conn::ocspd`] and `Conn::acmed` give it its type.
     bootstrap: capnp::capability::Client,
     signers: RefCell<HashMap<String, wire::signer::Client>>,
     admin: RefCell<Option<wire::admin::Client>>,
@@ -486,6 +503,7 @@ struct Conn {
     crl_signers: RefCell<HashMap<String, wire::crl_signer::Client>>,
     ocsp_signers: RefCell<HashMap<String, wire::ocsp_signer::Client>>,
     registries: RefCell<HashMap<String, owire::registry::Client>>,
+    acme_admin: RefCell<Option<crate::acmed_capnp::acme_admin::Client>>,
     broken: Rc<std::cell::Cell<bool>>,
 }
 
@@ -549,7 +567,7 @@ impl ConnState {
         let conn = self.connection().await?;
         match attempt(&conn, &request).await {
             Ok(r) => Ok(r),
-            Err(a) if a.disconnected => {
+            Err(a) if a.disconnected && request.retry_safe() => {
                 conn.broken.set(true);
                 let conn = self.connection().await?;
                 attempt(&conn, &request).await.map_err(|a| a.error)
@@ -597,6 +615,7 @@ impl ConnState {
             crl_signers: RefCell::new(HashMap::new()),
             ocsp_signers: RefCell::new(HashMap::new()),
             registries: RefCell::new(HashMap::new()),
+            acme_admin: RefCell::new(None),
             broken,
         });
         *self.conn.borrow_mut() = Some(conn.clone());
@@ -853,5 +872,6 @@ async fn attempt(conn: &Conn, request: &Request) -> Result<Response, Attempt> {
             let response = conn.registry(issuer).await?.info_request().send().promise.await?;
             Ok(Response::IssuerInfo(oconv::read_info_result(response.get()?.get_result()?)?))
         }
+        Request::Acmed(r) => acmed::attempt(conn, r).await,
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! This is the only crate that knows capnp types. Daemons see [`types`] (plain
 //! Rust values and the typed [`IpcError`]), implement the [`server`] traits, and
-//! call signd through the [`client`]. The schema and its evolution rules are in
-//! `schema/signd.capnp`.
+//! call signd, ocspd and acmed through the [`client`]. The schemas are in
+//! `schema/`; their evolution rules are in `schema/signd.capnp`.
 #![forbid(unsafe_code)]
 
 #[allow(dead_code, missing_docs, unused_qualifications, clippy::all, clippy::unwrap_used, clippy::expect_used)]
@@ -18,6 +18,12 @@ mod ocspd_capnp {
     pub use ocspd_capnp::*;
 }
 
+#[allow(dead_code, missing_docs, unused_qualifications, clippy::all, clippy::unwrap_used, clippy::expect_used)]
+mod acmed_capnp {
+    capnp::generated_code!(pub mod acmed_capnp);
+    pub use acmed_capnp::*;
+}
+
 pub mod client;
 mod convert;
 #[doc(hidden)]
@@ -25,5 +31,5 @@ pub mod fuzz;
 pub mod server;
 pub mod types;
 
-pub use client::{block_on, OcspdClient, SigndClient, DEFAULT_OCSPD_SOCKET, DEFAULT_SOCKET};
+pub use client::{block_on, AcmedClient, OcspdClient, SigndClient, DEFAULT_ACMED_SOCKET, DEFAULT_OCSPD_SOCKET, DEFAULT_SOCKET};
 pub use types::*;

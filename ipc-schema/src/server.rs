@@ -1,5 +1,6 @@
-//! The server half: traits signd implements with plain types, and the capnp
-//! adapters that serve them over a Unix socket.
+//! The server half: traits the daemons implement with plain types (signd
+//! here, ocspd below, acmed in `server/acmed.rs`), and the capnp adapters that serve
+//! them over a Unix socket.
 //!
 //! capnp-rpc is `!Send`, so everything here runs on a tokio `LocalSet`; the
 //! implementation is expected to push CPU work (signing) to worker threads and
@@ -20,6 +21,9 @@ use tokio_util::sync::CancellationToken;
 use crate::convert::{self, malformed};
 use crate::signd_capnp as wire;
 use crate::types::*;
+
+mod acmed;
+pub use acmed::{serve_acmed, AcmeAdminService, AcmedService, AcmedSession};
 
 /// The result of a server operation: a `!Send` future on the serving thread.
 pub type LocalResult<T> = LocalBoxFuture<'static, Result<T, IpcError>>;

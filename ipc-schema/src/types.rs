@@ -672,3 +672,50 @@ pub struct OcspdHealth {
     /// Seconds since start.
     pub uptime_secs: u64,
 }
+
+// --- acmed ------------------------------------------------------------------
+
+/// An external account binding key (RFC 8555 §7.3.4), as acmed's admin
+/// interface shows it. `Debug` leaves the MAC key out.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EabKey {
+    /// The key id clients send as the binding's `kid`.
+    pub key_id: String,
+    /// The MAC key: only in the answer to its creation, empty otherwise.
+    pub hmac_key: Vec<u8>,
+    /// When it was created, Unix seconds.
+    pub created_unix_secs: i64,
+    /// The URL of the account it bound; empty while unbound.
+    pub bound_account: String,
+    /// The operator's note.
+    pub note: String,
+}
+
+impl fmt::Debug for EabKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EabKey")
+            .field("key_id", &self.key_id)
+            .field("hmac_key", &format_args!("<{} bytes>", self.hmac_key.len()))
+            .field("created_unix_secs", &self.created_unix_secs)
+            .field("bound_account", &self.bound_account)
+            .field("note", &self.note)
+            .finish()
+    }
+}
+
+/// acmed's health.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcmedHealth {
+    /// Serving.
+    pub ok: bool,
+    /// acmed's version.
+    pub version: String,
+    /// Seconds since start.
+    pub uptime_secs: u64,
+    /// ACME accounts.
+    pub accounts: u64,
+    /// External account binding keys, bound or not.
+    pub eab_keys: u64,
+    /// Whether new accounts need an external account binding.
+    pub external_account_required: bool,
+}

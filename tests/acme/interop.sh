@@ -6,15 +6,20 @@
 # file), tls-alpn-01 (lego; certbot has no tls-alpn-01) and for an IP address;
 # renews with ARI (certbot asks renewalInfo; lego also sends `replaces`); revokes; then `openssl ocsp` must say revoked
 # and the CRL named in the certificate must list it. Every issued chain is
-# checked with `openssl verify`.
+# checked with `openssl verify`. Then each registers an account bound with an
+# external account binding key made by `signetctl acme eab create` (the stack
+# does not require EAB, so the checks above run without it; acmed verifies any
+# binding a client sends).
 #
-# Needs SIGNET_CERTBOT and SIGNET_LEGO (scripts/lib.sh: ensure_certbot, ensure_lego).
+# Needs SIGNET_CERTBOT and SIGNET_LEGO (scripts/lib.sh: ensure_certbot, ensure_lego)
+# and SIGNET_BIN_DIR (scripts/lib.sh) for signetctl.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 : "${SIGNET_CERTBOT:?run ensure_certbot from scripts/lib.sh first}"
 : "${SIGNET_LEGO:?run ensure_lego from scripts/lib.sh first}"
+: "${SIGNET_BIN_DIR:?source scripts/lib.sh first}"
 
 T=$(mktemp -d /tmp/signet-acme-interop.XXXXXX)
 RUN_PID=""
@@ -56,6 +61,7 @@ CHAIN=$(ep '["acmed"]["chain"]')
 ZONE=$(ep '["acmed"]["dns_zone"]')
 ISSUING=$(ep '["ca"]["issuing"]')
 OCSP_URL=$(ep '["ocspd"]["url"]')
+ADMIN_SOCKET=$(ep '["acmed"]["admin_socket"]')
 export SIGNET_TESTDNS_ZONE="$ZONE"
 echo "stack up: $DIRECTORY (dns 127.0.0.1:$DNS_PORT, http-01 :$HTTP01_PORT, tls-alpn-01 :$TLSALPN01_PORT)"
 
@@ -153,6 +159,26 @@ check "lego: acmed counted an order replacing a certificate" test "$(replacing_o
 check "lego: revoke" "${LG[@]}" --domains tls.signet.test revoke --keep
 check "lego: openssl ocsp says revoked" expect_ocsp "$(lg_cert tls.signet.test)" revoked
 check "lego: the CRL lists the revoked certificate" in_crl "$(lg_cert tls.signet.test)"
+
+# --- external account binding -------------------------------------------------------
+ctl() { SIGNET_ACMED_SOCKET="$ADMIN_SOCKET" "$SIGNET_BIN_DIR/signetctl" "$@"; }
+eab_create() { ctl --json acme eab create --note "$1" > "$T/eab-$1.json"; } # NOTE
+eab() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$T/eab-$1.json" "$2"; } # NOTE FIELD
+eab_bound() { # NOTE: the key now names the account it bound
+  ctl --json acme eab show "$(eab "$1" key_id)" |
+    python3 -c 'import json,sys; a=json.load(sys.stdin)["bound_account"]; print(a); sys.exit(0 if a else 1)'
+}
+check "signetctl: an EAB key for certbot" eab_create certbot
+check "certbot: register bound with it (--eab-kid, --eab-hmac-key)" \
+  env REQUESTS_CA_BUNDLE="$CA_BUNDLE" "$SIGNET_CERTBOT" --config-dir "$T/certbot-eab/conf" --work-dir "$T/certbot-eab/work" \
+  --logs-dir "$T/certbot-eab/logs" --non-interactive --server "$DIRECTORY" \
+  register --agree-tos -m eab@signet.test --eab-kid "$(eab certbot key_id)" --eab-hmac-key "$(eab certbot hmac_key)"
+check "signetctl: certbot's EAB key is bound to its account" eab_bound certbot
+check "signetctl: an EAB key for lego" eab_create lego
+check "lego: http-01 with an account bound by it (--eab --kid --hmac)" \
+  env LEGO_CA_CERTIFICATES="$CA_BUNDLE" "$SIGNET_LEGO" --server "$DIRECTORY" --accept-tos -m eab@signet.test --path "$T/lego-eab" \
+  --eab --kid "$(eab lego key_id)" --hmac "$(eab lego hmac_key)" --domains eab.signet.test --http --http.port "127.0.0.1:$HTTP01_PORT" run
+check "signetctl: lego's EAB key is bound to its account" eab_bound lego
 
 echo "acme interop: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

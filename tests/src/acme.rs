@@ -13,7 +13,7 @@ use openssl::nid::Nid;
 use openssl::pkey::{PKey, Private};
 use serde_json::{json, Value};
 use signet_acme::jws::sign::{self, Signer};
-use signet_acme::jws::Algorithm;
+use signet_acme::jws::{Algorithm, MacAlgorithm};
 use signet_acme::validate;
 use signet_acme::Jwk;
 
@@ -35,11 +35,14 @@ pub struct AcmeStack {
     pub config: PathBuf,
     /// What verifies acmed's TLS certificate.
     pub tls_ca: PathBuf,
+    /// acmed's admin socket (mode 0666 here, so other users reach acmed's own check).
+    pub admin_socket: PathBuf,
     zone_lock: Mutex<()>,
 }
 
 impl AcmeStack {
-    /// Starts everything; `extra` is appended to acmed's config.
+    /// Starts everything; `extra` is appended to acmed's config (top-level
+    /// keys such as `external_account_required = true`, then tables).
     pub fn start(extra: &str) -> AcmeStack {
         Self::start_with_ca("ecdsa-p256", extra)
     }
@@ -89,12 +92,14 @@ impl AcmeStack {
 
         let port = free_port();
         let config = dir.join("acmed.toml");
+        let admin_socket = dir.join("acmed-admin.sock");
         std::fs::write(
             &config,
             format!(
                 "state_dir = {:?}\nsignd_socket = {:?}\nocspd_socket = {:?}\nissuer = \"demo\"\nlisten = \"127.0.0.1:{port}\"\n\
                  tls_certificate = {:?}\ntls_key = {:?}\nchain = {:?}\nhttp01_port = {}\ntlsalpn01_port = {}\n\
-                 dns_resolver = {dns_addr:?}\ncaa_identities = [\"signet.test\"]\nvalidation_timeout_seconds = 5\n{extra}\n",
+                 dns_resolver = {dns_addr:?}\ncaa_identities = [\"signet.test\"]\nvalidation_timeout_seconds = 5\n\
+                 admin_socket = {admin_socket:?}\nadmin_socket_mode = \"0666\"\n{extra}\n",
                 dir.join("acmed-state"),
                 pki.signd.socket,
                 pki.ocspd_socket,
@@ -106,7 +111,7 @@ impl AcmeStack {
             ),
         )
         .unwrap();
-        let mut stack = AcmeStack { pki, acmed: None, dns, port, config, tls_ca, zone_lock: Mutex::new(()) };
+        let mut stack = AcmeStack { pki, acmed: None, dns, port, config, tls_ca, admin_socket, zone_lock: Mutex::new(()) };
         stack.start_acmed();
         stack
     }
@@ -151,6 +156,13 @@ impl AcmeStack {
     /// The root that verifies acmed's TLS.
     pub fn ca_bundle(&self) -> PathBuf {
         self.tls_ca.clone()
+    }
+
+    /// The real signetctl, pointed at this stack's daemons and acmed's admin socket.
+    pub fn signetctl(&self) -> Command {
+        let mut c = self.pki.signetctl();
+        c.env("SIGNET_ACMED_SOCKET", &self.admin_socket);
+        c
     }
 
     fn curl(&self, args: &[&str]) -> Response {
@@ -280,6 +292,22 @@ impl<'a> Client<'a> {
     pub fn post(&mut self, url: &str, payload: Option<&Value>) -> Response {
         let jws = self.jws(url, payload);
         self.send(url, &jws)
+    }
+
+    /// newAccount with `payload`, whatever the answer; keeps the account URL on success.
+    pub fn new_account(&mut self, payload: &Value) -> Response {
+        let url = self.stack.url("/acme/new-account");
+        let r = self.post(&url, Some(payload));
+        if r.status == 201 || r.status == 200 {
+            self.kid = r.header("location");
+        }
+        r
+    }
+
+    /// An `externalAccountBinding` (RFC 8555 §7.3.4) of this client's key, MACed
+    /// (HS256) with `mac_key` under `key_id`.
+    pub fn eab(&self, key_id: &str, mac_key: &[u8]) -> Value {
+        sign::external_account_binding(MacAlgorithm::Hs256, key_id, mac_key, &self.stack.url("/acme/new-account"), &self.jwk()).unwrap()
     }
 
     /// Registers the account.

@@ -10,12 +10,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 use serde_json::json;
 use signet_acme::jws::sign::{self, Signer};
 use signet_acme::jws::Algorithm;
 use signet_ipc::{block_on, CertState};
 use signet_tests::acme::{p256, AcmeStack, Client};
-use signet_tests::run;
+use signet_tests::{bin, run};
 
 #[test]
 fn issuance_and_the_chain_verifies_with_openssl() {
@@ -324,6 +326,137 @@ fn sigkill_mid_load_loses_no_certificate_a_client_received() {
     let mut c = Client::new(&stack);
     c.register();
     c.issue(&["after.signet.test"]);
+}
+
+/// EAB keys made by the real `signetctl acme eab` over acmed's real admin
+/// socket, then used (and misused) by newAccount.
+#[test]
+fn external_account_binding_with_keys_from_signetctl() {
+    let mut stack = AcmeStack::start("external_account_required = true");
+    let signetctl = |stack: &AcmeStack, args: &[&str]| run(stack.signetctl().args(args));
+    let (_, _, body) = stack.get("/directory");
+    let directory: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(directory["meta"]["externalAccountRequired"], true, "{directory}");
+
+    // A key with a random id (JSON), and one with a chosen id (text, as an operator reads it).
+    let (st, out, err) = signetctl(&stack, &["--json", "acme", "eab", "create", "--note", "customer 42"]);
+    assert!(st.success(), "{out}{err}");
+    let created: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let kid = created["key_id"].as_str().unwrap().to_owned();
+    let mac = URL_SAFE_NO_PAD.decode(created["hmac_key"].as_str().unwrap()).unwrap();
+    assert_eq!((kid.len(), mac.len()), (22, 32), "{created}");
+    let (st, out, err) = signetctl(&stack, &["acme", "eab", "create", "--key-id", "team-b"]);
+    assert!(st.success(), "{out}{err}");
+    let line = |prefix: &str| out.lines().find_map(|l| l.strip_prefix(prefix)).map(str::trim).unwrap_or_default().to_owned();
+    assert_eq!(line("key id:"), "team-b", "{out}");
+    let mac_b = URL_SAFE_NO_PAD.decode(line("hmac key:")).unwrap();
+    assert!(out.contains(&format!("--eab-kid team-b --eab-hmac-key {}", line("hmac key:"))), "certbot's flags: {out}");
+    assert!(out.contains(&format!("--eab --kid team-b --hmac {}", line("hmac key:"))), "lego's flags: {out}");
+    // The MAC key is never shown again.
+    let (st, out, _) = signetctl(&stack, &["--json", "acme", "eab", "show", "team-b"]);
+    assert!(st.success() && !out.contains("hmac_key") && out.contains("\"bound_account\": null"), "{out}");
+
+    // No binding, a wrong MAC key, an unknown key id: all refused.
+    let mut c = Client::new(&stack);
+    let r = c.new_account(&json!({"termsOfServiceAgreed": true}));
+    assert_eq!((r.status, r.problem().as_str()), (403, "externalAccountRequired"), "{r:?}");
+    let r = c.new_account(&json!({"externalAccountBinding": c.eab(&kid, &[7u8; 32])}));
+    assert_eq!(r.problem(), "unauthorized", "{r:?}");
+    let r = c.new_account(&json!({"externalAccountBinding": c.eab("no-such-kid", &mac)}));
+    assert_eq!(r.problem(), "unauthorized", "{r:?}");
+    assert!(r.json()["detail"].as_str().unwrap().contains("no-such-kid"), "{r:?}");
+
+    // Bound: created, the account works, and the key names it.
+    let r = c.new_account(&json!({"termsOfServiceAgreed": true, "externalAccountBinding": c.eab(&kid, &mac)}));
+    assert_eq!(r.status, 201, "{r:?}");
+    let account = c.kid.clone().unwrap();
+    c.new_order(&["eab.signet.test"]);
+    let (st, out, err) = signetctl(&stack, &["acme", "eab", "list"]);
+    assert!(st.success(), "{err}");
+    let row = out.lines().find(|l| l.starts_with(&kid)).unwrap_or_else(|| panic!("{kid} not listed: {out}"));
+    assert!(row.contains(&account) && row.ends_with("customer 42"), "{out}");
+    let unbound = |l: &str| l.split_whitespace().collect::<Vec<_>>().get(..3).is_some_and(|f| f[0] == "team-b" && f[2] == "-");
+    assert!(out.lines().any(unbound), "team-b is unbound: {out}");
+
+    // The same key for another account key: refused (a key binds one account).
+    let mut d = Client::new(&stack);
+    let r = d.new_account(&json!({"externalAccountBinding": d.eab(&kid, &mac)}));
+    assert_eq!(r.problem(), "unauthorized", "{r:?}");
+    assert!(r.json()["detail"].as_str().unwrap().contains("already bound"), "{r:?}");
+
+    // A bound key is not deleted (exit 1); an unbound one is, and can no longer bind.
+    let (st, _, err) = signetctl(&stack, &["acme", "eab", "delete", &kid]);
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(err.contains("already-exists") && err.contains("bound"), "{err}");
+    let (st, out, err) = signetctl(&stack, &["acme", "eab", "delete", "team-b"]);
+    assert!(st.success() && out.contains("deleted EAB key team-b"), "{out}{err}");
+    let r = d.new_account(&json!({"externalAccountBinding": d.eab("team-b", &mac_b)}));
+    assert_eq!(r.problem(), "unauthorized", "{r:?}");
+
+    // Bad requests on the socket: typed errors, exit codes for scripts.
+    let (st, _, err) = signetctl(&stack, &["acme", "eab", "show", "team-b"]);
+    assert_eq!(st.code(), Some(4), "{err}");
+    assert!(err.contains("not-found") && err.contains("team-b"), "{err}");
+    assert_eq!(signetctl(&stack, &["acme", "eab", "delete", "never-was"]).0.code(), Some(4));
+    let (st, _, err) = signetctl(&stack, &["acme", "eab", "create", "--key-id", "bad id!"]);
+    assert_eq!(st.code(), Some(2), "{err}");
+    let (st, _, err) = signetctl(&stack, &["acme", "eab", "create", "--key-id", &kid]);
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(err.contains("already-exists"), "{err}");
+
+    // Another user reaches the socket (0666 here) but is not an admin; health is for anyone.
+    let as_nobody = |args: &[&str]| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(bin("signetctl")).env("SIGNET_ACMED_SOCKET", &stack.admin_socket).args(args);
+        run(&mut c)
+    };
+    let (st, _, err) = as_nobody(&["acme", "eab", "list"]);
+    assert_eq!(st.code(), Some(3), "{err}");
+    assert!(err.contains("permission-denied"), "{err}");
+    assert_eq!(as_nobody(&["acme", "eab", "create"]).0.code(), Some(3));
+    let (st, out, err) = as_nobody(&["--json", "acme", "health"]);
+    assert!(st.success(), "{err}");
+    let h: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((h["accounts"].as_u64(), h["eab_keys"].as_u64(), h["external_account_required"].as_bool()), (Some(1), Some(1), Some(true)), "{h}");
+
+    // Acknowledged means committed: a key created just before a SIGKILL is there after it.
+    let (st, _, err) = signetctl(&stack, &["acme", "eab", "create", "--key-id", "late"]);
+    assert!(st.success(), "{err}");
+    stack.kill9_acmed();
+    stack.start_acmed();
+    let (st, out, err) = signetctl(&stack, &["--json", "acme", "eab", "list"]);
+    assert!(st.success(), "{err}");
+    let keys: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let ids: Vec<&str> = keys.iter().map(|k| k["key_id"].as_str().unwrap()).collect();
+    assert!(ids.contains(&"late") && ids.contains(&kid.as_str()) && !ids.contains(&"team-b"), "{out}");
+    assert!(keys.iter().any(|k| k["bound_account"] == account.as_str()), "{out}");
+}
+
+/// `[admin]` is re-read on SIGHUP; a broken config keeps the old one.
+#[test]
+fn sighup_reloads_who_may_administer_acmed() {
+    let stack = AcmeStack::start("");
+    let as_nobody = || {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(bin("signetctl")).env("SIGNET_ACMED_SOCKET", &stack.admin_socket).args(["acme", "eab", "list"]);
+        run(&mut c).0.code()
+    };
+    assert_eq!(as_nobody(), Some(3));
+    let mut config = std::fs::read_to_string(&stack.config).unwrap();
+    config.push_str("\n[admin]\nusers = [0, 65534]\n");
+    std::fs::write(&stack.config, &config).unwrap();
+    let pid = nix::unistd::Pid::from_raw(stack.acmed.as_ref().unwrap().id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while as_nobody() != Some(0) {
+        assert!(std::time::Instant::now() < deadline, "not admitted after SIGHUP: {}", stack.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::write(&stack.config, "this is = not [toml").unwrap();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(as_nobody(), Some(0));
+    assert!(stack.log().contains("reload failed"), "{}", stack.log());
 }
 
 fn issuing_ski(stack: &AcmeStack) -> Vec<u8> {

@@ -20,6 +20,13 @@
 //! default_profile = "classic"
 //! validation_timeout_seconds = 10
 //! authorization_lifetime_seconds = 2592000  # valid authorizations are reused this long
+//! admin_socket = "/run/signet/acmed.sock"  # the admin interface, unless socket-activated
+//!                                          # as `acmed-admin`; default <state_dir>/admin.sock
+//! admin_socket_mode = "0660"
+//!
+//! [admin]                                  # who may manage EAB keys (signetctl acme eab);
+//! users = ["root"]                         # default: the uid acmed runs as, and root
+//! groups = ["signet-admin"]
 //!
 //! [profiles.classic]                       # named certificate profiles (draft-aaron-acme-profiles)
 //! description = "90-day TLS server certificates"
@@ -42,6 +49,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use signet_ipc::KeyAlgorithm;
+use signet_runtime::principals::{Principal, Principals};
 
 /// The whole file.
 #[derive(Clone, Debug, Deserialize)]
@@ -117,6 +125,17 @@ pub struct Config {
     /// Rate limits.
     #[serde(default)]
     pub rate_limits: RateLimits,
+    /// The admin socket (Cap'n Proto, `acmed.capnp`), unless socket-activated as
+    /// `acmed-admin`. Default: `admin.sock` in `state_dir`.
+    #[serde(default)]
+    pub admin_socket: Option<PathBuf>,
+    /// Mode of the admin socket when acmed binds it (octal).
+    #[serde(default = "default_admin_socket_mode")]
+    pub admin_socket_mode: String,
+    /// `[admin]`: who may use the admin interface. Default: the uid acmed runs
+    /// as, and root; when present, exactly those listed.
+    #[serde(default)]
+    pub admin: Option<Principals>,
 }
 
 /// `[profiles.<name>]`: what a client gets when its order names this profile.
@@ -164,8 +183,24 @@ impl Config {
         self.public_url.clone().unwrap_or_else(|| format!("https://{}", self.listen)).trim_end_matches('/').to_owned()
     }
 
+    /// Where the admin socket is bound when it is not socket-activated.
+    pub fn admin_socket_path(&self) -> PathBuf {
+        self.admin_socket.clone().unwrap_or_else(|| self.state_dir.join("admin.sock"))
+    }
+
+    /// The admin socket's mode.
+    pub fn admin_socket_mode(&self) -> Result<u32, String> {
+        signet_runtime::config::parse_mode(&self.admin_socket_mode).ok_or_else(|| format!("admin_socket_mode {:?} is not octal", self.admin_socket_mode))
+    }
+
+    /// Who may use the admin interface: `[admin]`, or else `own_uid` and root.
+    pub fn admins(&self, own_uid: u32) -> Principals {
+        self.admin.clone().unwrap_or_else(|| Principals { users: vec![Principal::Id(own_uid), Principal::Id(0)], groups: Vec::new() })
+    }
+
     /// Checks what serde cannot.
     pub fn check(&self) -> Result<(), String> {
+        self.admin_socket_mode()?;
         if self.profiles.is_empty() {
             return Err("at least one [profiles.<name>] is needed".into());
         }
@@ -197,6 +232,9 @@ impl Config {
     }
 }
 
+fn default_admin_socket_mode() -> String {
+    "0660".into()
+}
 fn default_http01_port() -> u16 {
     80
 }
@@ -238,4 +276,34 @@ fn default_profiles() -> BTreeMap<String, ProfileSettings> {
         ProfileSettings { description: "6-day TLS server certificates".into(), validity_seconds: Some(6 * 86_400), key_algorithms: None },
     );
     m
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const MINIMAL: &str = "state_dir = \"/var/lib/a\"\nsignd_socket = \"/s\"\nocspd_socket = \"/o\"\nissuer = \"demo\"\n\
+                           listen = \"127.0.0.1:1\"\ntls_certificate = \"/c\"\ntls_key = \"/k\"\n";
+
+    #[test]
+    fn admin_defaults_and_overrides() {
+        let c: Config = toml::from_str(MINIMAL).unwrap();
+        c.check().unwrap();
+        assert_eq!(c.admin_socket_path(), PathBuf::from("/var/lib/a/admin.sock"));
+        assert_eq!(c.admin_socket_mode(), Ok(0o660));
+        assert_eq!(c.admins(1234), Principals { users: vec![Principal::Id(1234), Principal::Id(0)], groups: vec![] });
+
+        let c: Config = toml::from_str(&format!(
+            "{MINIMAL}admin_socket = \"/run/x.sock\"\nadmin_socket_mode = \"0600\"\n[admin]\ngroups = [\"signet-admin\"]\n"
+        ))
+        .unwrap();
+        assert_eq!(c.admin_socket_path(), PathBuf::from("/run/x.sock"));
+        assert_eq!(c.admin_socket_mode(), Ok(0o600));
+        assert_eq!(c.admins(1234), Principals { users: vec![], groups: vec![Principal::Name("signet-admin".into())] });
+
+        let c: Config = toml::from_str(&format!("{MINIMAL}admin_socket_mode = \"rw\"\n")).unwrap();
+        assert!(c.check().unwrap_err().contains("admin_socket_mode"));
+        assert!(toml::from_str::<Config>(&format!("{MINIMAL}[admin]\nuser = [0]\n")).is_err());
+    }
 }

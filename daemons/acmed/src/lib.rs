@@ -7,12 +7,17 @@
 //! sees it, and revocations go to ocspd at once. The protocol's pure parts
 //! (JWS, problem documents, resource types, CAA) live in `signet-acme`.
 //!
-//! Threads: one multi-threaded tokio runtime serves HTTPS and runs validations.
+//! An admin interface (Cap'n Proto, `acmed.capnp`) on a Unix socket manages
+//! external account binding keys (`signetctl acme eab ...`).
+//!
+//! Threads: one multi-threaded tokio runtime serves HTTPS and runs validations;
+//! one more thread serves the admin socket on a `LocalSet`.
 #![forbid(unsafe_code)]
 // Handlers return `Result<_, Problem>`: the refusal is the answer (a problem
 // document), built once per refused request; boxing it buys nothing.
 #![allow(clippy::result_large_err)]
 
+pub mod admin;
 pub mod challenge;
 pub mod config;
 pub mod db;
@@ -180,13 +185,28 @@ pub fn run(config_path: &Path, config: Config) -> Result<(), AcmedError> {
         Some(p) => Some(std::fs::read(p).map_err(|e| cfg_err(format!("chain {}: {e}", p.display())))?),
         None => None,
     };
+    let admin_mode = config.admin_socket_mode().map_err(cfg_err)?;
+    let admins = resolve_admins(&config).map_err(cfg_err)?;
     let db = Db::open(&config.state_dir).map_err(|source| AcmedError::Store { path: config.state_dir.clone(), source })?;
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = config.http_threads {
         builder.worker_threads(n.max(1));
     }
     let rt = builder.enable_all().build().map_err(|e| AcmedError::Startup(format!("tokio runtime: {e}")))?;
-    rt.block_on(serve(config_path, config, db, Arc::new(tls), chain_pem))
+    let admin = AdminSetup { mode: admin_mode, admins: Arc::new(admin::Admins::new(admins)) };
+    rt.block_on(serve(config_path, config, db, Arc::new(tls), chain_pem, admin))
+}
+
+/// Who may use the admin interface, resolved (`[admin]`, or acmed's own uid and root).
+fn resolve_admins(config: &Config) -> Result<signet_runtime::principals::ResolvedPrincipals, String> {
+    let own_uid = nix::unistd::getuid().as_raw();
+    config.admins(own_uid).resolve().map_err(|e| format!("[admin]: {e}"))
+}
+
+/// The admin socket's mode and who it admits.
+struct AdminSetup {
+    mode: u32,
+    admins: Arc<admin::Admins>,
 }
 
 async fn serve(
@@ -195,11 +215,14 @@ async fn serve(
     db: Db,
     tls: Arc<openssl::ssl::SslAcceptor>,
     chain_pem: Option<Vec<u8>>,
+    admin: AdminSetup,
 ) -> Result<(), AcmedError> {
     let signals = Signals::install().map_err(|e| AcmedError::Startup(format!("signal handlers: {e}")))?;
     let shutdown = signals.shutdown_token();
     let mut act = activation::Activation::from_env();
     let listener = activation::tcp_listener(&mut act, "acmed-https", config.listen)?;
+    // Bound now, so admin clients queue while acmed loads the issuer from signd.
+    let admin_listener = activation::unix_listener(&mut act, "acmed-admin", &config.admin_socket_path(), admin.mode)?;
 
     let signd = SigndClient::new(&config.signd_socket).map_err(|e| AcmedError::Startup(e.to_string()))?;
     let ocspd = OcspdClient::new(&config.ocspd_socket);
@@ -238,16 +261,56 @@ async fn serve(
     });
     let handler = Arc::new(AcmeHttp(acme.clone()));
     let http = tokio::spawn(signet_runtime::http::serve_tls(listener, tls, handler, metrics, Arc::new(|| true), shutdown.clone()));
-    tracing::info!(listen = %acme.cfg.listen, directory = %acme.url("/directory"), issuer = %acme.cfg.issuer, "acmed ready");
+
+    // The admin interface: its own thread, a LocalSet, the listener moved over.
+    let admin_std = admin_listener.into_std().map_err(|e| AcmedError::Startup(format!("admin socket: {e}")))?;
+    let admin_thread = {
+        let (acme, admins, shutdown) = (acme.clone(), admin.admins.clone(), shutdown.clone());
+        std::thread::Builder::new()
+            .name("acmed-admin".into())
+            .spawn(move || admin::serve(admin_std, acme, admins, shutdown))
+            .map_err(|e| AcmedError::Startup(format!("admin thread: {e}")))?
+    };
+
+    tracing::info!(
+        listen = %acme.cfg.listen,
+        directory = %acme.url("/directory"),
+        issuer = %acme.cfg.issuer,
+        admin_socket = %acme.cfg.admin_socket_path().display(),
+        "acmed ready"
+    );
     let _ = notify::ready();
     let _ = notify::status(&format!("serving {}", acme.url("/directory")));
     let _watchdog = notify::spawn_watchdog(|| true);
-    shutdown.cancelled().await;
+    let mut reload = signals.reload();
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            changed = reload.changed() => {
+                if changed.is_err() { break; }
+                let _ = notify::reloading();
+                match reload_admins(config_path, &admin.admins) {
+                    Ok(()) => tracing::info!("[admin] reloaded"),
+                    Err(e) => tracing::error!(error = %e, "reload failed; keeping the old [admin]"),
+                }
+                let _ = notify::ready();
+            }
+        }
+    }
     let _ = notify::stopping();
     tracing::info!("acmed stopping");
     if let Ok(Err(e)) = http.await {
         tracing::warn!(error = %e, "HTTPS server ended with an error");
     }
+    let _ = tokio::task::spawn_blocking(move || admin_thread.join()).await;
+    Ok(())
+}
+
+/// SIGHUP: re-reads who may use the admin interface. Everything else in the
+/// config takes a restart.
+fn reload_admins(path: &Path, admins: &admin::Admins) -> Result<(), String> {
+    let config: Config = signet_runtime::config::load(path).map_err(|e| e.to_string())?;
+    admins.replace(resolve_admins(&config)?);
     Ok(())
 }
 

@@ -192,7 +192,7 @@ impl Acme {
                     return Err(Problem::new(ProblemType::Unauthorized, format!("external account key {kid:?} is already bound to an account")));
                 }
                 binding.verify(&rec.key, &a.url, &jwk)?;
-                Some(kid)
+                Some((kid, rec.key))
             }
             None if self.cfg.external_account_required => {
                 return Err(Problem::new(ProblemType::ExternalAccountRequired, "this CA requires an external account binding"))
@@ -201,16 +201,24 @@ impl Acme {
         };
         self.limits.check_new_account()?;
         let id = new_id();
-        let rec = AccountRec { jwk: jwk.canonical_json(), status: AccountStatus::Valid, contact, created: now(), eab_kid: eab.clone() };
+        let rec = AccountRec {
+            jwk: jwk.canonical_json(),
+            status: AccountStatus::Valid,
+            contact,
+            created: now(),
+            eab_kid: eab.as_ref().map(|(kid, _)| kid.clone()),
+        };
         let created = db
             .store
             .try_write(|t| -> Result<Result<(), Id>, signet_store::StoreError> {
                 if let Some(other) = t.get(&db.account_keys, &thumb)? {
                     return Ok(Err(other));
                 }
-                if let Some(kid) = &eab {
+                if let Some((kid, verified_with)) = &eab {
+                    // Still there, still unbound, and still the key the binding
+                    // was verified with (not deleted and re-created meanwhile).
                     match t.get(&db.eab_keys, kid)? {
-                        Some(mut k) if k.account.is_none() => {
+                        Some(mut k) if k.account.is_none() && k.key == *verified_with => {
                             k.account = Some(id);
                             t.put(&db.eab_keys, kid, &k)?;
                         }
@@ -232,7 +240,7 @@ impl Acme {
                 let rec = rec.ok_or_else(|| internal("account index", "dangling key index"))?;
                 Ok(Reply::json(StatusCode::OK, &self.account_json(&other, &rec)).at(self.resource_url("acct", &other)))
             }
-            Err(_) => Err(Problem::new(ProblemType::Unauthorized, "the external account key was bound meanwhile")),
+            Err(_) => Err(Problem::new(ProblemType::Unauthorized, "the external account key was bound or deleted meanwhile")),
         }
     }
 

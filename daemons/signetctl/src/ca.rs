@@ -339,7 +339,8 @@ pub fn cert(signd: &SigndClient, ocspd: &OcspdClient, issuer: &str, cmd: &CertCo
     Ok(())
 }
 
-fn time_text(secs: i64) -> String {
+/// Unix seconds as a UTC date and time.
+pub(crate) fn time_text(secs: i64) -> String {
     httpdate_like(UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64))
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Exit codes (stable, for scripts): 0 success; 1 any other failure; 2 bad
 //! arguments or request (including a wrong algorithm); 3 permission denied;
-//! 4 unknown key; 5 signd unavailable.
+//! 4 unknown key, serial or EAB key id; 5 signd, ocspd or acmed unavailable.
 #![forbid(unsafe_code)]
 
 /// Writes to standard output; see [`write_stdout`].
@@ -16,6 +16,7 @@ macro_rules! outln {
     ($($arg:tt)*) => { $crate::write_stdout(format_args!($($arg)*), true) };
 }
 
+mod acme;
 mod ca;
 mod output;
 
@@ -27,10 +28,10 @@ use base64::Engine;
 use clap::{Args, Parser, Subcommand};
 use signet_ipc::{block_on, AuditQuery, ErrorKind, IpcError, KeyAlgorithm, KeySpec, SignatureScheme, SigndClient};
 
-const EXIT_CODES: &str = "Exit codes: 0 ok, 1 failure, 2 bad arguments or request, 3 permission denied, \
-4 unknown key or serial, 5 signd or ocspd unavailable.";
+pub(crate) const EXIT_CODES: &str = "Exit codes: 0 ok; 1 failure; 2 bad arguments or request; 3 permission denied; \
+4 unknown key, serial or EAB key id; 5 signd, ocspd or acmed unavailable.";
 
-/// Administer Signet: keys, signing, the audit log.
+/// Administer Signet: keys, signing, the audit log, certificates, acmed.
 #[derive(Parser)]
 #[command(version, about, after_help = EXIT_CODES)]
 struct Cli {
@@ -40,6 +41,9 @@ struct Cli {
     /// ocspd's registry socket (for cert and crl).
     #[arg(long, global = true, env = "SIGNET_OCSPD_SOCKET", default_value = signet_ipc::DEFAULT_OCSPD_SOCKET)]
     ocspd_socket: PathBuf,
+    /// acmed's admin socket (for acme).
+    #[arg(long, global = true, env = "SIGNET_ACMED_SOCKET", default_value = signet_ipc::DEFAULT_ACMED_SOCKET)]
+    acmed_socket: PathBuf,
     /// The CA (issuer name in signd's and ocspd's config) for cert and crl.
     #[arg(long, global = true, env = "SIGNET_ISSUER", default_value = "demo")]
     issuer: String,
@@ -76,6 +80,9 @@ enum Command {
     /// Read the CRLs ocspd publishes.
     #[command(subcommand, after_help = EXIT_CODES)]
     Crl(ca::CrlCommand),
+    /// Administer acmed: external account binding keys.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Acme(acme::AcmeCommand),
 }
 
 #[derive(Subcommand)]
@@ -260,6 +267,10 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Crl(cmd) => {
             let ocspd = signet_ipc::OcspdClient::new(&cli.ocspd_socket).per_thread();
             ca::crl(&ocspd, &cli.issuer, cmd, &out)?;
+        }
+        Command::Acme(cmd) => {
+            let acmed = signet_ipc::AcmedClient::new(&cli.acmed_socket).per_thread();
+            acme::run(&acmed, cmd, &out)?;
         }
     }
     Ok(())

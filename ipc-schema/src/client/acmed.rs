@@ -1,0 +1,259 @@
+//! The client of acmed's admin interface (`acmed.capnp`), on the connection
+//! machinery of [`SigndClient`].
+
+use std::path::Path;
+
+use super::{unexpected, Attempt, Conn, Request, Response, SigndClient};
+use crate::acmed_capnp as wire;
+use crate::convert;
+use crate::convert::acmed as aconv;
+use crate::types::*;
+
+/// The socket acmed's admin interface listens on in a system install
+/// (`units/acmed-admin.socket`).
+pub const DEFAULT_ACMED_SOCKET: &str = "/run/signet/acmed.sock";
+
+/// A handle to acmed's admin interface: the same connection handling as
+/// [`SigndClient`] (lazy, reconnecting, shared or [`AcmedClient::per_thread`]).
+#[derive(Clone)]
+pub struct AcmedClient(SigndClient);
+
+#[derive(Clone, Debug)]
+pub(super) enum AcmedRequest {
+    Health,
+    EabCreate { key_id: String, note: String },
+    EabList,
+    EabShow { key_id: String },
+    EabDelete { key_id: String },
+}
+
+#[derive(Debug)]
+pub(super) enum AcmedResponse {
+    Health(AcmedHealth),
+    Key(EabKey),
+    Keys(Vec<EabKey>),
+}
+
+impl AcmedRequest {
+    /// Whether sending it again after the connection broke under it is harmless.
+    /// A create is not: the first may have been committed, and a second would
+    /// make another key (or fail with alreadyExists) while the caller never
+    /// saw the first one's MAC key.
+    pub(super) fn retry_safe(&self) -> bool {
+        !matches!(self, Self::EabCreate { .. })
+    }
+}
+
+impl AcmedClient {
+    /// Creates a client for acmed's admin socket at `path`; nothing connects until the first call.
+    pub fn new(path: impl AsRef<Path>) -> Self {
+        Self(SigndClient::for_service(path.as_ref(), "acmed"))
+    }
+
+    /// A handle whose calls run on the calling thread (see [`SigndClient::per_thread`]).
+    pub fn per_thread(&self) -> Self {
+        Self(self.0.per_thread())
+    }
+
+    async fn call(&self, request: AcmedRequest) -> Result<AcmedResponse, IpcError> {
+        match self.0.call(Request::Acmed(request)).await? {
+            Response::Acmed(r) => Ok(r),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn key(&self, request: AcmedRequest) -> Result<EabKey, IpcError> {
+        match self.call(request).await? {
+            AcmedResponse::Key(k) => Ok(k),
+            other => Err(unexpected(&Response::Acmed(other))),
+        }
+    }
+
+    /// acmed's health; anyone who can connect may ask.
+    pub async fn health(&self) -> Result<AcmedHealth, IpcError> {
+        match self.call(AcmedRequest::Health).await? {
+            AcmedResponse::Health(h) => Ok(h),
+            other => Err(unexpected(&Response::Acmed(other))),
+        }
+    }
+
+    /// Admin: creates an external account binding key (`key_id` empty: acmed
+    /// picks a random id). The answer is the only one that carries the MAC key.
+    /// Not retried when the connection breaks during the call.
+    pub async fn eab_create(&self, key_id: &str, note: &str) -> Result<EabKey, IpcError> {
+        self.key(AcmedRequest::EabCreate { key_id: key_id.into(), note: note.into() }).await
+    }
+
+    /// Admin: every external account binding key, without MAC keys.
+    pub async fn eab_list(&self) -> Result<Vec<EabKey>, IpcError> {
+        match self.call(AcmedRequest::EabList).await? {
+            AcmedResponse::Keys(k) => Ok(k),
+            other => Err(unexpected(&Response::Acmed(other))),
+        }
+    }
+
+    /// Admin: one external account binding key, without its MAC key.
+    pub async fn eab_show(&self, key_id: &str) -> Result<EabKey, IpcError> {
+        self.key(AcmedRequest::EabShow { key_id: key_id.into() }).await
+    }
+
+    /// Admin: deletes a key that has not bound an account; returns it as it was.
+    pub async fn eab_delete(&self, key_id: &str) -> Result<EabKey, IpcError> {
+        self.key(AcmedRequest::EabDelete { key_id: key_id.into() }).await
+    }
+}
+
+impl Conn {
+    fn acmed(&self) -> wire::acmed::Client {
+        wire::acmed::Client { client: self.bootstrap.clone() }
+    }
+
+    async fn acme_admin(&self) -> Result<wire::acme_admin::Client, Attempt> {
+        if let Some(a) = self.acme_admin.borrow().as_ref() {
+            return Ok(a.clone());
+        }
+        let response = self.acmed().admin_request().send().promise.await?;
+        let result = response.get()?.get_result()?;
+        let admin = match result.which().map_err(|e| convert::malformed("admin result", e))? {
+            wire::acme_admin_result::Ok(a) => a?,
+            wire::acme_admin_result::Err(e) => return Err(convert::read_error(e).into()),
+        };
+        *self.acme_admin.borrow_mut() = Some(admin.clone());
+        Ok(admin)
+    }
+}
+
+pub(super) async fn attempt(conn: &Conn, request: &AcmedRequest) -> Result<Response, Attempt> {
+    let response = match request {
+        AcmedRequest::Health => {
+            let response = conn.acmed().health_request().send().promise.await?;
+            AcmedResponse::Health(aconv::read_health(response.get()?.get_health()?)?)
+        }
+        AcmedRequest::EabCreate { key_id, note } => {
+            let mut req = conn.acme_admin().await?.eab_create_request();
+            req.get().set_key_id(key_id.as_str());
+            req.get().set_note(note.as_str());
+            let response = req.send().promise.await?;
+            AcmedResponse::Key(aconv::read_key_result(response.get()?.get_result()?)?)
+        }
+        AcmedRequest::EabList => {
+            let response = conn.acme_admin().await?.eab_list_request().send().promise.await?;
+            AcmedResponse::Keys(aconv::read_key_list_result(response.get()?.get_result()?)?)
+        }
+        AcmedRequest::EabShow { key_id } => {
+            let mut req = conn.acme_admin().await?.eab_show_request();
+            req.get().set_key_id(key_id.as_str());
+            let response = req.send().promise.await?;
+            AcmedResponse::Key(aconv::read_key_result(response.get()?.get_result()?)?)
+        }
+        AcmedRequest::EabDelete { key_id } => {
+            let mut req = conn.acme_admin().await?.eab_delete_request();
+            req.get().set_key_id(key_id.as_str());
+            let response = req.send().promise.await?;
+            AcmedResponse::Key(aconv::read_key_result(response.get()?.get_result()?)?)
+        }
+    };
+    Ok(Response::Acmed(response))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::rc::Rc;
+
+    use futures::FutureExt;
+
+    use super::*;
+    use crate::block_on;
+    use crate::server::{serve_acmed, AcmeAdminService, AcmedService, AcmedSession, LocalResult, ServeOptions};
+
+    /// A stand-in acmed: admits every caller when `admit` is set; knows key "k".
+    struct Stub {
+        admit: bool,
+    }
+
+    impl AcmedService for Stub {
+        fn session(&self, _peer: PeerCredentials) -> Rc<dyn AcmedSession> {
+            Rc::new(Stub { admit: self.admit })
+        }
+    }
+
+    impl AcmedSession for Stub {
+        fn health(&self) -> AcmedHealth {
+            AcmedHealth { ok: true, version: "v".into(), uptime_secs: 1, accounts: 2, eab_keys: 3, external_account_required: true }
+        }
+
+        fn admin(&self) -> LocalResult<Rc<dyn AcmeAdminService>> {
+            let r = if self.admit { Ok(Rc::new(Stub { admit: true }) as Rc<dyn AcmeAdminService>) } else { Err(IpcError::new(ErrorKind::PermissionDenied, "no")) };
+            futures::future::ready(r).boxed_local()
+        }
+    }
+
+    fn key(id: &str, mac: &[u8]) -> EabKey {
+        EabKey { key_id: id.into(), hmac_key: mac.to_vec(), created_unix_secs: 5, bound_account: "https://a/acct/1".into(), note: "n".into() }
+    }
+
+    impl AcmeAdminService for Stub {
+        fn eab_create(&self, key_id: String, note: String) -> LocalResult<EabKey> {
+            futures::future::ready(Ok(EabKey { note, ..key(&key_id, &[1, 2, 3]) })).boxed_local()
+        }
+        fn eab_list(&self) -> LocalResult<Vec<EabKey>> {
+            futures::future::ready(Ok(vec![key("k", b""), key("l", b"")])).boxed_local()
+        }
+        fn eab_show(&self, key_id: String) -> LocalResult<EabKey> {
+            let r = if key_id == "k" { Ok(key("k", b"")) } else { Err(IpcError::new(ErrorKind::NotFound, format!("no {key_id}"))) };
+            futures::future::ready(r).boxed_local()
+        }
+        fn eab_delete(&self, key_id: String) -> LocalResult<EabKey> {
+            futures::future::ready(Err(IpcError::new(ErrorKind::AlreadyExists, format!("{key_id} is bound")))).boxed_local()
+        }
+    }
+
+    fn serve(admit: bool) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("acmed.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, async move {
+                let listener = tokio::net::UnixListener::from_std(listener).unwrap();
+                serve_acmed(listener, Rc::new(Stub { admit }), ServeOptions::default(), tokio_util::sync::CancellationToken::new()).await;
+            });
+        });
+        (dir, path)
+    }
+
+    #[test]
+    fn every_call_round_trips_typed() {
+        let (_dir, path) = serve(true);
+        let c = AcmedClient::new(&path).per_thread();
+        let h = block_on(c.health()).unwrap();
+        assert_eq!((h.accounts, h.eab_keys, h.external_account_required), (2, 3, true));
+        let k = block_on(c.eab_create("id-1", "a note")).unwrap();
+        assert_eq!(k, EabKey { note: "a note".into(), ..key("id-1", &[1, 2, 3]) });
+        assert!(!format!("{k:?}").contains("[1, 2, 3]"), "Debug shows the MAC key: {k:?}");
+        assert_eq!(block_on(c.eab_list()).unwrap().len(), 2);
+        assert_eq!(block_on(c.eab_show("k")).unwrap().bound_account, "https://a/acct/1");
+        let e = block_on(c.eab_show("x")).unwrap_err();
+        assert_eq!((e.kind, e.detail.as_str()), (ErrorKind::NotFound, "no x"));
+        assert_eq!(block_on(c.eab_delete("k")).unwrap_err().kind, ErrorKind::AlreadyExists);
+    }
+
+    #[test]
+    fn refused_admin_is_a_typed_error_and_health_still_answers() {
+        let (_dir, path) = serve(false);
+        let c = AcmedClient::new(&path).per_thread();
+        assert_eq!(block_on(c.eab_list()).unwrap_err().kind, ErrorKind::PermissionDenied);
+        assert_eq!(block_on(c.eab_create("", "")).unwrap_err().kind, ErrorKind::PermissionDenied);
+        assert!(block_on(c.health()).unwrap().ok);
+    }
+
+    #[test]
+    fn nothing_listening_is_unavailable() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = AcmedClient::new(dir.path().join("none.sock")).per_thread();
+        assert_eq!(block_on(c.eab_list()).unwrap_err().kind, ErrorKind::Unavailable);
+    }
+}

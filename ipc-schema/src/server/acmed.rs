@@ -1,0 +1,159 @@
+//! acmed's admin interface (`acmed.capnp`): the traits acmed implements and
+//! their capnp adapters.
+
+use std::rc::Rc;
+
+use capnp::capability::Rc as CapRc;
+use tokio::net::UnixListener;
+use tokio_util::sync::CancellationToken;
+
+use super::{serve_bootstrap, InFlight, LocalResult, ServeOptions};
+use crate::acmed_capnp as wire;
+use crate::convert::acmed as aconv;
+use crate::convert::{self, malformed};
+use crate::types::*;
+
+/// acmed's entry point: called once per accepted connection.
+pub trait AcmedService: 'static {
+    /// Creates the session for a new connection from `peer`.
+    fn session(&self, peer: PeerCredentials) -> Rc<dyn AcmedSession>;
+}
+
+/// One connection's view of acmed, bound to the caller's peer credentials.
+pub trait AcmedSession: 'static {
+    /// acmed's health (anyone may ask).
+    fn health(&self) -> AcmedHealth;
+    /// The admin capability, if the caller is an admin; a refusal otherwise.
+    fn admin(&self) -> LocalResult<Rc<dyn AcmeAdminService>>;
+}
+
+/// acmed administration. Each call re-checks the caller; changes are
+/// committed before the future resolves.
+pub trait AcmeAdminService: 'static {
+    /// Creates an external account binding key (`key_id` empty: a random id);
+    /// the answer carries the MAC key.
+    fn eab_create(&self, key_id: String, note: String) -> LocalResult<EabKey>;
+    /// Every key, without MAC keys.
+    fn eab_list(&self) -> LocalResult<Vec<EabKey>>;
+    /// One key, without its MAC key.
+    fn eab_show(&self, key_id: String) -> LocalResult<EabKey>;
+    /// Deletes a key that has not bound an account; answers with the key as it was.
+    fn eab_delete(&self, key_id: String) -> LocalResult<EabKey>;
+}
+
+/// Serves acmed's admin interface on `listener` until `shutdown` is cancelled;
+/// see [`super::serve`].
+pub async fn serve_acmed(
+    listener: UnixListener,
+    service: Rc<dyn AcmedService>,
+    opts: ServeOptions,
+    shutdown: CancellationToken,
+) {
+    serve_bootstrap(listener, opts, shutdown, move |peer, in_flight| {
+        let session = service.session(peer);
+        let bootstrap: wire::acmed::Client = capnp_rpc::new_client(AcmedServer { session, in_flight: in_flight.clone() });
+        bootstrap.client
+    })
+    .await
+}
+
+struct AcmedServer {
+    session: Rc<dyn AcmedSession>,
+    in_flight: InFlight,
+}
+
+impl wire::acmed::Server for AcmedServer {
+    async fn health(
+        self: CapRc<Self>,
+        _: wire::acmed::HealthParams,
+        mut results: wire::acmed::HealthResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        aconv::write_health(results.get().init_health(), &self.session.health());
+        Ok(())
+    }
+
+    async fn admin(
+        self: CapRc<Self>,
+        _: wire::acmed::AdminParams,
+        mut results: wire::acmed::AdminResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let outcome = self.session.admin().await;
+        let mut r = results.get().init_result();
+        match outcome {
+            Ok(inner) => r.set_ok(capnp_rpc::new_client(AcmeAdminServer { inner, in_flight: self.in_flight.clone() })),
+            Err(e) => convert::write_error(r.init_err(), &e),
+        }
+        Ok(())
+    }
+}
+
+struct AcmeAdminServer {
+    inner: Rc<dyn AcmeAdminService>,
+    in_flight: InFlight,
+}
+
+impl wire::acme_admin::Server for AcmeAdminServer {
+    async fn eab_create(
+        self: CapRc<Self>,
+        params: wire::acme_admin::EabCreateParams,
+        mut results: wire::acme_admin::EabCreateResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let request = params
+            .get()
+            .map_err(|e| malformed("EAB create request", e))
+            .and_then(|p| Ok((convert::text(p.get_key_id(), "key id")?, convert::text(p.get_note(), "note")?)));
+        drop(params);
+        let outcome = match request {
+            Ok((key_id, note)) => self.inner.eab_create(key_id, note).await,
+            Err(e) => Err(e),
+        };
+        aconv::write_key_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+
+    async fn eab_list(
+        self: CapRc<Self>,
+        _: wire::acme_admin::EabListParams,
+        mut results: wire::acme_admin::EabListResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let outcome = self.inner.eab_list().await;
+        aconv::write_key_list_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+
+    async fn eab_show(
+        self: CapRc<Self>,
+        params: wire::acme_admin::EabShowParams,
+        mut results: wire::acme_admin::EabShowResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let key_id = params.get().map_err(|e| malformed("EAB show request", e)).and_then(|p| convert::text(p.get_key_id(), "key id"));
+        drop(params);
+        let outcome = match key_id {
+            Ok(k) => self.inner.eab_show(k).await,
+            Err(e) => Err(e),
+        };
+        aconv::write_key_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+
+    async fn eab_delete(
+        self: CapRc<Self>,
+        params: wire::acme_admin::EabDeleteParams,
+        mut results: wire::acme_admin::EabDeleteResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let key_id = params.get().map_err(|e| malformed("EAB delete request", e)).and_then(|p| convert::text(p.get_key_id(), "key id"));
+        drop(params);
+        let outcome = match key_id {
+            Ok(k) => self.inner.eab_delete(k).await,
+            Err(e) => Err(e),
+        };
+        aconv::write_key_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+}
