@@ -126,11 +126,11 @@ pub struct ServeOptions {
     pub max_message_bytes: usize,
     /// The most messages in one batch.
     pub max_batch: usize,
-    /// After a call starts or ends, the serving thread polls its sockets
-    /// without sleeping for this long before it blocks again. A caller that
-    /// sends its next request (or a worker that finishes) within the window
-    /// is served without waking a sleeping thread, which costs tens of
-    /// microseconds on a virtual machine. Zero: never poll.
+    /// When the last call in progress ends, the serving thread polls its
+    /// sockets without sleeping for this long before it blocks again. A
+    /// caller that sends its next request within the window is served without
+    /// waking a sleeping thread, which costs tens of microseconds on a
+    /// virtual machine. Zero: never poll.
     pub busy_poll: std::time::Duration,
 }
 
@@ -173,7 +173,9 @@ impl InFlight {
     }
 
     /// Keeps the thread polling (see [`ServeOptions::busy_poll`]) for `window`
-    /// after each start or end of a call. Runs until dropped.
+    /// after the last call in progress ends, waiting for the next. Not while
+    /// calls are in progress: under load the thread always has work, and
+    /// polling would take a core from the threads doing it. Runs until dropped.
     async fn busy_poll(self, window: std::time::Duration) {
         if window.is_zero() {
             return;
@@ -182,7 +184,7 @@ impl InFlight {
             self.0.activity.notified().await;
             // `yield_now` lets the runtime poll its sockets with a zero
             // timeout and come straight back here.
-            while self.0.last_activity.get().is_some_and(|t| t.elapsed() < window) {
+            while self.0.calls.get() == 0 && self.0.last_activity.get().is_some_and(|t| t.elapsed() < window) {
                 tokio::task::yield_now().await;
             }
         }

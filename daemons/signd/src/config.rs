@@ -20,7 +20,7 @@ pub struct Config {
     #[serde(default)]
     pub workers: usize,
     /// How long, in microseconds, the serving thread keeps polling its
-    /// sockets after a call starts or ends before it sleeps (0: never). A
+    /// sockets after the last call in progress ends before it sleeps (0: never). A
     /// caller's next request inside the window is read without waking the
     /// thread, which saves tens of microseconds per call on a VM; the cost is
     /// at most this much CPU after each burst of calls.
