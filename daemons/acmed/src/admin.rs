@@ -203,13 +203,34 @@ fn store_error(what: &str, e: StoreError) -> IpcError {
     IpcError::internal(format!("{what}: {e}"))
 }
 
-/// A key id acmed creates: 1 to [`MAX_KEY_ID`] of `A-Z a-z 0-9 . _ -`.
+/// A key id acmed creates: 1 to [`MAX_KEY_ID`] of `A-Z a-z 0-9 . _ -`,
+/// starting with a letter or digit (an id starting with `-` would read as an
+/// option to certbot, lego and signetctl).
 pub fn check_new_key_id(id: &str) -> Result<(), IpcError> {
     let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    if id.is_empty() || id.len() > MAX_KEY_ID || !id.chars().all(ok_char) {
-        return Err(IpcError::invalid(format!("key id {id:?}: 1 to {MAX_KEY_ID} of A-Z a-z 0-9 . _ -")));
+    let ok_first = id.starts_with(|c: char| c.is_ascii_alphanumeric());
+    if !ok_first || id.len() > MAX_KEY_ID || !id.chars().all(ok_char) {
+        return Err(IpcError::invalid(format!(
+            "key id {id:?}: 1 to {MAX_KEY_ID} of A-Z a-z 0-9 . _ -, starting with a letter or digit"
+        )));
     }
     Ok(())
+}
+
+/// `n` random bytes whose base64url form starts with a letter or digit, so
+/// that it can follow a command-line flag as a separate argument. Redrawing
+/// when the first character would be `-` or `_` costs 0.05 bits of the
+/// 8·`n`.
+fn random_for_command_lines(n: usize) -> Vec<u8> {
+    let mut bytes = vec![0u8; n];
+    loop {
+        OsRng.fill_bytes(&mut bytes);
+        // The first base64 character is the top six bits of the first byte:
+        // 62 is '-', 63 is '_'.
+        if bytes[0] >> 2 < 62 {
+            return bytes;
+        }
+    }
 }
 
 /// A key id to look up: any key put in the store before this interface
@@ -232,16 +253,13 @@ fn check_note(note: &str) -> Result<(), IpcError> {
 /// 16 bytes, base64url); committed when this returns.
 pub fn create_key(db: &Db, key_id: &str, note: &str, now: i64) -> Result<(String, EabRec), IpcError> {
     let key_id = if key_id.is_empty() {
-        let mut id = [0u8; 16];
-        OsRng.fill_bytes(&mut id);
-        URL_SAFE_NO_PAD.encode(id)
+        URL_SAFE_NO_PAD.encode(random_for_command_lines(16))
     } else {
         key_id.to_owned()
     };
     check_new_key_id(&key_id)?;
     check_note(note)?;
-    let mut key = vec![0u8; MAC_KEY_BYTES];
-    OsRng.fill_bytes(&mut key);
+    let key = random_for_command_lines(MAC_KEY_BYTES);
     let rec = EabRec { key, created: now, account: None, note: note.to_owned() };
     let inserted = db
         .store
@@ -308,6 +326,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn random_ids_and_mac_keys_never_read_as_options() {
+        // Without the redraw, 1 in 32 would start with '-' or '_': 2000 draws
+        // would all but certainly show one.
+        for _ in 0..2000 {
+            let enc = URL_SAFE_NO_PAD.encode(random_for_command_lines(MAC_KEY_BYTES));
+            assert!(enc.starts_with(|c: char| c.is_ascii_alphanumeric()), "{enc}");
+        }
+    }
+
+    #[test]
     fn create_list_show_delete() {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(dir.path()).unwrap();
@@ -316,7 +344,7 @@ mod tests {
         let (named, _) = create_key(&db, "team-a.1_x", "", 101).unwrap();
         assert_eq!(named, "team-a.1_x");
         assert_eq!(create_key(&db, "team-a.1_x", "", 102).unwrap_err().kind, ErrorKind::AlreadyExists);
-        for bad in ["has space", "slash/", &"x".repeat(65)] {
+        for bad in ["has space", "slash/", &"x".repeat(65), "-leading-dash", "_x", ".x", ""] {
             assert_eq!(create_key(&db, bad, "", 1).unwrap_err().kind, ErrorKind::InvalidArgument, "{bad}");
         }
         assert_eq!(create_key(&db, "n", "two\nlines", 1).unwrap_err().kind, ErrorKind::InvalidArgument);
