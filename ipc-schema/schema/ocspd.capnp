@@ -46,6 +46,7 @@ struct CertStatus {
   recordedUnixSecs @4 :Int64;
   revokedUnixSecs @5 :Int64;        # 0 unless revoked
   reason @6 :RevocationReason;      # meaningful only when revoked
+  releasedUnixSecs @7 :Int64;       # when last released from hold (state good); 0 if never
 }
 
 struct Revocation {
@@ -103,8 +104,10 @@ interface Registry {
   recordIssued @0 (cert :IssuedCert) -> (result :CertStatusResult);
   # Revokes a recorded certificate. Answered once the revocation is committed;
   # OCSP and the CRLs show it within a second. Revoking again keeps the first
-  # time, but may change the reason to keyCompromise (RFC 5280 5.3.1);
-  # notFound if the serial was never recorded.
+  # time, but may change the reason to keyCompromise (RFC 5280 5.3.1), and a
+  # certificate on hold (certificateHold) may be revoked for good with any
+  # other reason; notFound if the serial was never recorded. The reason
+  # removeFromCRL is invalidArgument: a hold is released with releaseHold.
   revoke @1 (revocation :Revocation) -> (result :CertStatusResult);
   # The recorded status (state unknown if never recorded).
   status @2 (serial :Data) -> (result :CertStatusResult);
@@ -112,4 +115,13 @@ interface Registry {
   crl @3 (which :CrlSelector) -> (result :Signd.DerResult);
   # The CA's certificates and URLs.
   info @4 () -> (result :IssuerInfoResult);
+  # Releases a certificate from hold (revoked with reason certificateHold): it
+  # is good again. Same callers as revoke (the issuer's registrars). Answered
+  # once committed; OCSP answers good at once, the next full CRL and the
+  # certificate's shard no longer list it, and every delta CRL whose base
+  # listed it on hold lists it with reason removeFromCRL (RFC 5280 5.3.1)
+  # until a base that does not list it is chosen. notFound if the serial was
+  # never recorded; invalidArgument if it is not on hold (good, or revoked for
+  # another reason: such a revocation is permanent).
+  releaseHold @5 (serial :Data) -> (result :CertStatusResult);
 }

@@ -82,6 +82,7 @@ enum Request {
     RecordIssued { issuer: String, cert: IssuedCert },
     Revoke { issuer: String, revocation: Revocation },
     CertStatus { issuer: String, serial: Vec<u8> },
+    ReleaseHold { issuer: String, serial: Vec<u8> },
     Crl { issuer: String, which: CrlSelector },
     IssuerInfo { issuer: String },
     Acmed(acmed::AcmedRequest),
@@ -92,6 +93,11 @@ impl Request {
     fn retry_safe(&self) -> bool {
         match self {
             Request::Acmed(r) => r.retry_safe(),
+            // The first may have been committed: a second would then be
+            // refused (the certificate is no longer on hold) although the
+            // release happened. The caller sees `unavailable` and can ask
+            // for the status.
+            Request::ReleaseHold { .. } => false,
             _ => true,
         }
     }
@@ -371,6 +377,14 @@ impl OcspdClient {
     /// The recorded status of `serial`.
     pub async fn status(&self, issuer: &str, serial: Vec<u8>) -> Result<CertStatus, IpcError> {
         self.status_call(Request::CertStatus { issuer: issuer.into(), serial }).await
+    }
+
+    /// Releases a certificate from hold (revoked with reason certificateHold);
+    /// returns once ocspd has committed it. `NotFound` for a serial never
+    /// recorded, `InvalidArgument` for one that is not on hold. Not retried
+    /// after a broken connection (see `Request::retry_safe`).
+    pub async fn release_hold(&self, issuer: &str, serial: Vec<u8>) -> Result<CertStatus, IpcError> {
+        self.status_call(Request::ReleaseHold { issuer: issuer.into(), serial }).await
     }
 
     /// The newest CRL of a kind, DER.
@@ -858,6 +872,12 @@ async fn attempt(conn: &Conn, request: &Request) -> Result<Response, Attempt> {
         }
         Request::CertStatus { issuer, serial } => {
             let mut req = conn.registry(issuer).await?.status_request();
+            req.get().set_serial(&serial[..]);
+            let response = req.send().promise.await?;
+            Ok(Response::CertStatus(oconv::read_status_result(response.get()?.get_result()?)?))
+        }
+        Request::ReleaseHold { issuer, serial } => {
+            let mut req = conn.registry(issuer).await?.release_hold_request();
             req.get().set_serial(&serial[..]);
             let response = req.send().promise.await?;
             Ok(Response::CertStatus(oconv::read_status_result(response.get()?.get_result()?)?))

@@ -455,6 +455,7 @@ pub(crate) mod ocspd {
         o.set_recorded_unix_secs(s.recorded_unix_secs);
         o.set_revoked_unix_secs(s.revoked_unix_secs);
         o.set_reason(reason_to_wire(s.reason));
+        o.set_released_unix_secs(s.released_unix_secs);
     }
 
     pub(crate) fn read_status_result(r: wire::cert_status_result::Reader<'_>) -> Result<CertStatus, IpcError> {
@@ -475,6 +476,7 @@ pub(crate) mod ocspd {
             recorded_unix_secs: o.get_recorded_unix_secs(),
             revoked_unix_secs: o.get_revoked_unix_secs(),
             reason: if state == CertState::Revoked { Some(reason_from_wire(o.get_reason())?) } else { None },
+            released_unix_secs: o.get_released_unix_secs(),
         })
     }
 

@@ -837,6 +837,8 @@ pub trait RegistryService: 'static {
     fn crl(&self, which: CrlSelector) -> LocalResult<Vec<u8>>;
     /// The CA's certificates and URLs.
     fn info(&self) -> LocalResult<IssuerInfo>;
+    /// Releases a certificate from hold; resolves once it is durable.
+    fn release_hold(&self, serial: Vec<u8>) -> LocalResult<CertStatus>;
 }
 
 /// Serves ocspd's interface on `listener` until `shutdown` is cancelled; see [`serve`].
@@ -965,6 +967,26 @@ impl owire::registry::Server for RegistryServer {
         drop(params);
         let outcome = match serial {
             Ok(s) => self.inner.status(s).await,
+            Err(e) => Err(e),
+        };
+        oconv::write_status_result(results.get().init_result(), outcome);
+        Ok(())
+    }
+
+    async fn release_hold(
+        self: CapRc<Self>,
+        params: owire::registry::ReleaseHoldParams,
+        mut results: owire::registry::ReleaseHoldResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let serial = params
+            .get()
+            .map_err(|e| malformed("release request", e))
+            .and_then(|p| convert::data(p.get_serial(), "serial"))
+            .and_then(|s| check_serial(&s).map(|()| s));
+        drop(params);
+        let outcome = match serial {
+            Ok(s) => self.inner.release_hold(s).await,
             Err(e) => Err(e),
         };
         oconv::write_status_result(results.get().init_result(), outcome);

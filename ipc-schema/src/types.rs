@@ -613,8 +613,20 @@ pub struct CertStatus {
     pub recorded_unix_secs: i64,
     /// When revoked, Unix seconds (0 unless revoked).
     pub revoked_unix_secs: i64,
-    /// Why, when revoked.
+    /// Why, when revoked. A certificate on hold is revoked with
+    /// [`RevocationReason::CertificateHold`].
     pub reason: Option<RevocationReason>,
+    /// When it was last released from hold, Unix seconds: 0 unless it was
+    /// released and is good (a later revocation clears it).
+    pub released_unix_secs: i64,
+}
+
+impl CertStatus {
+    /// Whether the certificate is on hold (revoked with reason certificateHold),
+    /// which [`releaseHold`](crate::OcspdClient::release_hold) can undo.
+    pub fn on_hold(&self) -> bool {
+        self.state == CertState::Revoked && self.reason == Some(RevocationReason::CertificateHold)
+    }
 }
 
 /// A revocation request.

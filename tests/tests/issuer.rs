@@ -281,6 +281,7 @@ fn crl_signer_signs_only_crls() {
         crl_number: 7,
         shard_url: None,
         delta_base: None,
+        freshest_crl_url: None,
         revoked: &revoked,
     };
     let tbs = build_tbs_crl(&ca.issuer, &params).unwrap();

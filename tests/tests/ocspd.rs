@@ -542,3 +542,440 @@ fn a_revocation_replaces_a_response_already_served() {
     assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce"]), &leaf, "revoked");
     assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce", "-sha256"]), &leaf, "revoked");
 }
+
+// --- certificateHold and its release ------------------------------------------
+
+/// A CRL as relying parties see it: its numbers and entries (serial hex, reason name).
+struct ParsedCrl {
+    number: u128,
+    delta_base: Option<u128>,
+    entries: Vec<(String, Option<RevocationReason>)>,
+}
+
+impl ParsedCrl {
+    fn reason_of(&self, serial: &str) -> Option<Option<RevocationReason>> {
+        self.entries.iter().find(|(s, _)| s == serial).map(|(_, r)| *r)
+    }
+}
+
+fn parse_crl(der: &[u8]) -> ParsedCrl {
+    use signet_ca::der::Decode;
+    use signet_ca::x509_cert::crl::CertificateList;
+    let crl = CertificateList::from_der(der).unwrap();
+    let tbs = &crl.tbs_cert_list;
+    let uint = |v: &[u8]| {
+        let u = signet_ca::der::asn1::Uint::from_der(v).unwrap();
+        u.as_bytes().iter().fold(0u128, |n, b| n << 8 | u128::from(*b))
+    };
+    let mut number = 0;
+    let mut delta_base = None;
+    for e in tbs.crl_extensions.iter().flatten() {
+        match e.extn_id.to_string().as_str() {
+            "2.5.29.20" => number = uint(e.extn_value.as_bytes()),
+            "2.5.29.27" => delta_base = Some(uint(e.extn_value.as_bytes())),
+            _ => {}
+        }
+    }
+    let entries = tbs
+        .revoked_certificates
+        .iter()
+        .flatten()
+        .map(|r| {
+            let reason =
+                r.crl_entry_extensions.iter().flatten().find(|e| e.extn_id.to_string() == "2.5.29.21").map(|e| {
+                    let code = signet_ca::CrlReason::from_der(e.extn_value.as_bytes()).unwrap() as u8;
+                    RevocationReason::from_code(code).unwrap()
+                });
+            (hex::encode(r.serial_number.as_bytes()), reason)
+        })
+        .collect();
+    ParsedCrl { number, delta_base, entries }
+}
+
+/// A CRL over HTTP, saved under `name` in the test directory.
+fn fetch_crl(pki: &Pki, path: &str, name: &str) -> (PathBuf, ParsedCrl) {
+    let (code, headers, body) = pki.http_get(path);
+    assert_eq!(code, 200, "{path}: {headers}");
+    let file = pki.dir.join(name);
+    std::fs::write(&file, &body).unwrap();
+    (file, parse_crl(&body))
+}
+
+fn crl_text(der: &Path) -> String {
+    let (st, text, err) =
+        run(Command::new("openssl").args(["crl", "-inform", "DER", "-noout", "-text", "-in"]).arg(der));
+    assert!(st.success(), "{err}");
+    text
+}
+
+/// Makes ocspd publish new CRLs (by revoking a throwaway serial) and waits for them.
+fn publish_now(pki: &Pki, n: u8) {
+    let registry = pki.registry();
+    let before = fetch_crl(pki, "/crl/demo.crl", "before.crl").1.number;
+    let serial = vec![0x7e, 0x57, n];
+    let cert = IssuedCert { serial: serial.clone(), not_after_unix_secs: 4_000_000_000, crl_shard: 0 };
+    block_on(registry.record_issued("demo", cert)).unwrap();
+    block_on(
+        registry.revoke("demo", Revocation { serial, reason: RevocationReason::Superseded, revoked_unix_secs: 0 }),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while fetch_crl(pki, "/crl/demo.crl", "before.crl").1.number == before {
+        assert!(Instant::now() < deadline, "no new CRLs 5 s after a revocation");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// `openssl verify -crl_check -extended_crl` of `leaf` with these CRLs (PEM),
+/// and `-use_deltas` if asked; (ok, output). With `-extended_crl`, OpenSSL
+/// never takes a delta CRL for a complete one (without it, a delta newer than
+/// the base may be picked as the CRL itself), so a delta counts only when it
+/// is applied to its base.
+fn verify_with_crls(pki: &Pki, leaf: &Path, crls: &[&Path], use_deltas: bool) -> (bool, String) {
+    let mut cmd = Command::new("openssl");
+    cmd.args(["verify", "-crl_check", "-extended_crl"]);
+    if use_deltas {
+        cmd.arg("-use_deltas");
+    }
+    cmd.arg("-CAfile").arg(pki.ca("root.pem")).arg("-untrusted").arg(pki.ca("issuing.pem"));
+    for c in crls {
+        cmd.arg("-CRLfile").arg(c);
+    }
+    let (st, out, err) = run(cmd.arg(leaf));
+    (st.success(), format!("{out}{err}"))
+}
+
+/// Waits (up to 2 s) until the full CRL, the certificate's shard and the
+/// delta CRL say what `wanted` expects of `serial`; returns them.
+fn wait_for_crls(
+    pki: &Pki,
+    shard: u64,
+    serial: &str,
+    wanted: impl Fn(&ParsedCrl, &ParsedCrl, &ParsedCrl) -> bool,
+    what: &str,
+) -> [(PathBuf, ParsedCrl); 3] {
+    let started = Instant::now();
+    loop {
+        let full = fetch_crl(pki, "/crl/demo.crl", "full.crl");
+        let shard_crl = fetch_crl(pki, &format!("/crl/demo/{shard}.crl"), "shard.crl");
+        let delta = fetch_crl(pki, "/crl/demo/delta.crl", "delta.crl");
+        if wanted(&full.1, &shard_crl.1, &delta.1) {
+            return [full, shard_crl, delta];
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{what} ({serial}) not in the CRLs after 2 s: full {:?}, shard {:?}, delta {:?} (base {:?})",
+            full.1.entries,
+            shard_crl.1.entries,
+            delta.1.entries,
+            delta.1.delta_base
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// RFC 5280 certificateHold end to end: on hold, `openssl ocsp` says revoked
+/// (certificateHold); released, it says good at once; the next full CRL and
+/// the shard drop it; the delta CRL whose base listed the hold says
+/// removeFromCRL, and OpenSSL (with -use_deltas) and Python cryptography
+/// accept that; a new base ends it. A second hold, a release that the base
+/// never saw, and a revocation for keyCompromise after a release follow.
+#[test]
+fn hold_and_release_through_ocsp_and_crls() {
+    const BASE_INTERVAL: u64 = 5;
+    let pki = Pki::start_with(&format!("crl_base_interval_seconds = {BASE_INTERVAL}"));
+    let (leaf, serial) = pki.issue("hold.test");
+    let (other, _) = pki.issue("bystander.test");
+    let status: serde_json::Value =
+        serde_json::from_str(&run(pki.signetctl().args(["--json", "cert", "status", &serial])).1).unwrap();
+    let shard = status["crl_shard"].as_u64().unwrap();
+    // Both CertID hashes cached as good, to be replaced on hold and on release.
+    assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce"]), &leaf, "good");
+    assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce", "-sha256"]), &leaf, "good");
+
+    // On hold.
+    let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", &serial, "--reason", "certificate-hold"]));
+    assert!(st.success(), "{out}{err}");
+    for extra in [&["-no_nonce"][..], &["-no_nonce", "-sha256"][..], &[][..]] {
+        let text = pki.openssl_ocsp(&leaf, extra);
+        assert_status(&text, &leaf, "revoked");
+        assert!(text.contains("Reason: certificateHold"), "{text}");
+    }
+    let (_, out, _) = run(pki.signetctl().args(["cert", "status", &serial]));
+    assert!(out.contains("on hold") && out.contains("certificate-hold"), "{out}");
+    let status: serde_json::Value =
+        serde_json::from_str(&run(pki.signetctl().args(["--json", "cert", "status", &serial])).1).unwrap();
+    assert_eq!((status["state"].as_str(), status["on_hold"].as_bool()), (Some("revoked"), Some(true)), "{status}");
+
+    // A delta base that lists the hold: the first publication BASE_INTERVAL
+    // seconds after the last base chooses a new one.
+    std::thread::sleep(Duration::from_secs(BASE_INTERVAL) + Duration::from_millis(200));
+    publish_now(&pki, 1);
+    let (base_der, base) = fetch_crl(&pki, "/crl/demo.crl", "base.crl");
+    let (delta_before_der, delta) = fetch_crl(&pki, "/crl/demo/delta.crl", "delta-before.crl");
+    assert_eq!(delta.delta_base, Some(base.number), "the new base is the newest full CRL");
+    assert_eq!(base.reason_of(&serial), Some(Some(RevocationReason::CertificateHold)));
+    let base_pem = to_pem(&base_der);
+    assert!(verify_with_crls(&pki, &leaf, &[&base_pem], false).1.contains("certificate revoked"));
+    let (ok, text) = verify_with_crls(&pki, &leaf, &[&base_pem, &to_pem(&delta_before_der)], true);
+    assert!(!ok && text.contains("certificate revoked"), "base + delta before the release: {text}");
+
+    // Released: good in OCSP as soon as the call returns, over both hashes.
+    let (st, out, err) = run(pki.signetctl().args(["cert", "release-hold", &serial]));
+    assert!(st.success(), "{out}{err}");
+    assert!(out.contains("state:     good") && out.contains("released:"), "{out}");
+    for extra in [&["-no_nonce"][..], &["-no_nonce", "-sha256"][..], &[][..]] {
+        assert_status(&pki.openssl_ocsp(&leaf, extra), &leaf, "good");
+    }
+    let status: serde_json::Value =
+        serde_json::from_str(&run(pki.signetctl().args(["--json", "cert", "status", &serial])).1).unwrap();
+    assert_eq!(status["state"].as_str(), Some("good"), "{status}");
+    assert_eq!(status["on_hold"].as_bool(), Some(false), "{status}");
+    assert!(status["released"].as_i64().unwrap() > 0, "{status}");
+
+    // The CRLs: gone from the full CRL and the shard, removeFromCRL in the delta.
+    let [(full_der, full), (shard_der, _), (delta_der, delta)] = wait_for_crls(
+        &pki,
+        shard,
+        &serial,
+        |full, shard, delta| {
+            full.reason_of(&serial).is_none()
+                && shard.reason_of(&serial).is_none()
+                && delta.reason_of(&serial) == Some(Some(RevocationReason::RemoveFromCrl))
+        },
+        "the release",
+    );
+    assert_eq!(delta.delta_base, Some(base.number), "still the base that listed the hold");
+    assert!(full.number > base.number && delta.number > full.number);
+    let delta_text = crl_text(&delta_der);
+    assert!(
+        delta_text.contains("Remove From CRL") && delta_text.contains("Delta CRL Indicator: critical"),
+        "{delta_text}"
+    );
+    assert!(delta_text.to_lowercase().contains(&serial), "{delta_text}");
+    let full_text = crl_text(&full_der);
+    assert!(!full_text.to_lowercase().contains(&serial), "{full_text}");
+    assert!(full_text.contains("Freshest CRL") && full_text.contains(&pki.url("/crl/demo/delta.crl")), "{full_text}");
+    assert!(!crl_text(&shard_der).to_lowercase().contains(&serial));
+    let (st, out, err) = run(pki.signetctl().args(["crl", "show", "--delta"]));
+    assert!(st.success() && out.contains(&format!("{serial}  ")) && out.contains("remove-from-crl"), "{out}{err}");
+    for der in [&full_der, &shard_der, &delta_der] {
+        let (_, out, err) = run(Command::new("openssl")
+            .args(["crl", "-inform", "DER", "-noout", "-CAfile"])
+            .arg(pki.ca("chain.pem"))
+            .arg("-in")
+            .arg(der));
+        assert!(format!("{out}{err}").contains("verify OK"), "{}: {out}{err}", der.display());
+    }
+    // OpenSSL applies the delta to the base that still lists the hold: the
+    // removeFromCRL entry makes the certificate valid again; without
+    // -use_deltas, the base's hold stands.
+    let delta_pem = to_pem(&delta_der);
+    let (ok, text) = verify_with_crls(&pki, &leaf, &[&base_pem, &delta_pem], true);
+    assert!(ok, "base + delta: {text}");
+    let (ok, text) = verify_with_crls(&pki, &leaf, &[&base_pem, &delta_pem], false);
+    assert!(!ok && text.contains("certificate revoked"), "base, delta unused: {text}");
+    let (ok, text) = verify_with_crls(&pki, &leaf, &[&to_pem(&full_der), &delta_pem], true);
+    assert!(ok, "new full + delta: {text}");
+    assert!(verify_with_crls(&pki, &other, &[&base_pem, &delta_pem], true).0);
+
+    // Python cryptography: signatures, the delta indicator, the reason.
+    let script = r#"
+import sys
+from cryptography import x509
+issuing = x509.load_pem_x509_certificate(open(sys.argv[1], 'rb').read())
+serial = int(sys.argv[2], 16)
+base, full, delta = (x509.load_der_x509_crl(open(p, 'rb').read()) for p in sys.argv[3:6])
+for crl in (base, full, delta):
+    assert crl.is_signature_valid(issuing.public_key())
+base_number = base.extensions.get_extension_for_class(x509.CRLNumber).value.crl_number
+assert delta.extensions.get_extension_for_class(x509.DeltaCRLIndicator).value.crl_number == base_number
+held = base.get_revoked_certificate_by_serial_number(serial)
+assert held.extensions.get_extension_for_class(x509.CRLReason).value.reason == x509.ReasonFlags.certificate_hold
+assert full.get_revoked_certificate_by_serial_number(serial) is None
+entry = delta.get_revoked_certificate_by_serial_number(serial)
+assert entry.extensions.get_extension_for_class(x509.CRLReason).value.reason == x509.ReasonFlags.remove_from_crl
+fresh = full.extensions.get_extension_for_class(x509.FreshestCRL).value
+assert fresh[0].full_name[0].value.endswith('/crl/demo/delta.crl'), fresh
+print("ok")
+"#;
+    let (st, out, err) = run(Command::new("python3")
+        .args(["-c", script])
+        .arg(pki.ca("issuing.pem"))
+        .arg(&serial)
+        .arg(&base_der)
+        .arg(&full_der)
+        .arg(&delta_der));
+    assert!(st.success() && out.contains("ok"), "cryptography: {out}{err}");
+
+    // A new base, which does not list it, ends the removeFromCRL entries.
+    std::thread::sleep(Duration::from_secs(BASE_INTERVAL) + Duration::from_millis(200));
+    publish_now(&pki, 2);
+    let (_, new_base) = fetch_crl(&pki, "/crl/demo.crl", "new-base.crl");
+    let (_, delta) = fetch_crl(&pki, "/crl/demo/delta.crl", "delta-after.crl");
+    assert_eq!(delta.delta_base, Some(new_base.number));
+    assert_eq!(new_base.reason_of(&serial), None);
+    assert_eq!(delta.reason_of(&serial), None, "{:?}", delta.entries);
+
+    // On hold again, and released again: the delta lists the new hold; the
+    // release of a hold its base never listed leaves no entry at all.
+    let registry = pki.registry();
+    let serial_bytes = hex::decode(&serial).unwrap();
+    let hold =
+        Revocation { serial: serial_bytes.clone(), reason: RevocationReason::CertificateHold, revoked_unix_secs: 0 };
+    assert!(block_on(registry.revoke("demo", hold)).unwrap().on_hold());
+    let text = pki.openssl_ocsp(&leaf, &["-no_nonce"]);
+    assert_status(&text, &leaf, "revoked");
+    assert!(text.contains("Reason: certificateHold"), "{text}");
+    wait_for_crls(
+        &pki,
+        shard,
+        &serial,
+        |full, _, delta| {
+            let held = Some(Some(RevocationReason::CertificateHold));
+            full.reason_of(&serial) == held && delta.reason_of(&serial) == held
+        },
+        "the second hold",
+    );
+    let released = block_on(registry.release_hold("demo", serial_bytes.clone())).unwrap();
+    assert_eq!(released.state, CertState::Good);
+    assert!(released.released_unix_secs > 0);
+    assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce"]), &leaf, "good");
+    wait_for_crls(
+        &pki,
+        shard,
+        &serial,
+        |full, shard, delta| {
+            full.reason_of(&serial).is_none()
+                && shard.reason_of(&serial).is_none()
+                && delta.reason_of(&serial).is_none()
+        },
+        "the second release",
+    );
+
+    // Revoked for keyCompromise after the release: for good, everywhere.
+    let kc = Revocation { serial: serial_bytes.clone(), reason: RevocationReason::KeyCompromise, revoked_unix_secs: 0 };
+    let revoked = block_on(registry.revoke("demo", kc)).unwrap();
+    assert_eq!(
+        (revoked.state, revoked.reason, revoked.released_unix_secs),
+        (CertState::Revoked, Some(RevocationReason::KeyCompromise), 0)
+    );
+    let text = pki.openssl_ocsp(&leaf, &["-no_nonce", "-sha256"]);
+    assert_status(&text, &leaf, "revoked");
+    assert!(text.contains("Reason: keyCompromise"), "{text}");
+    wait_for_crls(
+        &pki,
+        shard,
+        &serial,
+        |full, shard, delta| {
+            let kc = Some(Some(RevocationReason::KeyCompromise));
+            full.reason_of(&serial) == kc && shard.reason_of(&serial) == kc && delta.reason_of(&serial) == kc
+        },
+        "the keyCompromise revocation",
+    );
+    let e = block_on(registry.release_hold("demo", serial_bytes)).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+}
+
+/// Releasing what is not on hold is refused with a typed error, through the
+/// client and through signetctl's exit code; removeFromCRL is not a reason
+/// `revoke` takes, and a hold turned into a revocation for good stays.
+#[test]
+fn release_refusals_are_typed() {
+    let pki = Pki::start();
+    let registry = pki.registry();
+    let release = |serial: &str| run(pki.signetctl().args(["cert", "release-hold", serial]));
+
+    // Good: not on hold.
+    let (good, good_serial) = pki.issue("good-release.test");
+    let e = block_on(registry.release_hold("demo", hex::decode(&good_serial).unwrap())).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    assert!(e.detail.contains("not on hold") && e.detail.contains("good"), "{e}");
+    let (st, out, err) = release(&good_serial);
+    assert_eq!(st.code(), Some(2), "{out}{err}");
+    assert!(err.contains("not on hold"), "{err}");
+    assert_status(&pki.openssl_ocsp(&good, &["-no_nonce"]), &good, "good");
+
+    // Revoked for keyCompromise: permanent.
+    let (kc, kc_serial) = pki.issue("kc-release.test");
+    let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", &kc_serial, "--reason", "key-compromise"]));
+    assert!(st.success(), "{out}{err}");
+    let e = block_on(registry.release_hold("demo", hex::decode(&kc_serial).unwrap())).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    assert!(e.detail.contains("key-compromise") && e.detail.contains("permanent"), "{e}");
+    let (st, out, err) = release(&kc_serial);
+    assert_eq!(st.code(), Some(2), "{out}{err}");
+    assert!(err.contains("permanent"), "{err}");
+    let text = pki.openssl_ocsp(&kc, &["-no_nonce"]);
+    assert_status(&text, &kc, "revoked");
+    assert!(text.contains("Reason: keyCompromise"), "{text}");
+
+    // Unknown serial: notFound, exit code 4.
+    let e = block_on(registry.release_hold("demo", vec![0x01, 0x23, 0x45])).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
+    let (st, out, err) = release("012345");
+    assert_eq!(st.code(), Some(4), "{out}{err}");
+
+    // removeFromCRL through revoke: refused, pointing at the release call.
+    let (held, held_serial) = pki.issue("held.test");
+    let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", &held_serial, "--reason", "remove-from-crl"]));
+    assert_eq!(st.code(), Some(2), "{out}{err}");
+    assert!(err.contains("release-hold") && err.contains("releaseHold"), "{err}");
+    let e = block_on(registry.revoke(
+        "demo",
+        Revocation {
+            serial: hex::decode(&held_serial).unwrap(),
+            reason: RevocationReason::RemoveFromCrl,
+            revoked_unix_secs: 0,
+        },
+    ))
+    .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+
+    // A hold revoked again with another reason is revoked for good (the hold's time stays).
+    let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", &held_serial, "--reason", "certificate-hold"]));
+    assert!(st.success(), "{out}{err}");
+    let on_hold = block_on(registry.status("demo", hex::decode(&held_serial).unwrap())).unwrap();
+    assert!(on_hold.on_hold());
+    std::thread::sleep(Duration::from_millis(1100));
+    let (st, out, err) =
+        run(pki.signetctl().args(["--json", "cert", "revoke", &held_serial, "--reason", "superseded"]));
+    assert!(st.success(), "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((v["reason"].as_str(), v["on_hold"].as_bool()), (Some("superseded"), Some(false)), "{v}");
+    assert_eq!(v["revoked"].as_i64(), Some(on_hold.revoked_unix_secs));
+    let (st, _, err) = release(&held_serial);
+    assert_eq!(st.code(), Some(2), "{err}");
+    let text = pki.openssl_ocsp(&held, &["-no_nonce"]);
+    assert_status(&text, &held, "revoked");
+    assert!(text.contains("Reason: superseded"), "{text}");
+}
+
+#[test]
+fn acknowledged_release_survives_sigkill() {
+    let mut pki = Pki::start();
+    let (leaf, serial) = pki.issue("kill-release.test");
+    let serial_bytes = hex::decode(&serial).unwrap();
+    let registry = pki.registry();
+    let hold =
+        Revocation { serial: serial_bytes.clone(), reason: RevocationReason::CertificateHold, revoked_unix_secs: 0 };
+    assert!(block_on(registry.revoke("demo", hold)).unwrap().on_hold());
+    assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce"]), &leaf, "revoked");
+    let released = block_on(registry.release_hold("demo", serial_bytes.clone())).unwrap();
+    assert_eq!(released.state, CertState::Good);
+    // Killed the moment the release is acknowledged.
+    pki.kill9_ocspd();
+    pki.start_ocspd();
+    let again = block_on(pki.registry().status("demo", serial_bytes)).unwrap();
+    assert_eq!(again.state, CertState::Good);
+    assert_eq!(again.released_unix_secs, released.released_unix_secs);
+    // The pre-signed response (no nonce) and a fresh one (nonce) both say good.
+    assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce"]), &leaf, "good");
+    assert_status(&pki.openssl_ocsp(&leaf, &[]), &leaf, "good");
+    // The CRLs published at start do not list it.
+    let (full_der, full) = fetch_crl(&pki, "/crl/demo.crl", "after-restart.crl");
+    assert_eq!(full.reason_of(&serial), None, "{:?}", full.entries);
+    assert!(!crl_text(&full_der).to_lowercase().contains(&serial));
+    let (_, out, _) = run(pki.signetctl().args(["cert", "status", &serial]));
+    assert!(out.contains("state:     good") && out.contains("released:"), "{out}");
+}

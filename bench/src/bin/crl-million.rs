@@ -117,6 +117,7 @@ fn main() -> anyhow::Result<()> {
         crl_number: 1,
         shard_url: None,
         delta_base: None,
+        freshest_crl_url: None,
         revoked: &revoked,
     };
     let client = SigndClient::new(&socket)?.per_thread();

@@ -205,6 +205,7 @@ fn run(alg: KeyAlgorithm, n: usize, reps: usize, store: &Store) -> Vec<Row> {
         crl_number: 1,
         shard_url: None,
         delta_base: None,
+        freshest_crl_url: None,
         revoked: &revoked,
     };
     let (t, tbs) = time(reps, || build_tbs_crl(&ca.issuer, &params).unwrap());

@@ -12,7 +12,7 @@ use x509_cert::name::Name;
 use x509_cert::time::Time;
 use x509_cert::ext::pkix::crl::dp::IssuingDistributionPoint;
 use x509_cert::ext::pkix::name::DistributionPointName;
-use x509_cert::ext::pkix::{AuthorityKeyIdentifier, BaseCrlNumber, CrlNumber, CrlReason};
+use x509_cert::ext::pkix::{AuthorityKeyIdentifier, BaseCrlNumber, CrlNumber, CrlReason, FreshestCrl};
 use x509_cert::ext::Extension;
 
 use crate::alg::to_der;
@@ -45,7 +45,13 @@ pub struct CrlParams<'a> {
     /// issuingDistributionPoint with that URL and onlyContainsUserCerts.
     pub shard_url: Option<&'a str>,
     /// For a delta CRL: the cRLNumber of the base CRL (adds a critical deltaCRLIndicator).
+    /// Only a delta CRL may list entries with reason removeFromCRL.
     pub delta_base: Option<u128>,
+    /// For a complete CRL that has delta CRLs: where they are published (adds a
+    /// non-critical freshestCRL, RFC 5280 5.2.6). Relying parties such as
+    /// OpenSSL (`-use_deltas`) look for a delta CRL only when the base or the
+    /// certificate carries it.
+    pub freshest_crl_url: Option<&'a str>,
     /// The revoked certificates.
     pub revoked: &'a [RevokedEntry],
 }
@@ -59,6 +65,9 @@ pub struct CrlParams<'a> {
 pub fn build_tbs_crl(issuer: &Issuer, params: &CrlParams<'_>) -> Result<Vec<u8>, CaError> {
     if params.next_update <= params.this_update {
         return Err(CaError::CrlBadNextUpdate);
+    }
+    if params.delta_base.is_none() && params.revoked.iter().any(|e| e.reason == Some(CrlReason::RemoveFromCRL)) {
+        return Err(CaError::CrlRemoveFromCrlOutsideDelta);
     }
     // The (at most ten) reasonCode entry extensions, encoded once: the body of the
     // entry's `Extensions` SEQUENCE is the single Extension's DER.
@@ -101,6 +110,9 @@ pub fn build_tbs_crl(issuer: &Issuer, params: &CrlParams<'_>) -> Result<Vec<u8>,
             return Err(CaError::BadSerial("delta CRL base number must be below the CRL number"));
         }
         exts.push(ext(&BaseCrlNumber(crl_number(base)?), true)?);
+    }
+    if let Some(url) = params.freshest_crl_url {
+        exts.push(ext(&FreshestCrl(crate::cert::crl_dp(url)?.0), false)?);
     }
     if let Some(url) = params.shard_url {
         let idp = IssuingDistributionPoint {
@@ -225,6 +237,7 @@ fn crl_number(n: u128) -> Result<Uint, CaError> {
 mod tests {
     use std::time::{Duration, Instant, UNIX_EPOCH};
 
+    use const_oid::AssociatedOid;
     use der::Decode;
     use x509_cert::crl::TbsCertList;
 
@@ -260,6 +273,7 @@ mod tests {
             crl_number: 42,
             shard_url: None,
             delta_base: None,
+            freshest_crl_url: None,
             revoked,
         }
     }
@@ -278,6 +292,29 @@ mod tests {
         let exts = tbs.crl_extensions.unwrap();
         assert_eq!(exts.len(), 4);
         assert!(exts.iter().filter(|e| e.critical).count() == 2);
+    }
+
+    #[test]
+    fn remove_from_crl_only_in_deltas_and_freshest_crl_is_non_critical() {
+        let issuer = testutil::issuer();
+        let mut revoked = entries(2);
+        revoked[1].reason = Some(CrlReason::RemoveFromCRL);
+        let mut p = params(&revoked);
+        assert!(matches!(build_tbs_crl(&issuer, &p), Err(CaError::CrlRemoveFromCrlOutsideDelta)));
+        p.delta_base = Some(40);
+        let tbs = TbsCertList::from_der(&build_tbs_crl(&issuer, &p).unwrap()).unwrap();
+        let entry = &tbs.revoked_certificates.as_ref().unwrap()[1];
+        let reason = entry.crl_entry_extensions.as_ref().unwrap()[0].extn_value.as_bytes();
+        assert_eq!(CrlReason::from_der(reason).unwrap(), CrlReason::RemoveFromCRL);
+
+        let full = params(&[]);
+        let p = CrlParams { freshest_crl_url: Some("http://crl.example/delta.crl"), ..full };
+        let tbs = TbsCertList::from_der(&build_tbs_crl(&issuer, &p).unwrap()).unwrap();
+        let exts = tbs.crl_extensions.unwrap();
+        let fresh = exts.iter().find(|e| e.extn_id == FreshestCrl::OID).unwrap();
+        assert!(!fresh.critical);
+        let dps = FreshestCrl::from_der(fresh.extn_value.as_bytes()).unwrap();
+        assert_eq!(dps.0.len(), 1);
     }
 
     #[test]

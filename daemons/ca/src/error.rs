@@ -177,6 +177,10 @@ pub enum CaError {
     /// nextUpdate is missing or not after thisUpdate.
     #[error("CRL nextUpdate is missing or not after thisUpdate")]
     CrlBadNextUpdate,
+    /// An entry with reason removeFromCRL in a CRL that is not a delta CRL
+    /// (RFC 5280 5.3.1: that reason is for delta CRLs only).
+    #[error("removeFromCRL entries belong in delta CRLs only (RFC 5280 5.3.1)")]
+    CrlRemoveFromCrlOutsideDelta,
 
     // ----- OCSP -----
     /// The OCSPRequest has no Request.

@@ -124,6 +124,7 @@ fn sign_crl(ca: &TestCa, now: SystemTime, number: u128, shard: Option<&str>, rev
         crl_number: number,
         shard_url: shard,
         delta_base: None,
+        freshest_crl_url: None,
         revoked,
     };
     let tbs = build_tbs_crl(&ca.issuer, &params).unwrap();

@@ -447,6 +447,7 @@ mod tests {
             crl_number: 9,
             shard_url: Some("http://crl.example/1.crl"),
             delta_base: None,
+            freshest_crl_url: None,
             revoked: &[],
         };
         let tbs = build_tbs_crl(&issuer, &params).unwrap();

@@ -22,7 +22,7 @@ use signet_store::StoreError;
 use tokio::sync::Notify;
 
 use crate::config::IssuerSettings;
-use crate::db::{response_key, unknown_status, CertRecord, CrlKind, Db, Revoked, StoredCrl, StoredResponse};
+use crate::db::{response_key, unknown_status, CertRecord, CrlKind, Db, Released, Revoked, StoredCrl, StoredResponse};
 
 /// One CA ocspd serves, as loaded from signd at start.
 #[derive(Debug)]
@@ -51,6 +51,8 @@ pub struct LoadedIssuer {
     pub ocsp_url: String,
     /// Where the full CRL is served.
     pub crl_url: String,
+    /// Where the delta CRL is served (the full CRL's freshestCRL).
+    pub delta_crl_url: String,
     /// Woken when a revocation needs new CRLs.
     pub crl_dirty: Notify,
 }
@@ -128,6 +130,20 @@ fn to_time(secs: i64) -> SystemTime {
 
 fn store_err(e: StoreError) -> IpcError {
     IpcError::internal(format!("ocspd store: {e}"))
+}
+
+/// RFC 5280 certificateHold: the one reason a revocation can be undone.
+pub(crate) const CERTIFICATE_HOLD: u8 = 6;
+
+fn reason_name(code: u8) -> String {
+    RevocationReason::from_code(code).map_or_else(|| format!("reason {code}"), |r| r.name().to_owned())
+}
+
+fn never_recorded(iss: &LoadedIssuer, serial: &[u8]) -> IpcError {
+    IpcError::new(
+        ErrorKind::NotFound,
+        format!("serial {} was never recorded for issuer `{}`", hex::encode(serial), iss.name),
+    )
 }
 
 pub(crate) fn crl_reason(code: u8) -> Option<CrlReason> {
@@ -271,10 +287,10 @@ impl Core {
         // Validates the serial's encoding before anything is stored.
         Self::cert_id(&iss, OcspHash::Sha1, &cert.serial)?;
         let (db, id, serial) = (self.db.clone(), iss.id, cert.serial.clone());
-        let existing = blocking(move || db.store.read(|t| db.cert(t, id, &serial))).await?;
-        if let Some(rec) = existing {
+        let existing = blocking(move || db.store.read(|t| db.cert_and_release(t, id, &serial))).await?;
+        if let Some((rec, released)) = existing {
             return if rec.not_after == cert.not_after_unix_secs && rec.shard == cert.crl_shard {
-                Ok(rec.status(&cert.serial))
+                Ok(rec.status(&cert.serial, released.as_ref()))
             } else {
                 Err(IpcError::new(
                     ErrorKind::AlreadyExists,
@@ -301,22 +317,23 @@ impl Core {
             })
         })
         .await?;
-        Ok(stored.status(&cert.serial))
+        // A record found here was recorded a moment ago, so it has no release yet.
+        Ok(stored.status(&cert.serial, None))
     }
 
     /// Revokes a recorded certificate; returns once committed and the
     /// responses are re-signed (or dropped, if signd could not sign).
     pub async fn revoke(&self, iss: Arc<LoadedIssuer>, rev: Revocation) -> Result<CertStatus, IpcError> {
         if rev.reason == RevocationReason::RemoveFromCrl {
-            return Err(IpcError::invalid("removeFromCRL is only for delta CRLs of certificates on hold; not supported"));
+            return Err(IpcError::invalid(
+                "removeFromCRL is not a revocation reason: it marks a release from hold in delta CRLs; \
+                 to release a certificate from hold, call releaseHold (signetctl cert release-hold SERIAL)",
+            ));
         }
         let (db, id, serial) = (self.db.clone(), iss.id, rev.serial.clone());
         let existing = blocking(move || db.store.read(|t| db.cert(t, id, &serial))).await?;
         let Some(mut rec) = existing else {
-            return Err(IpcError::new(
-                ErrorKind::NotFound,
-                format!("serial {} was never recorded for issuer `{}`", hex::encode(&rev.serial), iss.name),
-            ));
+            return Err(never_recorded(&iss, &rev.serial));
         };
         let now = now_secs();
         let time = if rev.revoked_unix_secs == 0 { now } else { rev.revoked_unix_secs };
@@ -326,11 +343,16 @@ impl Core {
         let reason = rev.reason.code();
         match rec.revoked {
             None => rec.revoked = Some(Revoked { time, reason, seq: 0 }),
+            // A hold becomes a revocation for good (any other reason); the
+            // certificate has been unusable since the hold, so the time stays.
+            Some(r) if r.reason == CERTIFICATE_HOLD && reason != CERTIFICATE_HOLD => {
+                rec.revoked = Some(Revoked { reason, ..r });
+            }
             // RFC 5280 5.3.1: the reason may become keyCompromise; the time stays.
             Some(r) if r.reason != reason && rev.reason == RevocationReason::KeyCompromise => {
                 rec.revoked = Some(Revoked { reason, ..r });
             }
-            Some(_) => return Ok(rec.status(&rev.serial)),
+            Some(_) => return Ok(rec.status(&rev.serial, None)),
         }
         let (db, serial) = (self.db.clone(), rev.serial.clone());
         let mut hashes = blocking(move || db.store.write(|t| db.cached_hashes(t, id, &serial))).await?;
@@ -348,6 +370,8 @@ impl Core {
                 }
                 db.put_state(t, id, &state)?;
                 db.put_cert(t, id, &serial, &rec)?;
+                // Revoked (or on hold) again after a release: no longer released.
+                db.delete_released(t, id, &serial)?;
                 for (key, r) in &signed {
                     match r {
                         Some(r) => db.put_response(t, key, r)?,
@@ -363,14 +387,92 @@ impl Core {
         .await?;
         iss.crl_dirty.notify_one();
         tracing::info!(issuer = %iss.name, serial = %hex::encode(&rev.serial), reason = %rev.reason, "revoked");
-        Ok(stored.status(&rev.serial))
+        Ok(stored.status(&rev.serial, None))
+    }
+
+    /// Releases a certificate from hold (revoked with reason certificateHold):
+    /// it is good again. Returns once committed, with the responses re-signed
+    /// as good in the same transaction (or dropped, if signd could not sign,
+    /// so no stale `revoked` is served). The CRL publisher is woken: the full
+    /// CRL and the shard drop the entry, delta CRLs whose base listed it say
+    /// removeFromCRL (see `crl.rs`).
+    pub async fn release_hold(&self, iss: Arc<LoadedIssuer>, serial: Vec<u8>) -> Result<CertStatus, IpcError> {
+        // The commit checks that the record is still the one read here; if
+        // another registrar changed it meanwhile (revoked it for good, say),
+        // the release starts over from what is stored now.
+        const ATTEMPTS: usize = 3;
+        for _ in 0..ATTEMPTS {
+            let (db, id, s) = (self.db.clone(), iss.id, serial.clone());
+            let existing = blocking(move || db.store.read(|t| db.cert(t, id, &s))).await?;
+            let Some(held) = existing else {
+                return Err(never_recorded(&iss, &serial));
+            };
+            let hold = match held.revoked {
+                Some(r) if r.reason == CERTIFICATE_HOLD => r,
+                Some(r) => {
+                    return Err(IpcError::invalid(format!(
+                        "serial {} is not on hold: it is revoked ({}), and a revocation other than certificateHold is permanent",
+                        hex::encode(&serial),
+                        reason_name(r.reason)
+                    )))
+                }
+                None => {
+                    return Err(IpcError::invalid(format!(
+                        "serial {} is not on hold: it is good (only a certificate revoked with reason certificate-hold can be released)",
+                        hex::encode(&serial)
+                    )))
+                }
+            };
+            let rec = CertRecord { revoked: None, ..held.clone() };
+            let (db, s) = (self.db.clone(), serial.clone());
+            let mut hashes = blocking(move || db.store.write(|t| db.cached_hashes(t, id, &s))).await?;
+            if !hashes.contains(&OcspHash::Sha1) {
+                hashes.push(OcspHash::Sha1);
+            }
+            let signed = self.sign_all(&iss, &serial, &rec, &hashes).await;
+            let (db, s, now) = (self.db.clone(), serial.clone(), now_secs());
+            let committed = blocking(move || {
+                db.store.write(|t| {
+                    if db.cert_w(t, id, &s)?.as_ref() != Some(&held) {
+                        return Ok(None);
+                    }
+                    let mut state = db.state_w(t, id)?;
+                    state.revocation_seq += 1;
+                    db.put_state(t, id, &state)?;
+                    // Leaves the revoked index: the next full CRL and shard omit it.
+                    db.put_cert(t, id, &s, &rec)?;
+                    let released = Released { time: now, held_since: hold.time, seq: state.revocation_seq };
+                    db.put_released(t, id, &s, &released)?;
+                    for (key, r) in &signed {
+                        match r {
+                            Some(r) => db.put_response(t, key, r)?,
+                            // Never leave a "revoked" response behind a release.
+                            None => {
+                                db.delete_response(t, key)?;
+                            }
+                        }
+                    }
+                    Ok(Some(rec.status(&s, Some(&released))))
+                })
+            })
+            .await?;
+            if let Some(status) = committed {
+                iss.crl_dirty.notify_one();
+                tracing::info!(issuer = %iss.name, serial = %hex::encode(&serial), "released from hold");
+                return Ok(status);
+            }
+        }
+        Err(IpcError::new(
+            ErrorKind::Unavailable,
+            format!("serial {} changed {ATTEMPTS} times during the release; try again", hex::encode(&serial)),
+        ))
     }
 
     /// The recorded status of `serial`.
     pub async fn status(&self, iss: &LoadedIssuer, serial: Vec<u8>) -> Result<CertStatus, IpcError> {
         let (db, id, s) = (self.db.clone(), iss.id, serial.clone());
-        let rec = blocking(move || db.store.read(|t| db.cert(t, id, &s))).await?;
-        Ok(rec.map_or_else(|| unknown_status(&serial), |r| r.status(&serial)))
+        let rec = blocking(move || db.store.read(|t| db.cert_and_release(t, id, &s))).await?;
+        Ok(rec.map_or_else(|| unknown_status(&serial), |(r, released)| r.status(&serial, released.as_ref())))
     }
 
     /// The newest CRL of a kind.

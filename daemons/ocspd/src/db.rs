@@ -12,9 +12,17 @@
 //! | `revoked` | id, serial | [`RevokedRecord`]: the revoked subset, for building CRLs |
 //! | `responses` | id, hash, serial | [`StoredResponse`]: pre-signed OCSP responses |
 //! | `crls` | id, kind, shard | [`StoredCrl`]: the newest CRL of each kind |
+//! | `released` | id, serial | [`Released`]: certificates released from hold, while they stay good |
+//! | `base_holds` | id, serial | the certificates the delta CRLs' base lists on hold (value: the base's cRLNumber) |
+//! | `base_holds` | id | the cRLNumber of the base that set was recorded for |
 //!
 //! A status change and its re-signed response are written in one transaction,
 //! so a response never disagrees with the status it was made from.
+//!
+//! `released` and `base_holds` came after the first release of the store; they
+//! are tables of their own so that stores of schema version 1 open unchanged
+//! (postcard records cannot grow a field). A store without the `base_holds`
+//! marker simply gets a new delta base at the next publication.
 
 use std::path::Path;
 
@@ -50,6 +58,29 @@ pub struct Revoked {
     pub reason: u8,
     /// The issuer's revocation sequence number when this was recorded (or last changed).
     pub seq: u64,
+}
+
+/// A release from hold: the certificate was revoked with reason
+/// certificateHold and is good again. Kept while it stays good (a new
+/// revocation or hold drops it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Released {
+    /// When released, Unix seconds; the revocationDate of its removeFromCRL
+    /// entries in delta CRLs.
+    pub time: i64,
+    /// When it had been put on hold, Unix seconds.
+    pub held_since: i64,
+    /// The issuer's revocation sequence number of the release.
+    pub seq: u64,
+}
+
+/// The hold entries of the full CRL that delta CRLs are currently relative to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BaseHolds {
+    /// The base's cRLNumber the set was recorded for (0: never recorded).
+    pub base_number: u64,
+    /// The serials the base lists with reason certificateHold, in key order.
+    pub serials: Vec<Vec<u8>>,
 }
 
 /// An entry of the `revoked` index.
@@ -138,6 +169,8 @@ pub struct Db {
     revoked: Table<Vec<u8>, RevokedRecord>,
     responses: Table<Vec<u8>, StoredResponse>,
     crls: Table<Vec<u8>, StoredCrl>,
+    released: Table<Vec<u8>, Released>,
+    base_holds: Table<Vec<u8>, u64>,
 }
 
 fn cert_key(issuer: u32, serial: &[u8]) -> Vec<u8> {
@@ -206,6 +239,8 @@ impl Db {
             revoked: store.table("revoked")?,
             responses: store.table("responses")?,
             crls: store.table("crls")?,
+            released: store.table("released")?,
+            base_holds: store.table("base_holds")?,
             store,
         })
     }
@@ -248,12 +283,116 @@ impl Db {
         t.get(&self.certs, &cert_key(issuer, serial))
     }
 
-    /// Stores a certificate's record and keeps the revoked index in step.
+    /// Stores a certificate's record and keeps the revoked index in step (a
+    /// record that is not revoked, such as one released from hold, leaves it).
     pub fn put_cert(&self, t: &mut WriteTxn<'_>, issuer: u32, serial: &[u8], rec: &CertRecord) -> Result<(), StoreError> {
         let key = cert_key(issuer, serial);
         t.put(&self.certs, &key, rec)?;
-        if let Some(revoked) = rec.revoked {
-            t.put(&self.revoked, &key, &RevokedRecord { revoked, shard: rec.shard, not_after: rec.not_after })?;
+        match rec.revoked {
+            Some(revoked) => {
+                t.put(&self.revoked, &key, &RevokedRecord { revoked, shard: rec.shard, not_after: rec.not_after })?
+            }
+            None => {
+                t.delete(&self.revoked, &key)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A certificate's release from hold, if it was released and is good.
+    pub fn released(&self, t: &ReadTxn<'_>, issuer: u32, serial: &[u8]) -> Result<Option<Released>, StoreError> {
+        t.get(&self.released, &cert_key(issuer, serial))
+    }
+
+    /// Records a release from hold.
+    pub fn put_released(
+        &self,
+        t: &mut WriteTxn<'_>,
+        issuer: u32,
+        serial: &[u8],
+        r: &Released,
+    ) -> Result<(), StoreError> {
+        t.put(&self.released, &cert_key(issuer, serial), r)
+    }
+
+    /// Forgets a release (the certificate is revoked or on hold again).
+    pub fn delete_released(&self, t: &mut WriteTxn<'_>, issuer: u32, serial: &[u8]) -> Result<bool, StoreError> {
+        t.delete(&self.released, &cert_key(issuer, serial))
+    }
+
+    /// A certificate's record and, when it is good after a release from hold, that release.
+    pub fn cert_and_release(
+        &self,
+        t: &ReadTxn<'_>,
+        issuer: u32,
+        serial: &[u8],
+    ) -> Result<Option<(CertRecord, Option<Released>)>, StoreError> {
+        let Some(rec) = self.cert(t, issuer, serial)? else { return Ok(None) };
+        let released = if rec.revoked.is_none() { self.released(t, issuer, serial)? } else { None };
+        Ok(Some((rec, released)))
+    }
+
+    /// The hold entries of the current delta base, with the release of each
+    /// one that is released now (`None` while it is still revoked, or if the
+    /// release record is missing).
+    pub fn base_holds(&self, t: &ReadTxn<'_>, issuer: u32) -> Result<(BaseHolds, Vec<Option<Released>>), StoreError> {
+        const PAGE: usize = 4096;
+        let prefix = issuer.to_be_bytes().to_vec();
+        let mut holds = BaseHolds::default();
+        let mut start = prefix.clone();
+        loop {
+            let rows = t.range(&self.base_holds, Some(&start), PAGE)?;
+            let full = rows.len() == PAGE;
+            let mine: Vec<(Vec<u8>, u64)> =
+                rows.into_iter().take_while(|(k, _)| k.len() >= 4 && k[..4] == prefix[..]).collect();
+            let more = full && mine.len() == PAGE;
+            for (k, number) in &mine {
+                if k.len() == 4 {
+                    holds.base_number = *number;
+                } else {
+                    holds.serials.push(k[4..].to_vec());
+                }
+            }
+            match mine.into_iter().last() {
+                Some((mut k, _)) if more => {
+                    k.push(0);
+                    start = k;
+                }
+                _ => break,
+            }
+        }
+        let released = holds.serials.iter().map(|s| self.released(t, issuer, s)).collect::<Result<_, _>>()?;
+        Ok((holds, released))
+    }
+
+    /// Replaces the recorded hold entries of the delta base with those of the
+    /// new base `base_number`.
+    pub fn put_base_holds(
+        &self,
+        t: &mut WriteTxn<'_>,
+        issuer: u32,
+        base_number: u64,
+        serials: &[Vec<u8>],
+    ) -> Result<(), StoreError> {
+        const PAGE: usize = 4096;
+        let prefix = issuer.to_be_bytes().to_vec();
+        loop {
+            let keys: Vec<Vec<u8>> = t
+                .range(&self.base_holds, Some(&prefix), PAGE)?
+                .into_iter()
+                .map(|(k, _)| k)
+                .take_while(|k| k.len() >= 4 && k[..4] == prefix[..])
+                .collect();
+            if keys.is_empty() {
+                break;
+            }
+            for k in &keys {
+                t.delete(&self.base_holds, k)?;
+            }
+        }
+        t.put(&self.base_holds, &prefix, &base_number)?;
+        for s in serials {
+            t.put(&self.base_holds, &cert_key(issuer, s), &base_number)?;
         }
         Ok(())
     }
@@ -352,8 +491,8 @@ impl Db {
 }
 
 impl CertRecord {
-    /// The record as the IPC status type.
-    pub fn status(&self, serial: &[u8]) -> CertStatus {
+    /// The record as the IPC status type, with its release from hold if there is one.
+    pub fn status(&self, serial: &[u8], released: Option<&Released>) -> CertStatus {
         CertStatus {
             serial: serial.to_vec(),
             state: if self.revoked.is_some() { CertState::Revoked } else { CertState::Good },
@@ -362,6 +501,7 @@ impl CertRecord {
             recorded_unix_secs: self.recorded,
             revoked_unix_secs: self.revoked.map_or(0, |r| r.time),
             reason: self.revoked.and_then(|r| RevocationReason::from_code(r.reason)),
+            released_unix_secs: if self.revoked.is_none() { released.map_or(0, |r| r.time) } else { 0 },
         }
     }
 }
@@ -376,5 +516,68 @@ pub fn unknown_status(serial: &[u8]) -> CertStatus {
         recorded_unix_secs: 0,
         revoked_unix_secs: 0,
         reason: None,
+        released_unix_secs: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(revoked: Option<Revoked>) -> CertRecord {
+        CertRecord { not_after: 4_000_000_000, shard: 1, recorded: 1, revoked }
+    }
+
+    #[test]
+    fn a_release_leaves_the_revoked_index_and_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path()).unwrap();
+        let hold = Revoked { time: 10, reason: 6, seq: 1 };
+        db.store.write(|t| db.put_cert(t, 1, &[7], &rec(Some(hold)))).unwrap();
+        assert_eq!(db.revoked_all(1).unwrap().len(), 1);
+        let released = Released { time: 20, held_since: 10, seq: 2 };
+        db.store
+            .write(|t| {
+                db.put_cert(t, 1, &[7], &rec(None))?;
+                db.put_released(t, 1, &[7], &released)
+            })
+            .unwrap();
+        assert!(db.revoked_all(1).unwrap().is_empty());
+        let (r, rel) = db.store.read(|t| db.cert_and_release(t, 1, &[7])).unwrap().unwrap();
+        let status = r.status(&[7], rel.as_ref());
+        assert_eq!((status.state, status.released_unix_secs), (CertState::Good, 20));
+        // On hold again: the release is no longer reported.
+        db.store
+            .write(|t| {
+                db.put_cert(t, 1, &[7], &rec(Some(Revoked { time: 30, reason: 6, seq: 3 })))?;
+                db.delete_released(t, 1, &[7]).map(|_| ())
+            })
+            .unwrap();
+        let (r, rel) = db.store.read(|t| db.cert_and_release(t, 1, &[7])).unwrap().unwrap();
+        assert_eq!(r.status(&[7], rel.as_ref()).released_unix_secs, 0);
+        assert!(r.status(&[7], rel.as_ref()).on_hold());
+    }
+
+    #[test]
+    fn base_holds_are_replaced_per_issuer_and_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = Db::open(dir.path()).unwrap();
+            let (none, _) = db.store.read(|t| db.base_holds(t, 1)).unwrap();
+            assert_eq!(none, BaseHolds::default());
+            db.store.write(|t| db.put_base_holds(t, 1, 5, &[vec![1], vec![2, 3]])).unwrap();
+            db.store.write(|t| db.put_base_holds(t, 2, 9, &[vec![4]])).unwrap();
+            db.store.write(|t| db.put_released(t, 1, &[2, 3], &Released { time: 8, held_since: 4, seq: 6 })).unwrap();
+        }
+        let db = Db::open(dir.path()).unwrap();
+        let (holds, releases) = db.store.read(|t| db.base_holds(t, 1)).unwrap();
+        assert_eq!(holds, BaseHolds { base_number: 5, serials: vec![vec![1], vec![2, 3]] });
+        assert_eq!(releases.iter().map(|r| r.map(|r| r.time)).collect::<Vec<_>>(), vec![None, Some(8)]);
+        // A new base replaces the whole set of its issuer, and only that.
+        db.store.write(|t| db.put_base_holds(t, 1, 12, &[])).unwrap();
+        let (holds, _) = db.store.read(|t| db.base_holds(t, 1)).unwrap();
+        assert_eq!(holds, BaseHolds { base_number: 12, serials: vec![] });
+        let (other, _) = db.store.read(|t| db.base_holds(t, 2)).unwrap();
+        assert_eq!(other, BaseHolds { base_number: 9, serials: vec![vec![4]] });
     }
 }

@@ -224,6 +224,7 @@ async fn load_issuers(config: &Config, db: &Db, signd: &SigndClient) -> Result<V
         let public = config.public_url();
         let ocsp_url = profile.ocsp_urls.first().cloned().unwrap_or_else(|| format!("{public}/ocsp"));
         let crl_url = format!("{public}/crl/{name}.crl");
+        let delta_crl_url = format!("{public}/crl/{name}/delta.crl");
         if let Some(u) = &profile.crl_url {
             let expected = if profile.crl_shards > 0 { format!("/crl/{name}/{{shard}}.crl") } else { format!("/crl/{name}.crl") };
             if !u.ends_with(&expected) {
@@ -243,6 +244,7 @@ async fn load_issuers(config: &Config, db: &Db, signd: &SigndClient) -> Result<V
             registrars: std::sync::RwLock::new(registrars),
             ocsp_url,
             crl_url,
+            delta_crl_url,
             crl_dirty: tokio::sync::Notify::new(),
         }));
     }

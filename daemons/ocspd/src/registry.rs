@@ -1,6 +1,7 @@
 //! The registry interface (Cap'n Proto, `ocspd.capnp`): issuers record
-//! issuance and revocation here. Served on a `LocalSet` thread (capnp-rpc is
-//! `!Send`); each call runs on the main runtime and its answer comes back.
+//! issuance, revocation and releases from hold here. Served on a `LocalSet`
+//! thread (capnp-rpc is `!Send`); each call runs on the main runtime and its
+//! answer comes back.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -89,6 +90,17 @@ impl RegistryService for IssuerRegistry {
             let out = core.revoke(iss, revocation).await;
             if let Err(e) = &out {
                 tracing::warn!(uid, error = %e, "revocation refused");
+            }
+            out
+        })
+    }
+
+    fn release_hold(&self, serial: Vec<u8>) -> LocalResult<CertStatus> {
+        let uid = self.peer.uid;
+        self.run(move |core, iss| async move {
+            let out = core.release_hold(iss, serial).await;
+            if let Err(e) = &out {
+                tracing::warn!(uid, error = %e, "release from hold refused");
             }
             out
         })

@@ -1,5 +1,5 @@
 //! `signetctl ca`, `cert` and `crl`: the CA ceremony, manual issuance, and
-//! revocation through ocspd.
+//! revocation (and release from hold) through ocspd.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -101,8 +101,17 @@ pub enum CertCommand {
         serial: String,
         /// unspecified, key-compromise, ca-compromise, affiliation-changed, superseded,
         /// cessation-of-operation, certificate-hold, privilege-withdrawn, aa-compromise.
+        /// certificate-hold puts it on hold: `cert release-hold` undoes that, and
+        /// revoking it again with another reason makes it permanent.
         #[arg(long, default_value = "unspecified")]
         reason: RevocationReason,
+    },
+    /// Release a certificate from hold (revoked with reason certificate-hold): it
+    /// is good again in OCSP at once, and the CRLs follow (removeFromCRL in delta
+    /// CRLs). Refused (exit code 2) for a certificate that is not on hold.
+    ReleaseHold {
+        /// The serial number, hex (colons allowed).
+        serial: String,
     },
     /// Show a certificate's status as ocspd records it.
     Status {
@@ -328,6 +337,10 @@ pub fn cert(signd: &SigndClient, ocspd: &OcspdClient, issuer: &str, cmd: &CertCo
             let rev = Revocation { serial, reason: *reason, revoked_unix_secs: 0 };
             status_out(&block_on(ocspd.revoke(issuer, rev))?, out);
         }
+        CertCommand::ReleaseHold { serial } => {
+            let serial = parse_serial(serial)?;
+            status_out(&block_on(ocspd.release_hold(issuer, serial))?, out);
+        }
         CertCommand::Status { serial } => {
             let s = block_on(ocspd.status(issuer, parse_serial(serial)?))?;
             status_out(&s, out);
@@ -351,20 +364,24 @@ fn httpdate_like(t: SystemTime) -> String {
 }
 
 fn status_out(s: &CertStatus, out: &Printer) {
+    let released = (s.state == CertState::Good && s.released_unix_secs != 0).then_some(s.released_unix_secs);
     if out.json {
         out.json(&json!({
             "serial": hex::encode(&s.serial),
             "state": s.state.name(),
+            "on_hold": s.on_hold(),
             "not_after": s.not_after_unix_secs,
             "crl_shard": s.crl_shard,
             "recorded": s.recorded_unix_secs,
             "revoked": (s.state == CertState::Revoked).then_some(s.revoked_unix_secs),
             "reason": s.reason.map(|r| r.name()),
+            "released": released,
         }));
         return;
     }
     outln!("serial:    {}", hex::encode(&s.serial));
-    outln!("state:     {}", s.state.name());
+    let state = if s.on_hold() { "revoked (on hold: `cert release-hold` makes it good again)" } else { s.state.name() };
+    outln!("state:     {state}");
     if s.state != CertState::Unknown {
         outln!("not after: {}", time_text(s.not_after_unix_secs));
         outln!("shard:     {}", s.crl_shard);
@@ -372,6 +389,9 @@ fn status_out(s: &CertStatus, out: &Printer) {
     if s.state == CertState::Revoked {
         outln!("revoked:   {}", time_text(s.revoked_unix_secs));
         outln!("reason:    {}", s.reason.map_or("unspecified", |r| r.name()));
+    }
+    if let Some(t) = released {
+        outln!("released:  {} (from hold)", time_text(t));
     }
 }
 
@@ -399,11 +419,13 @@ pub fn crl(ocspd: &OcspdClient, issuer: &str, cmd: &CrlCommand, out: &Printer) -
             _ => {}
         }
     }
-    let entries: Vec<(String, String)> = tbs
+    let entries: Vec<(String, String, Option<&'static str>)> = tbs
         .revoked_certificates
         .iter()
         .flatten()
-        .map(|r| (hex::encode(r.serial_number.as_bytes()), r.revocation_date.to_date_time().to_string()))
+        .map(|r| {
+            (hex::encode(r.serial_number.as_bytes()), r.revocation_date.to_date_time().to_string(), entry_reason(r))
+        })
         .collect();
     if out.json {
         out.json(&json!({
@@ -411,7 +433,7 @@ pub fn crl(ocspd: &OcspdClient, issuer: &str, cmd: &CrlCommand, out: &Printer) -
             "delta_base": base,
             "this_update": tbs.this_update.to_date_time().to_string(),
             "next_update": tbs.next_update.map(|t| t.to_date_time().to_string()),
-            "revoked": entries.iter().map(|(s, t)| json!({"serial": s, "time": t})).collect::<Vec<_>>(),
+            "revoked": entries.iter().map(|(s, t, r)| json!({"serial": s, "time": t, "reason": r})).collect::<Vec<_>>(),
             "der_bytes": der.len(),
         }));
         return Ok(());
@@ -425,8 +447,18 @@ pub fn crl(ocspd: &OcspdClient, issuer: &str, cmd: &CrlCommand, out: &Printer) -
         outln!("next update: {}", n.to_date_time());
     }
     outln!("revoked:     {}", entries.len());
-    for (s, t) in &entries {
-        outln!("  {s}  {t}");
+    for (s, t, r) in &entries {
+        match r {
+            Some(r) => outln!("  {s}  {t}  {r}"),
+            None => outln!("  {s}  {t}"),
+        }
     }
     Ok(())
+}
+
+/// The reasonCode of a CRL entry, by signetctl's names (remove-from-crl in delta CRLs).
+fn entry_reason(entry: &signet_ca::x509_cert::crl::RevokedCert) -> Option<&'static str> {
+    let ext = entry.crl_entry_extensions.iter().flatten().find(|e| e.extn_id.to_string() == "2.5.29.21")?;
+    let reason = signet_ca::CrlReason::from_der(ext.extn_value.as_bytes()).ok()?;
+    RevocationReason::from_code(reason as u8).map(|r| r.name())
 }
