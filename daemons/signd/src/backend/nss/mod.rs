@@ -653,6 +653,10 @@ impl Slot {
     }
 }
 
+/// One signing attempt: the signature, or NSS's error and the handle that
+/// failed (to be dropped from the cache).
+type Attempt = Result<Vec<u8>, (String, Arc<PrivateKey>)>;
+
 /// A key on an NSS token, with its handle cached.
 pub struct NssKey {
     inner: Arc<Inner>,
@@ -758,11 +762,7 @@ impl NssKey {
 
     /// Signs with the cached handle under the module lock, unless a module
     /// restart made the handle stale meanwhile (then it is looked up again).
-    fn sign_once(
-        &self,
-        plan: &plan::Plan,
-        message: &[u8],
-    ) -> Result<Result<Vec<u8>, (String, Arc<PrivateKey>)>, IpcError> {
+    fn sign_once(&self, plan: &plan::Plan, message: &[u8]) -> Result<Attempt, IpcError> {
         for _ in 0..3 {
             let key = self.handle()?;
             let _modules = modules_read();
