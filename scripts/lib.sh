@@ -18,6 +18,8 @@ SIGNET_APT_NEEDS=(
   "certutil:libnss3-tools"
   "/usr/include/nss/nss.h:libnss3-dev"
   "pkcs11-tool:opensc"
+  "p11-kit:p11-kit"
+  "/usr/lib/x86_64-linux-gnu/pkcs11/p11-kit-client.so:p11-kit-modules"
   "systemd-analyze:systemd"
   "setpriv:util-linux"
   "openssl:openssl"

@@ -92,6 +92,12 @@ impl SigndProcess {
     /// dir; it must be a real disk for "sync" to mean anything). Waits until
     /// the socket answers.
     pub fn start(durability: &str) -> io::Result<Self> {
+        Self::start_with(durability, &NssSetup::none())
+    }
+
+    /// As [`start`](Self::start), with `nss`'s `[nss]` section in the
+    /// configuration and its environment (SOFTHSM2_CONF) in signd's.
+    pub fn start_with(durability: &str, nss: &NssSetup) -> io::Result<Self> {
         let bin = bin_dir().join("signd");
         if !bin.is_file() {
             return Err(io::Error::new(
@@ -108,8 +114,10 @@ impl SigndProcess {
         let config = format!(
             "socket = \"{d}/signd.sock\"\nsocket_mode = \"0600\"\nstate_dir = \"{d}/state\"\n\
              [audit]\ndurability = \"{durability}\"\n\
+             {nss}\
              [roles.admin]\nusers = [{uid}]\nadmin = true\nkeys = [\"*\"]\n",
-            d = dir.path().display()
+            d = dir.path().display(),
+            nss = nss.config,
         );
         let config_path = dir.path().join("signd.toml");
         std::fs::write(&config_path, config)?;
@@ -118,6 +126,7 @@ impl SigndProcess {
             .arg("--config")
             .arg(&config_path)
             .env("RUST_LOG", "warn")
+            .envs(nss.env.iter().cloned())
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -174,6 +183,97 @@ impl Drop for SigndProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// An NSS database for signd's `[nss]` section, made with the real tools
+/// the same way the integration tests make theirs (tests/src/lib.rs,
+/// `NssToken`): `certutil -N`, and for SoftHSM2 `softhsm2-util
+/// --init-token` and `modutil -add`.
+#[derive(Clone, Debug, Default)]
+pub struct NssSetup {
+    /// The `[nss]` section (empty: no NSS).
+    pub config: String,
+    /// `sql:DIR` of the database.
+    pub database: String,
+    /// The token label ("internal" for softokn).
+    pub token: String,
+    /// The PIN file, for SoftHSM2.
+    pub pin_file: Option<PathBuf>,
+    /// Environment signd needs (SOFTHSM2_CONF).
+    pub env: Vec<(String, String)>,
+}
+
+/// SoftHSM2's PKCS#11 module (Debian package softhsm2).
+pub const SOFTHSM_MODULE: &str = "/usr/lib/softhsm/libsofthsm2.so";
+
+impl NssSetup {
+    /// No NSS.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// An NSS database in `dir/nssdb` with an empty softokn password; with
+    /// `softhsm`, also a SoftHSM2 token "signet" (PIN 1234) in `dir/tokens`
+    /// registered in it, and `token = "signet"`; else `token = "internal"`.
+    pub fn create(dir: &Path, softhsm: bool) -> io::Result<Self> {
+        let db = dir.join("nssdb");
+        std::fs::create_dir_all(&db)?;
+        let database = format!("sql:{}", db.display());
+        tool(Command::new("certutil").args(["-N", "-d", &database, "--empty-password"]))?;
+        let mut me = Self { database, token: "internal".into(), ..Self::default() };
+        if softhsm {
+            let tokens = dir.join("tokens");
+            std::fs::create_dir_all(&tokens)?;
+            let conf = dir.join("softhsm2.conf");
+            std::fs::write(
+                &conf,
+                format!("directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n", tokens.display()),
+            )?;
+            tool(Command::new("softhsm2-util").env("SOFTHSM2_CONF", &conf).args([
+                "--init-token",
+                "--free",
+                "--label",
+                "signet",
+                "--pin",
+                "1234",
+                "--so-pin",
+                "5678",
+            ]))?;
+            tool(Command::new("modutil").env("SOFTHSM2_CONF", &conf).args([
+                "-dbdir",
+                &me.database,
+                "-add",
+                "softhsm",
+                "-libfile",
+                SOFTHSM_MODULE,
+                "-force",
+            ]))?;
+            let pin = dir.join("nss-pin");
+            std::fs::write(&pin, "1234\n")?;
+            me.token = "signet".into();
+            me.pin_file = Some(pin);
+            me.env.push(("SOFTHSM2_CONF".into(), conf.display().to_string()));
+        }
+        me.config = format!("[nss]\ndatabase = \"{}\"\ntoken = \"{}\"\n", me.database, me.token);
+        if let Some(pin) = &me.pin_file {
+            me.config.push_str(&format!("pin_file = \"{}\"\n", pin.display()));
+        }
+        Ok(me)
+    }
+}
+
+fn tool(cmd: &mut Command) -> io::Result<()> {
+    let out = cmd.stdin(Stdio::null()).output().map_err(|e| {
+        io::Error::new(e.kind(), format!("{cmd:?}: {e} (needs libnss3-tools and softhsm2; scripts/test installs them)"))
+    })?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "{cmd:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(())
 }
 
 /// CPU time (user + system) of process `pid`, from /proc.

@@ -62,7 +62,9 @@ impl Backend {
             Backend::Openssl => true,
             // NSS 3.87 has no ML-DSA, and no Edwards key type at all (softokn
             // cannot make Ed25519 keys; NSS cannot describe SoftHSM2's).
-            Backend::NssSoftokn | Backend::NssSofthsm => !matches!(alg, A::Ed25519 | A::MlDsa44 | A::MlDsa65 | A::MlDsa87),
+            Backend::NssSoftokn | Backend::NssSofthsm => {
+                !matches!(alg, A::Ed25519 | A::MlDsa44 | A::MlDsa65 | A::MlDsa87)
+            }
         }
     }
 }
@@ -70,6 +72,7 @@ impl Backend {
 /// An NSS database on a temp dir, with SoftHSM2 registered in it for
 /// [`Backend::NssSofthsm`]. Built with the real tools (certutil, modutil,
 /// softhsm2-util), as an operator would.
+#[derive(Clone, Debug)]
 pub struct NssToken {
     /// The directory holding everything.
     pub dir: PathBuf,
@@ -81,6 +84,8 @@ pub struct NssToken {
     pub pin_file: Option<PathBuf>,
     /// SOFTHSM2_CONF, for SoftHSM2.
     pub softhsm_conf: Option<PathBuf>,
+    /// More environment signd and the NSS tools need (P11_KIT_SERVER_ADDRESS).
+    pub extra_env: Vec<(String, String)>,
 }
 
 /// The user PIN of test tokens.
@@ -104,7 +109,14 @@ impl NssToken {
             certutil.arg("--empty-password");
         }
         must(&mut certutil);
-        Self { dir: dir.to_path_buf(), database, token: "internal".into(), pin_file, softhsm_conf: None }
+        Self {
+            dir: dir.to_path_buf(),
+            database,
+            token: "internal".into(),
+            pin_file,
+            softhsm_conf: None,
+            extra_env: Vec::new(),
+        }
     }
 
     /// A fresh SoftHSM2 token "signet" (PIN 1234) registered in a fresh NSS database in `dir`.
@@ -112,13 +124,30 @@ impl NssToken {
         let tokens = dir.join("tokens");
         std::fs::create_dir_all(&tokens).unwrap();
         let conf = dir.join("softhsm2.conf");
-        std::fs::write(&conf, format!("directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n", tokens.display())).unwrap();
+        std::fs::write(
+            &conf,
+            format!("directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n", tokens.display()),
+        )
+        .unwrap();
         must(Command::new("softhsm2-util").env("SOFTHSM2_CONF", &conf).args([
-            "--init-token", "--free", "--label", "signet", "--pin", TEST_PIN, "--so-pin", "5678",
+            "--init-token",
+            "--free",
+            "--label",
+            "signet",
+            "--pin",
+            TEST_PIN,
+            "--so-pin",
+            "5678",
         ]));
         let mut t = Self::softokn(dir, None);
         must(Command::new("modutil").env("SOFTHSM2_CONF", &conf).args([
-            "-dbdir", &t.database, "-add", "softhsm", "-libfile", SOFTHSM_MODULE, "-force",
+            "-dbdir",
+            &t.database,
+            "-add",
+            "softhsm",
+            "-libfile",
+            SOFTHSM_MODULE,
+            "-force",
         ]));
         let pin = dir.join("nss-pin");
         std::fs::write(&pin, format!("{TEST_PIN}\n")).unwrap();
@@ -130,7 +159,10 @@ impl NssToken {
 
     /// The environment signd (or any NSS tool) needs for this token.
     pub fn env(&self) -> Vec<(String, String)> {
-        self.softhsm_conf.iter().map(|c| ("SOFTHSM2_CONF".to_owned(), c.display().to_string())).collect()
+        let mut env: Vec<(String, String)> =
+            self.softhsm_conf.iter().map(|c| ("SOFTHSM2_CONF".to_owned(), c.display().to_string())).collect();
+        env.extend(self.extra_env.iter().cloned());
+        env
     }
 
     /// The `[nss]` section of signd.toml for this token.
@@ -152,12 +184,136 @@ impl NssToken {
 
 /// SoftHSM2's PKCS#11 module (Debian package softhsm2).
 pub const SOFTHSM_MODULE: &str = "/usr/lib/softhsm/libsofthsm2.so";
+/// p11-kit's client module (Debian package p11-kit-modules): a PKCS#11
+/// module whose token lives in a `p11-kit server` process.
+pub const P11KIT_CLIENT_MODULE: &str = "/usr/lib/x86_64-linux-gnu/pkcs11/p11-kit-client.so";
+
+/// A SoftHSM2 token served by `p11-kit server` over a Unix socket, as a
+/// network HSM is: the token's sessions and session objects live in the
+/// server's process. [`remove`](Self::remove) kills that process (every
+/// session and login is lost; calls fail with CKR_DEVICE_ERROR);
+/// [`insert`](Self::insert) starts a server on the same token again.
+pub struct RemoteSofthsm {
+    /// The NSS database with p11-kit's client module registered (token "signet").
+    pub token: NssToken,
+    socket: PathBuf,
+    conf: PathBuf,
+    server: Option<Child>,
+}
+
+impl RemoteSofthsm {
+    /// A fresh SoftHSM2 token "signet" (PIN 1234) in `dir`, served by p11-kit,
+    /// and an NSS database in `dir` that reaches it through p11-kit's client module.
+    pub fn new(dir: &Path) -> Self {
+        let tokens = dir.join("tokens");
+        std::fs::create_dir_all(&tokens).unwrap();
+        let conf = dir.join("softhsm2.conf");
+        std::fs::write(
+            &conf,
+            format!("directories.tokendir = {}\nobjectstore.backend = file\nlog.level = ERROR\n", tokens.display()),
+        )
+        .unwrap();
+        must(Command::new("softhsm2-util").env("SOFTHSM2_CONF", &conf).args([
+            "--init-token",
+            "--free",
+            "--label",
+            "signet",
+            "--pin",
+            TEST_PIN,
+            "--so-pin",
+            "5678",
+        ]));
+        let socket = dir.join("p11-kit.sock");
+        let address = ("P11_KIT_SERVER_ADDRESS".to_owned(), format!("unix:path={}", socket.display()));
+        let mut me = Self { token: NssToken::softokn(dir, None), socket, conf, server: None };
+        me.insert();
+        must(Command::new("modutil").env(&address.0, &address.1).args([
+            "-dbdir",
+            &me.token.database,
+            "-add",
+            "remote",
+            "-libfile",
+            P11KIT_CLIENT_MODULE,
+            "-force",
+        ]));
+        let pin = dir.join("nss-pin");
+        std::fs::write(&pin, format!("{TEST_PIN}\n")).unwrap();
+        me.token.token = "signet".into();
+        me.token.pin_file = Some(pin);
+        me.token.extra_env.push(address);
+        me
+    }
+
+    /// Starts the server (the token is back), and waits until it listens.
+    pub fn insert(&mut self) {
+        assert!(self.server.is_none(), "the token is already in");
+        let _ = std::fs::remove_file(&self.socket);
+        let server = Command::new("p11-kit")
+            .args(["server", "-f", "-n"])
+            .arg(&self.socket)
+            .args(["--provider", SOFTHSM_MODULE, "pkcs11:token=signet"])
+            .env("SOFTHSM2_CONF", &self.conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("p11-kit: {e} (the token-removal tests need p11-kit and p11-kit-modules; scripts/test installs them)"));
+        self.server = Some(server);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
+            assert!(Instant::now() < deadline, "p11-kit server did not listen on {}", self.socket.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills the server and the per-client processes it forked (the token is
+    /// gone, with every session on it).
+    pub fn remove(&mut self) {
+        let Some(mut server) = self.server.take() else { return };
+        let pid = server.id();
+        // p11-kit server forks one process per client connection (p11-kit-remote).
+        for child in children_of(pid) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child as i32), nix::sys::signal::Signal::SIGKILL);
+        }
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+}
+
+impl Drop for RemoteSofthsm {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// The processes whose parent is `pid` (from /proc).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // "pid (comm) state ppid ...": comm may contain spaces, so split after the last ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
 
 fn must(cmd: &mut Command) {
     let out = cmd.stdin(Stdio::null()).output().unwrap_or_else(|e| {
         panic!("{cmd:?}: {e} (the NSS tests need certutil and modutil (Debian libnss3-tools) and softhsm2-util (softhsm2); scripts/test installs them)")
     });
-    assert!(out.status.success(), "{cmd:?}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A running signd on a private directory.
@@ -193,11 +349,16 @@ impl SigndProcess {
     }
 
     pub fn start_full(backend: Backend, extra: &str, env: &[(&str, &str)]) -> Self {
-        Self::start_inner(backend, |dir| match backend {
-            Backend::Openssl => None,
-            Backend::NssSoftokn => Some(NssToken::softokn(dir, None)),
-            Backend::NssSofthsm => Some(NssToken::softhsm(dir)),
-        }, extra, env)
+        Self::start_inner(
+            backend,
+            |dir| match backend {
+                Backend::Openssl => None,
+                Backend::NssSoftokn => Some(NssToken::softokn(dir, None)),
+                Backend::NssSofthsm => Some(NssToken::softhsm(dir)),
+            },
+            extra,
+            env,
+        )
     }
 
     /// Starts signd on an NSS token that `make` sets up in the test's
@@ -206,7 +367,12 @@ impl SigndProcess {
         Self::start_inner(Backend::NssSoftokn, |dir| Some(make(dir)), extra, &[])
     }
 
-    fn start_inner(backend: Backend, make: impl FnOnce(&Path) -> Option<NssToken>, extra: &str, env: &[(&str, &str)]) -> Self {
+    fn start_inner(
+        backend: Backend,
+        make: impl FnOnce(&Path) -> Option<NssToken>,
+        extra: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
         let dir = tempfile::Builder::new().prefix("signd-test").tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let nss = make(dir.path());
@@ -259,7 +425,8 @@ impl SigndProcess {
     }
 
     fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("signd.log")).unwrap();
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("signd.log")).unwrap();
         let mut cmd = Command::new(bin("signd"));
         cmd.arg("--config").arg(&self.config).stdout(Stdio::null()).stderr(log);
         for (k, v) in &self.env {

@@ -1,6 +1,8 @@
 //! The NSS backend's failure modes over signd's real socket: wrong PIN,
 //! missing database, missing token, unreadable PIN file, keys that already
-//! exist on the token (by nickname and by CKA_ID), import refused.
+//! exist on the token (by nickname and by CKA_ID), import refused, a token
+//! removed and put back under a running signd, SoftHSM2's token directory
+//! moved away and back.
 //!
 //! What an operator gets: a configuration signd cannot use at all (no
 //! database, unreadable PIN file) stops signd at start with a message naming
@@ -8,10 +10,10 @@
 //! every other key, with the NSS keys listed as unavailable and the reason.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use signet_ipc::{block_on, ErrorKind, KeyAlgorithm, KeySpec, SignatureScheme as S};
-use signet_tests::{openssl_verify, run, signetctl, NssToken, SigndProcess, TEST_PIN};
+use signet_ipc::{block_on, AuditQuery, ErrorKind, KeyAlgorithm, KeySpec, SignatureScheme as S};
+use signet_tests::{openssl_verify, run, signetctl, NssToken, RemoteSofthsm, SigndProcess, TEST_PIN};
 
 fn openssl_spec(id: &str, algorithm: KeyAlgorithm) -> KeySpec {
     KeySpec { id: id.into(), algorithm, roles: vec![], backend: "openssl".into() }
@@ -71,17 +73,23 @@ fn wrong_pin_softhsm() {
 fn missing_database_or_pin_file_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("signd.toml");
-    let base = format!("socket = \"{}\"\nstate_dir = \"{}\"\n", dir.path().join("s.sock").display(), dir.path().join("state").display());
+    let base = format!(
+        "socket = \"{}\"\nstate_dir = \"{}\"\n",
+        dir.path().join("s.sock").display(),
+        dir.path().join("state").display()
+    );
     let missing = dir.path().join("no-such-nssdb");
     std::fs::write(&cfg, format!("{base}[nss]\ndatabase = \"sql:{}\"\n", missing.display())).unwrap();
-    let (status, err) = SigndProcess::try_start_raw(&cfg, &[], Duration::from_secs(10)).expect("signd started without its NSS database");
+    let (status, err) = SigndProcess::try_start_raw(&cfg, &[], Duration::from_secs(10))
+        .expect("signd started without its NSS database");
     assert!(!status.success());
     assert!(err.contains(&missing.display().to_string()) && err.contains("certutil -N"), "{err}");
 
     let token = NssToken::softokn(dir.path(), None);
     let pin = dir.path().join("no-such-pin");
     std::fs::write(&cfg, format!("{base}{}pin_file = \"{}\"\n", token.config(), pin.display())).unwrap();
-    let (status, err) = SigndProcess::try_start_raw(&cfg, &[], Duration::from_secs(10)).expect("signd started without its PIN file");
+    let (status, err) =
+        SigndProcess::try_start_raw(&cfg, &[], Duration::from_secs(10)).expect("signd started without its PIN file");
     assert!(!status.success());
     assert!(err.contains(&pin.display().to_string()), "{err}");
 }
@@ -134,10 +142,25 @@ fn configured_token_keys_are_served() {
     let pin = token.pin_file.clone().unwrap();
     let noise = dir.path().join("noise");
     std::fs::write(&noise, [7u8; 64]).unwrap();
-    for (nick, args) in [("root-ec", &["-k", "ec", "-q", "nistp384"][..]), ("ocsp-rsa", &["-k", "rsa", "-g", "2048"][..])] {
+    for (nick, args) in
+        [("root-ec", &["-k", "ec", "-q", "nistp384"][..]), ("ocsp-rsa", &["-k", "rsa", "-g", "2048"][..])]
+    {
         let (st, out, err) = run(token
             .tool("certutil")
-            .args(["-S", "-x", "-t", "C,,", "-d", &token.database, "-h", "signet", "-n", nick, "-s", &format!("CN={nick}")])
+            .args([
+                "-S",
+                "-x",
+                "-t",
+                "C,,",
+                "-d",
+                &token.database,
+                "-h",
+                "signet",
+                "-n",
+                nick,
+                "-s",
+                &format!("CN={nick}"),
+            ])
             .args(args)
             .arg("-f")
             .arg(&pin)
@@ -145,7 +168,8 @@ fn configured_token_keys_are_served() {
             .arg(&noise));
         assert!(st.success(), "{out}{err}");
     }
-    let (st, listing, err) = run(token.tool("certutil").args(["-K", "-d", &token.database, "-h", "signet", "-f"]).arg(&pin));
+    let (st, listing, err) =
+        run(token.tool("certutil").args(["-K", "-d", &token.database, "-h", "signet", "-f"]).arg(&pin));
     assert!(st.success(), "{err}");
     // "< 1> rsa      5ce5...3c   NSS Certificate DB:ocsp-rsa" and the like.
     let cka_id = listing
@@ -165,7 +189,10 @@ fn configured_token_keys_are_served() {
     let client = signd.client();
     let check = |client: &signet_ipc::SigndClient| {
         let root = block_on(client.admin_key("ca-root")).unwrap();
-        assert_eq!((root.algorithm, root.backend.as_str(), root.roles.clone()), (KeyAlgorithm::EcP384, "nss", vec!["issuer".to_owned()]));
+        assert_eq!(
+            (root.algorithm, root.backend.as_str(), root.roles.clone()),
+            (KeyAlgorithm::EcP384, "nss", vec!["issuer".to_owned()])
+        );
         let ocsp = block_on(client.admin_key("ocsp")).unwrap();
         assert_eq!(ocsp.algorithm, KeyAlgorithm::Rsa2048);
         assert!(ocsp.location.ends_with(&cka_id), "{}", ocsp.location);
@@ -190,5 +217,120 @@ fn reuse(dir: &std::path::Path) -> NssToken {
         token: "signet".into(),
         pin_file: Some(dir.join("nss-pin")),
         softhsm_conf: Some(dir.join("softhsm2.conf")),
+        extra_env: Vec::new(),
+    }
+}
+
+/// A token removed from under a running signd and put back: SoftHSM2 served
+/// by `p11-kit server`, whose process (holding every session, login and
+/// session object of the token) is killed and later started again, as a
+/// network HSM drops and returns. While it is away, signing with its keys
+/// fails fast with `KeyUnavailable` and is audited; health and the OpenSSL
+/// key keep working. Once it is back, the same signd signs with the token's
+/// keys again (it re-initialises the module, logs in, finds the keys by
+/// CKA_ID), and OpenSSL verifies the signatures.
+#[test]
+fn token_removed_and_put_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut hsm = RemoteSofthsm::new(dir.path());
+    let token = hsm.token.clone();
+    let signd = SigndProcess::start_nss(move |_| token, "");
+    let client = signd.client();
+    let ec = block_on(client.generate_key(signd.spec("hsm-ec", KeyAlgorithm::EcP256))).unwrap();
+    let rsa = block_on(client.generate_key(signd.spec("hsm-rsa", KeyAlgorithm::Rsa2048))).unwrap();
+    let disk = block_on(client.generate_key(openssl_spec("disk", KeyAlgorithm::EcP256))).unwrap();
+    let keys = [(&ec, S::EcdsaSha256), (&rsa, S::RsaPkcs1Sha256), (&disk, S::EcdsaSha256)];
+    let signs = |info: &signet_ipc::KeyInfo, scheme: S, msg: &[u8]| {
+        let sig = block_on(client.sign("", &info.id, scheme, msg.to_vec()))?;
+        assert!(openssl_verify(&info.spki, scheme, msg, &sig), "{} {scheme}", info.id);
+        Ok::<_, signet_ipc::IpcError>(())
+    };
+    for (info, scheme) in keys {
+        signs(info, scheme, b"before").unwrap();
+    }
+
+    hsm.remove();
+    let mut refused = 0;
+    for round in 0..3 {
+        for (info, scheme) in &keys[..2] {
+            let start = Instant::now();
+            let e = signs(info, *scheme, b"while removed").unwrap_err();
+            assert!(start.elapsed() < Duration::from_secs(5), "a sign took {:?} with the token away", start.elapsed());
+            assert_eq!(e.kind, ErrorKind::KeyUnavailable, "{e}\n{}", signd.log());
+            assert!(e.detail.contains("CKR_DEVICE_ERROR") || e.detail.contains("token \"signet\""), "{e}");
+            refused += 1;
+        }
+        signs(&disk, S::EcdsaSha256, b"while removed").unwrap();
+        assert!(block_on(client.health()).unwrap().ok);
+        if round == 0 {
+            let e = block_on(client.generate_key(signd.spec("while-away", KeyAlgorithm::EcP256))).unwrap_err();
+            assert!(matches!(e.kind, ErrorKind::KeyUnavailable | ErrorKind::Backend), "{e}");
+        }
+        std::thread::sleep(Duration::from_millis(400));
+    }
+
+    hsm.insert();
+    // signd re-initialises a dead module at most once a second.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        match signs(&ec, S::EcdsaSha256, b"after") {
+            Ok(()) => break,
+            Err(e) => {
+                assert_eq!(e.kind, ErrorKind::KeyUnavailable, "{e}");
+                refused += 1;
+                assert!(
+                    Instant::now() < deadline,
+                    "the token came back but signd does not sign with it: {e}\n{}",
+                    signd.log()
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+    signs(&rsa, S::RsaPkcs1Sha256, b"after").unwrap();
+    signs(&rsa, S::RsaPssSha256, b"after").unwrap();
+    signs(&disk, S::EcdsaSha256, b"after").unwrap();
+    // And new keys can be made on it again.
+    let new = block_on(client.generate_key(signd.spec("after", KeyAlgorithm::EcP384))).unwrap();
+    signs(&new, S::EcdsaSha384, b"new").unwrap();
+
+    // Every refusal is in the audit log, with its reason.
+    let audit = block_on(client.audit(AuditQuery { after_seq: 0, limit: 10_000, newest_first: false })).unwrap();
+    let failed: Vec<_> = audit.iter().filter(|r| r.operation == "sign" && !r.ok).collect();
+    assert_eq!(failed.len(), refused, "{failed:#?}");
+    assert!(
+        failed.iter().all(|r| r.key_id.starts_with("hsm-") && r.outcome.starts_with("key-unavailable")),
+        "{failed:#?}"
+    );
+    assert!(audit.iter().any(|r| r.operation == "generate" && r.key_id == "while-away" && !r.ok));
+    assert!(signd.log().contains("re-initialised the token's PKCS #11 module"), "{}", signd.log());
+}
+
+/// SoftHSM2 used directly (its module in signd's process) has no removal:
+/// its slot always reports the token present, and signd signs with session
+/// copies it holds in signd's memory. Moving the token directory away from
+/// under a running signd therefore does not stop signing; what does need
+/// the token's files fails with a typed error (key generation:
+/// CKR_GENERAL_ERROR, `backend`) and works again once the directory is back.
+#[test]
+fn softhsm_token_directory_moved_away_and_back() {
+    let signd = SigndProcess::start_backend(signet_tests::Backend::NssSofthsm, "");
+    let client = signd.client();
+    let ec = block_on(client.generate_key(signd.spec("ec", KeyAlgorithm::EcP256))).unwrap();
+    let tokens = signd.nss.as_ref().unwrap().dir.join("tokens");
+    let away = tokens.with_file_name("tokens.away");
+    std::fs::rename(&tokens, &away).unwrap();
+    std::fs::create_dir(&tokens).unwrap();
+    let sig = block_on(client.sign("", "ec", S::EcdsaSha256, b"away".to_vec())).unwrap();
+    assert!(openssl_verify(&ec.spki, S::EcdsaSha256, b"away", &sig));
+    let e = block_on(client.generate_key(signd.spec("while-away", KeyAlgorithm::EcP256))).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Backend, "{e}");
+    assert!(e.detail.contains("CKR_GENERAL_ERROR"), "{e}");
+    std::fs::remove_dir(&tokens).unwrap();
+    std::fs::rename(&away, &tokens).unwrap();
+    let back = block_on(client.generate_key(signd.spec("back", KeyAlgorithm::EcP256))).unwrap();
+    for (info, msg) in [(&ec, b"back"), (&back, b"back")] {
+        let sig = block_on(client.sign("", &info.id, S::EcdsaSha256, msg.to_vec())).unwrap();
+        assert!(openssl_verify(&info.spki, S::EcdsaSha256, msg, &sig));
     }
 }

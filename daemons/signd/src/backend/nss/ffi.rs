@@ -100,7 +100,8 @@ pub struct CK_RSA_PKCS_PSS_PARAMS {
     pub sLen: CK_ULONG,
 }
 
-pub type PK11PasswordFunc = unsafe extern "C" fn(slot: *mut PK11SlotInfo, retry: PRBool, arg: *mut c_void) -> *mut c_char;
+pub type PK11PasswordFunc =
+    unsafe extern "C" fn(slot: *mut PK11SlotInfo, retry: PRBool, arg: *mut c_void) -> *mut c_char;
 
 // NSS_Initialize flags (nss.h).
 pub const NSS_INIT_NOROOTINIT: u32 = 0x10;
@@ -159,11 +160,20 @@ pub const SEC_ERROR_NO_TOKEN: PRErrorCode = -0x2000 + 65;
 pub const SEC_ERROR_NO_KEY: PRErrorCode = -0x2000 + 26;
 pub const SEC_ERROR_TOKEN_NOT_LOGGED_IN: PRErrorCode = -0x2000 + 155;
 
+// PK11DisableReasons (secmodt.h).
+pub const PK11_DIS_COULD_NOT_INIT_TOKEN: c_int = 2;
+
 #[link(name = "nss3")]
 #[link(name = "nssutil3")]
 #[link(name = "nspr4")]
 extern "C" {
-    pub fn NSS_Initialize(configdir: *const c_char, certPrefix: *const c_char, keyPrefix: *const c_char, secmodName: *const c_char, flags: u32) -> SECStatus;
+    pub fn NSS_Initialize(
+        configdir: *const c_char,
+        certPrefix: *const c_char,
+        keyPrefix: *const c_char,
+        secmodName: *const c_char,
+        flags: u32,
+    ) -> SECStatus;
     pub fn PK11_SetPasswordFunc(func: PK11PasswordFunc);
     pub fn PORT_Strdup(s: *const c_char) -> *mut c_char;
     pub fn PORT_GetError() -> PRErrorCode;
@@ -178,6 +188,12 @@ extern "C" {
     pub fn PK11_NeedLogin(slot: *mut PK11SlotInfo) -> PRBool;
     pub fn PK11_IsLoggedIn(slot: *mut PK11SlotInfo, wincx: *mut c_void) -> PRBool;
     pub fn PK11_CheckUserPassword(slot: *mut PK11SlotInfo, pw: *const c_char) -> SECStatus;
+    pub fn PK11_GetSlotSeries(slot: *mut PK11SlotInfo) -> c_int;
+    pub fn PK11_IsDisabled(slot: *mut PK11SlotInfo) -> PRBool;
+    pub fn PK11_GetDisabledReason(slot: *mut PK11SlotInfo) -> c_int;
+    pub fn PK11_UserEnableSlot(slot: *mut PK11SlotInfo) -> PRBool;
+    pub fn PK11_ReferenceSlot(slot: *mut PK11SlotInfo) -> *mut PK11SlotInfo;
+    pub fn SECMOD_RestartModules(force: PRBool) -> SECStatus;
     pub fn PK11_DoesMechanism(slot: *mut PK11SlotInfo, mech: CK_MECHANISM_TYPE) -> PRBool;
 
     pub fn PK11_GenerateKeyPair(
@@ -192,14 +208,34 @@ extern "C" {
     pub fn PK11_SetPrivateKeyNickname(key: *mut SECKEYPrivateKey, nickname: *const c_char) -> SECStatus;
     pub fn PK11_SetPublicKeyNickname(key: *mut SECKEYPublicKey, nickname: *const c_char) -> SECStatus;
     pub fn PK11_GetLowLevelKeyIDForPrivateKey(key: *mut SECKEYPrivateKey) -> *mut SECItem;
-    pub fn PK11_FindKeyByKeyID(slot: *mut PK11SlotInfo, keyID: *mut SECItem, wincx: *mut c_void) -> *mut SECKEYPrivateKey;
+    pub fn PK11_FindKeyByKeyID(
+        slot: *mut PK11SlotInfo,
+        keyID: *mut SECItem,
+        wincx: *mut c_void,
+    ) -> *mut SECKEYPrivateKey;
     pub fn PK11_FindCertFromNickname(nickname: *const c_char, wincx: *mut c_void) -> *mut CERTCertificate;
-    pub fn PK11_FindPrivateKeyFromCert(slot: *mut PK11SlotInfo, cert: *mut CERTCertificate, wincx: *mut c_void) -> *mut SECKEYPrivateKey;
+    pub fn PK11_FindPrivateKeyFromCert(
+        slot: *mut PK11SlotInfo,
+        cert: *mut CERTCertificate,
+        wincx: *mut c_void,
+    ) -> *mut SECKEYPrivateKey;
     pub fn CERT_DestroyCertificate(cert: *mut CERTCertificate);
-    pub fn PK11_CopyTokenPrivKeyToSessionPrivKey(slot: *mut PK11SlotInfo, key: *mut SECKEYPrivateKey) -> *mut SECKEYPrivateKey;
-    pub fn PK11_ListPrivKeysInSlot(slot: *mut PK11SlotInfo, nickname: *mut c_char, wincx: *mut c_void) -> *mut SECKEYPrivateKeyList;
+    pub fn PK11_CopyTokenPrivKeyToSessionPrivKey(
+        slot: *mut PK11SlotInfo,
+        key: *mut SECKEYPrivateKey,
+    ) -> *mut SECKEYPrivateKey;
+    pub fn PK11_ListPrivKeysInSlot(
+        slot: *mut PK11SlotInfo,
+        nickname: *mut c_char,
+        wincx: *mut c_void,
+    ) -> *mut SECKEYPrivateKeyList;
     pub fn SECKEY_DestroyPrivateKeyList(list: *mut SECKEYPrivateKeyList);
-    pub fn PK11_ReadRawAttribute(kind: c_int, object: *mut c_void, attr: CK_ATTRIBUTE_TYPE, item: *mut SECItem) -> SECStatus;
+    pub fn PK11_ReadRawAttribute(
+        kind: c_int,
+        object: *mut c_void,
+        attr: CK_ATTRIBUTE_TYPE,
+        item: *mut SECItem,
+    ) -> SECStatus;
     pub fn PK11_DeleteTokenPrivateKey(key: *mut SECKEYPrivateKey, force: PRBool) -> SECStatus;
     pub fn PK11_DeleteTokenPublicKey(key: *mut SECKEYPublicKey) -> SECStatus;
     pub fn SECKEY_ConvertToPublicKey(key: *mut SECKEYPrivateKey) -> *mut SECKEYPublicKey;
@@ -218,6 +254,11 @@ extern "C" {
     pub fn HASH_HashBuf(kind: c_int, dest: *mut u8, src: *const u8, len: u32) -> SECStatus;
     pub fn SGN_CreateDigestInfo(algorithm: c_int, digest: *const u8, len: c_uint) -> *mut SGNDigestInfo;
     pub fn NSS_Get_sgn_DigestInfoTemplate(arg: *mut c_void, enc: PRBool) -> *const c_void;
-    pub fn SEC_ASN1EncodeItem(pool: *mut c_void, dest: *mut SECItem, src: *const c_void, template: *const c_void) -> *mut SECItem;
+    pub fn SEC_ASN1EncodeItem(
+        pool: *mut c_void,
+        dest: *mut SECItem,
+        src: *const c_void,
+        template: *const c_void,
+    ) -> *mut SECItem;
     pub fn SGN_DestroyDigestInfo(info: *mut SGNDigestInfo);
 }

@@ -9,8 +9,10 @@
 //! and cached (as an in-token session copy, see `Slot::signing_copy`): a
 //! signature never re-imports or re-finds a key. When a sign
 //! fails (token removed, session lost) the cached handle is dropped and the
-//! key is looked up again once; if that fails the caller gets
-//! `KeyUnavailable` and the next call tries again.
+//! key is looked up again once; if that fails, PKCS #11 modules that stopped
+//! answering are re-initialised (at most once a second, see
+//! [`restart_dead_modules`]) and the key is looked up once more; if that
+//! fails too the caller gets `KeyUnavailable` and the next call tries again.
 //!
 //! Everything `unsafe` in signd's NSS support is in this module and `ffi`.
 
@@ -21,7 +23,9 @@ use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_void};
 use std::path::{Path, PathBuf};
 use std::ptr::{self, NonNull};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
 
 use openssl::nid::Nid;
 use openssl::pkey::{Id, PKey, Public};
@@ -70,12 +74,29 @@ struct Inner {
     /// Set once a login was refused: signd does not retry a wrong PIN, which
     /// could lock the token.
     bad_pin: Mutex<Option<String>>,
+    /// The configured token's slot, once found: after a failed module
+    /// restart NSS disables the slot, and a disabled slot is no longer found
+    /// by name, so this reference is how signd enables it again.
+    known_slot: Mutex<Option<Slot>>,
 }
 
 /// The database NSS was initialised with in this process.
 static NSS_DATABASE: Mutex<Option<String>> = Mutex::new(None);
 /// The PIN NSS's password callback hands out.
 static PIN: Mutex<Option<CString>> = Mutex::new(None);
+/// How many times PKCS #11 modules were re-initialised in this process. A
+/// key handle made before a restart names an object of the module's previous
+/// life: the number may now name another object, so such a handle is never
+/// used (nor destroyed) again.
+static RESTARTS: AtomicU64 = AtomicU64::new(0);
+/// Signatures hold this for reading; a module restart (C_Finalize and
+/// C_Initialize under every handle) holds it for writing.
+static MODULES: RwLock<()> = RwLock::new(());
+/// When modules were last re-initialised (or tried to be).
+static LAST_RESTART: Mutex<Option<Instant>> = Mutex::new(None);
+/// At most one restart attempt per this interval: a token that stays away
+/// costs each sign one failed lookup, not one module initialisation.
+const RESTART_INTERVAL: Duration = Duration::from_secs(1);
 
 impl NssBackend {
     /// Initialises NSS on `settings.database` (once per process) and reads
@@ -101,7 +122,13 @@ impl NssBackend {
             "" | "internal" => "internal".to_owned(),
             t => t.to_owned(),
         };
-        let inner = Arc::new(Inner { database, token, pin_file: settings.pin_file.clone(), bad_pin: Mutex::new(None) });
+        let inner = Arc::new(Inner {
+            database,
+            token,
+            pin_file: settings.pin_file.clone(),
+            bad_pin: Mutex::new(None),
+            known_slot: Mutex::new(None),
+        });
         if let Err(e) = inner.slot(&inner.token) {
             tracing::error!(token = %inner.token, problem = %e.detail, "NSS token not usable; its keys are unavailable");
         }
@@ -118,7 +145,9 @@ impl NssBackend {
     pub fn locate(&self, nickname: Option<&str>, cka_id_hex: Option<&str>) -> Result<String, IpcError> {
         let token = self.inner.token.clone();
         let id = match (nickname, cka_id_hex) {
-            (None, Some(hex)) => hex::decode(hex).map_err(|e| IpcError::invalid(format!("cka_id {hex:?} is not hex: {e}")))?,
+            (None, Some(hex)) => {
+                hex::decode(hex).map_err(|e| IpcError::invalid(format!("cka_id {hex:?} is not hex: {e}")))?
+            }
             (Some(nick), None) => {
                 let slot = self.inner.slot(&token)?;
                 slot.key_id_by_nickname(&token, nick)?
@@ -136,11 +165,19 @@ impl NssBackend {
     /// As [`load_key`](Self::load_key); `session_copy: false` signs with the
     /// token object itself rather than an in-token session copy (benchmarks).
     #[doc(hidden)]
-    pub fn load_key_with(&self, location: &str, preference: Preference, session_copy: bool) -> Result<NssKey, IpcError> {
+    pub fn load_key_with(
+        &self,
+        location: &str,
+        preference: Preference,
+        session_copy: bool,
+    ) -> Result<NssKey, IpcError> {
         let (token, id) = parse_location(location)?;
         let slot = self.inner.slot(&token)?;
         let key = slot.find_key(&id).ok_or_else(|| {
-            IpcError::new(ErrorKind::KeyUnavailable, format!("no private key with CKA_ID {} on token \"{token}\"", hex::encode(&id)))
+            IpcError::new(
+                ErrorKind::KeyUnavailable,
+                format!("no private key with CKA_ID {} on token \"{token}\"", hex::encode(&id)),
+            )
         })?;
         let (algorithm, spki) = key.public()?;
         let plans = Plans::new(&slot, algorithm, &spki, preference)?;
@@ -157,8 +194,12 @@ impl Backend for NssBackend {
     fn generate(&self, id: &str, algorithm: KeyAlgorithm) -> Result<NewKey, IpcError> {
         let token = self.inner.token.clone();
         let slot = self.inner.slot(&token)?;
+        let _modules = modules_read();
         let unsupported = || {
-            IpcError::new(ErrorKind::Unsupported, format!("{algorithm} keys are unsupported by this token (NSS token \"{token}\")"))
+            IpcError::new(
+                ErrorKind::Unsupported,
+                format!("{algorithm} keys are unsupported by this token (NSS token \"{token}\")"),
+            )
         };
         let nickname = CString::new(id).map_err(|_| IpcError::invalid("key id contains NUL"))?;
         let (private, public) = match algorithm {
@@ -256,8 +297,34 @@ impl Backend for NssBackend {
 }
 
 impl Inner {
-    /// The token named `token`, present and logged in.
+    /// The token named `token`, present and logged in. If it cannot be used,
+    /// modules that stopped answering are re-initialised (see
+    /// [`restart_dead_modules`]) and the token is looked for once more.
     fn slot(&self, token: &str) -> Result<Slot, IpcError> {
+        match self.find_slot(token) {
+            Err(e) if self.may_recover() && restart_dead_modules(self.known_slot()) => {
+                self.find_slot(token).map_err(|again| {
+                    IpcError::new(
+                        again.kind,
+                        format!("{}; after re-initialising the module: {}", e.detail, again.detail),
+                    )
+                })
+            }
+            other => other,
+        }
+    }
+
+    /// Whether a failure might go away by re-initialising modules: not once
+    /// the PIN was refused (that needs a new PIN file and a restart).
+    fn may_recover(&self) -> bool {
+        self.bad_pin.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+    }
+
+    fn known_slot(&self) -> Option<Slot> {
+        self.known_slot.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(Slot::reference)
+    }
+
+    fn find_slot(&self, token: &str) -> Result<Slot, IpcError> {
         let unavailable = |detail: String| IpcError::new(ErrorKind::KeyUnavailable, detail);
         let slot = if token == "internal" {
             // SAFETY: returns a new reference to the internal key slot (or
@@ -268,15 +335,23 @@ impl Inner {
             // SAFETY: `name` is NUL-terminated; the result is a new reference or NULL.
             NonNull::new(unsafe { PK11_FindSlotByName(name.as_ptr()) })
         };
-        let slot = Slot(slot.ok_or_else(|| unavailable(format!("token \"{token}\" not found in NSS database {}", self.database)))?);
+        let slot =
+            Slot(slot.ok_or_else(|| {
+                unavailable(format!("token \"{token}\" not found in NSS database {}", self.database))
+            })?);
         // SAFETY: slot is a live slot reference.
         if unsafe { PK11_IsPresent(slot.0.as_ptr()) } == PR_FALSE {
             return Err(unavailable(format!("token \"{token}\" is not present")));
         }
         // SAFETY: as above; NULL wincx is allowed.
-        let need_login = unsafe { PK11_NeedLogin(slot.0.as_ptr()) != PR_FALSE && PK11_IsLoggedIn(slot.0.as_ptr(), ptr::null_mut()) == PR_FALSE };
+        let need_login = unsafe {
+            PK11_NeedLogin(slot.0.as_ptr()) != PR_FALSE && PK11_IsLoggedIn(slot.0.as_ptr(), ptr::null_mut()) == PR_FALSE
+        };
         if need_login {
             self.login(&slot, token)?;
+        }
+        if token == self.token {
+            self.known_slot.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| slot.reference());
         }
         Ok(slot)
     }
@@ -313,8 +388,9 @@ impl Inner {
 }
 
 /// A private key handle (`SECKEYPrivateKey*`), destroyed on drop (which
-/// frees the handle, not the token object).
-struct PrivateKey(NonNull<SECKEYPrivateKey>);
+/// frees the handle, not the token object), and the value of [`RESTARTS`]
+/// when it was made.
+struct PrivateKey(NonNull<SECKEYPrivateKey>, u64);
 
 // SAFETY: a SECKEYPrivateKey is an immutable record (slot reference, object
 // handle, key type) once created; NSS signs with it from any thread, taking
@@ -328,6 +404,15 @@ unsafe impl Send for PrivateKey {}
 unsafe impl Sync for PrivateKey {}
 
 impl PrivateKey {
+    fn new(key: NonNull<SECKEYPrivateKey>) -> Self {
+        Self(key, RESTARTS.load(Ordering::Acquire))
+    }
+
+    /// Whether modules were re-initialised since this handle was made.
+    fn is_stale(&self) -> bool {
+        self.1 != RESTARTS.load(Ordering::Acquire)
+    }
+
     fn cka_id(&self) -> Result<Vec<u8>, IpcError> {
         // SAFETY: live key; the result is NULL or an item we free below.
         let item = unsafe { PK11_GetLowLevelKeyIDForPrivateKey(self.0.as_ptr()) };
@@ -356,6 +441,13 @@ impl PrivateKey {
 
 impl Drop for PrivateKey {
     fn drop(&mut self) {
+        if self.is_stale() {
+            // Destroying a session copy calls C_DestroyObject with its
+            // number, which after a module restart may name another key's
+            // new copy: leak the small handle instead (once per key per
+            // restart).
+            return;
+        }
         // SAFETY: we own this handle and destroy it exactly once.
         unsafe { SECKEY_DestroyPrivateKey(self.0.as_ptr()) }
     }
@@ -365,8 +457,9 @@ impl PrivateKey {
     /// The key's algorithm and SubjectPublicKeyInfo, derived from the token.
     fn public(&self) -> Result<(KeyAlgorithm, Vec<u8>), IpcError> {
         // SAFETY: live key; the result is NULL or a new public key we own.
-        let public = NonNull::new(unsafe { SECKEY_ConvertToPublicKey(self.0.as_ptr()) })
-            .ok_or_else(|| IpcError::new(ErrorKind::KeyUnavailable, last_error("reading the public half of the key")))?;
+        let public = NonNull::new(unsafe { SECKEY_ConvertToPublicKey(self.0.as_ptr()) }).ok_or_else(|| {
+            IpcError::new(ErrorKind::KeyUnavailable, last_error("reading the public half of the key"))
+        })?;
         normalise_spki(&PublicKey(public).spki()?)
     }
 }
@@ -410,6 +503,13 @@ impl Drop for PublicKey {
 /// A slot reference, freed on drop.
 struct Slot(NonNull<PK11SlotInfo>);
 
+// SAFETY: a PK11SlotInfo is reference-counted with atomic operations and NSS
+// uses slots from any thread (its own locks guard the mutable parts); signd
+// only passes the pointer to NSS and frees its reference once, in Drop.
+unsafe impl Send for Slot {}
+// SAFETY: see Send.
+unsafe impl Sync for Slot {}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         // SAFETY: we own this reference and free it exactly once.
@@ -418,6 +518,14 @@ impl Drop for Slot {
 }
 
 impl Slot {
+    /// Another reference to the same slot.
+    fn reference(&self) -> Slot {
+        // SAFETY: live slot; PK11_ReferenceSlot bumps its reference count
+        // (and returns the same pointer); the new Slot's Drop frees it.
+        unsafe { PK11_ReferenceSlot(self.0.as_ptr()) };
+        Slot(self.0)
+    }
+
     fn does(&self, mechanism: CK_MECHANISM_TYPE) -> bool {
         // SAFETY: live slot.
         unsafe { PK11_DoesMechanism(self.0.as_ptr(), mechanism) != PR_FALSE }
@@ -429,9 +537,11 @@ impl Slot {
         // SAFETY: live slot; `params` points at the parameter structure the
         // mechanism expects (SECKEYECParams / PK11RSAGenParams), alive for the
         // call; `public` receives a new public key or stays NULL.
-        let private = unsafe { PK11_GenerateKeyPair(self.0.as_ptr(), mechanism, params, &mut public, PR_TRUE, PR_TRUE, ptr::null_mut()) };
+        let private = unsafe {
+            PK11_GenerateKeyPair(self.0.as_ptr(), mechanism, params, &mut public, PR_TRUE, PR_TRUE, ptr::null_mut())
+        };
         let error = last_error("generating the key pair");
-        match (NonNull::new(private).map(PrivateKey), NonNull::new(public).map(PublicKey)) {
+        match (NonNull::new(private).map(PrivateKey::new), NonNull::new(public).map(PublicKey)) {
             (Some(private), Some(public)) => Ok((private, public)),
             (private, public) => {
                 if let Some(public) = public {
@@ -455,7 +565,7 @@ impl Slot {
         // SAFETY: live slot and key; the result is NULL or a new handle to a
         // session object NSS destroys with the handle.
         match NonNull::new(unsafe { PK11_CopyTokenPrivKeyToSessionPrivKey(self.0.as_ptr(), key.0.as_ptr()) }) {
-            Some(copy) => PrivateKey(copy),
+            Some(copy) => PrivateKey::new(copy),
             None => {
                 tracing::debug!(error = %last_error("copying the key to a session object"), "signing with the token object");
                 key
@@ -466,7 +576,7 @@ impl Slot {
     fn find_key(&self, cka_id: &[u8]) -> Option<PrivateKey> {
         let mut id = SECItem::borrowed(cka_id);
         // SAFETY: live slot; NSS only reads `id`; the result is NULL or a new handle.
-        NonNull::new(unsafe { PK11_FindKeyByKeyID(self.0.as_ptr(), &mut id, ptr::null_mut()) }).map(PrivateKey)
+        NonNull::new(unsafe { PK11_FindKeyByKeyID(self.0.as_ptr(), &mut id, ptr::null_mut()) }).map(PrivateKey::new)
     }
 
     /// The CKA_ID of the one private key labelled `nickname`, or else of the
@@ -477,7 +587,11 @@ impl Slot {
             Err(e) if e.kind == ErrorKind::KeyUnavailable => {}
             other => return other,
         }
-        let full = if token == "internal" || nickname.contains(':') { nickname.to_owned() } else { format!("{token}:{nickname}") };
+        let full = if token == "internal" || nickname.contains(':') {
+            nickname.to_owned()
+        } else {
+            format!("{token}:{nickname}")
+        };
         let full = CString::new(full).map_err(|_| IpcError::invalid("nickname contains NUL"))?;
         // SAFETY: NUL-terminated name; the result is NULL or a certificate we destroy below.
         let cert = unsafe { PK11_FindCertFromNickname(full.as_ptr(), ptr::null_mut()) };
@@ -491,10 +605,15 @@ impl Slot {
         let key = unsafe {
             let key = PK11_FindPrivateKeyFromCert(self.0.as_ptr(), cert, ptr::null_mut());
             CERT_DestroyCertificate(cert);
-            NonNull::new(key).map(PrivateKey)
+            NonNull::new(key).map(PrivateKey::new)
         };
-        key.ok_or_else(|| IpcError::new(ErrorKind::KeyUnavailable, format!("certificate {nickname:?} has no private key on token \"{token}\"")))?
-            .cka_id()
+        key.ok_or_else(|| {
+            IpcError::new(
+                ErrorKind::KeyUnavailable,
+                format!("certificate {nickname:?} has no private key on token \"{token}\""),
+            )
+        })?
+        .cka_id()
     }
 
     /// The CKA_ID of the one private key whose CKA_LABEL is `nickname`.
@@ -524,11 +643,19 @@ impl Slot {
         }
         match ids.len() {
             1 => Ok(ids.remove(0)),
-            0 => Err(IpcError::new(ErrorKind::KeyUnavailable, format!("no private key named {nickname:?} on the token"))),
-            n => Err(IpcError::invalid(format!("{n} private keys are named {nickname:?}; name the key by cka_id instead"))),
+            0 => {
+                Err(IpcError::new(ErrorKind::KeyUnavailable, format!("no private key named {nickname:?} on the token")))
+            }
+            n => Err(IpcError::invalid(format!(
+                "{n} private keys are named {nickname:?}; name the key by cka_id instead"
+            ))),
         }
     }
 }
+
+/// One signing attempt: the signature, or NSS's error and the handle that
+/// failed (to be dropped from the cache).
+type Attempt = Result<Vec<u8>, (String, Arc<PrivateKey>)>;
 
 /// A key on an NSS token, with its handle cached.
 pub struct NssKey {
@@ -543,7 +670,15 @@ pub struct NssKey {
 }
 
 impl NssKey {
-    fn new(inner: Arc<Inner>, token: String, cka_id: Vec<u8>, key: PrivateKey, algorithm: KeyAlgorithm, spki: Vec<u8>, plans: Plans) -> Self {
+    fn new(
+        inner: Arc<Inner>,
+        token: String,
+        cka_id: Vec<u8>,
+        key: PrivateKey,
+        algorithm: KeyAlgorithm,
+        spki: Vec<u8>,
+        plans: Plans,
+    ) -> Self {
         Self { inner, token, cka_id, algorithm, spki, plans, handle: RwLock::new(Some(Arc::new(key))) }
     }
 
@@ -579,7 +714,7 @@ impl NssKey {
     }
 
     fn handle(&self) -> Result<Arc<PrivateKey>, IpcError> {
-        if let Some(h) = self.handle.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        if let Some(h) = self.handle.read().unwrap_or_else(|p| p.into_inner()).as_ref().filter(|h| !h.is_stale()) {
             return Ok(h.clone());
         }
         self.refind()
@@ -588,10 +723,22 @@ impl NssKey {
     /// Looks the key up again on its token and checks it is the same key.
     fn refind(&self) -> Result<Arc<PrivateKey>, IpcError> {
         let mut cached = self.handle.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(h) = cached.as_ref() {
+        if let Some(h) = cached.as_ref().filter(|h| !h.is_stale()) {
             return Ok(h.clone());
         }
+        // (Inner::slot re-initialises a module that stopped answering.)
+        let key = self.lookup()?;
+        tracing::info!(location = %self.location(), "NSS key found again");
+        let key = Arc::new(key);
+        *cached = Some(key.clone());
+        Ok(key)
+    }
+
+    /// Finds the key on its token (logging in again if the token forgot the
+    /// login), checks its public key, and makes the signing copy.
+    fn lookup(&self) -> Result<PrivateKey, IpcError> {
         let slot = self.inner.slot(&self.token)?;
+        let _modules = modules_read();
         let mut found = slot.find_key(&self.cka_id);
         // SAFETY: live slot.
         if found.is_none() && unsafe { PK11_NeedLogin(slot.0.as_ptr()) } != PR_FALSE {
@@ -605,12 +752,29 @@ impl NssKey {
         })?;
         let (_, spki) = key.public()?;
         if spki != self.spki {
-            return Err(IpcError::new(ErrorKind::KeyUnavailable, format!("the key found at {} is not the recorded key", self.location())));
+            return Err(IpcError::new(
+                ErrorKind::KeyUnavailable,
+                format!("the key found at {} is not the recorded key", self.location()),
+            ));
         }
-        tracing::info!(location = %self.location(), "NSS key found again");
-        let key = Arc::new(slot.signing_copy(key));
-        *cached = Some(key.clone());
-        Ok(key)
+        Ok(slot.signing_copy(key))
+    }
+
+    /// Signs with the cached handle under the module lock, unless a module
+    /// restart made the handle stale meanwhile (then it is looked up again).
+    fn sign_once(&self, plan: &plan::Plan, message: &[u8]) -> Result<Attempt, IpcError> {
+        for _ in 0..3 {
+            let key = self.handle()?;
+            let _modules = modules_read();
+            if key.is_stale() {
+                continue;
+            }
+            return Ok(plan.sign(&key, message).map_err(|e| (e, key.clone())));
+        }
+        Err(IpcError::new(
+            ErrorKind::KeyUnavailable,
+            format!("key {}: the token's module keeps restarting", self.location()),
+        ))
     }
 
     fn invalidate(&self, stale: &Arc<PrivateKey>) {
@@ -632,19 +796,88 @@ impl SigningKey for NssKey {
 
     fn sign(&self, scheme: SignatureScheme, message: &[u8]) -> Result<Vec<u8>, IpcError> {
         let plan = self.plans.get(scheme)?;
-        let key = self.handle()?;
-        match plan.sign(&key, message) {
+        match self.sign_once(plan, message)? {
             Ok(sig) => Ok(sig),
-            Err(first) => {
+            Err((first, key)) => {
                 // The token may have gone away or lost its session: drop the
                 // handle and look the key up once more before giving up.
                 tracing::warn!(location = %self.location(), error = %first, "NSS sign failed; looking the key up again");
                 self.invalidate(&key);
-                let key = self.refind().map_err(|e| IpcError::new(e.kind, format!("{first}; then {}", e.detail)))?;
-                plan.sign(&key, message).map_err(backend_err)
+                drop(key);
+                match self
+                    .sign_once(plan, message)
+                    .map_err(|e| IpcError::new(e.kind, format!("{first}; then {}", e.detail)))?
+                {
+                    Ok(sig) => Ok(sig),
+                    Err((e, _)) => Err(backend_err(e)),
+                }
             }
         }
     }
+}
+
+fn modules_read() -> RwLockReadGuard<'static, ()> {
+    MODULES.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Re-initialises (C_Finalize, C_Initialize, new sessions) the PKCS #11
+/// modules that stopped answering C_GetSlotList, as NSS does after a fork
+/// (`SECMOD_RestartModules(PR_FALSE)`; softokn and modules that still answer
+/// are left alone). This is how a token behind a module that lost its device
+/// or its server (a network HSM; SoftHSM2 behind p11-kit in the tests) comes
+/// back without restarting signd: such a module answers every call with
+/// CKR_DEVICE_ERROR until it is initialised again. A failed restart leaves
+/// NSS's slots disabled; `known` (signd's token) is enabled again so that the
+/// next attempt can find it. At most one attempt per [`RESTART_INTERVAL`];
+/// returns whether this call tried.
+fn restart_dead_modules(known: Option<Slot>) -> bool {
+    {
+        let mut last = LAST_RESTART.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|t| t.elapsed() < RESTART_INTERVAL) {
+            return false;
+        }
+        *last = Some(Instant::now());
+    }
+    let _exclusive = MODULES.write().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: live slot reference (if any).
+    let series = || known.as_ref().map(|slot| unsafe { PK11_GetSlotSeries(slot.0.as_ptr()) });
+    let before = series();
+    // SAFETY: NSS is initialised (this runs after a failed lookup); no
+    // signature is in progress (MODULES is held for writing), and handles
+    // made before a restart are not used afterwards (RESTARTS, below).
+    let mut status = unsafe { SECMOD_RestartModules(PR_FALSE) };
+    if status == SEC_SUCCESS && known.is_some() && series() == before {
+        // Nothing answered C_GetSlotList with an error, yet signd's token
+        // cannot be used. p11-kit's client module, once its server is gone
+        // and one re-initialisation failed, answers C_GetSlotList with
+        // CKR_OK and everything else with an error: only a forced restart
+        // (every module, softokn included; NSS supports it, for after a
+        // fork) reconnects it.
+        // SAFETY: as above.
+        status = unsafe { SECMOD_RestartModules(PR_TRUE) };
+    }
+    let error = (status != SEC_SUCCESS).then(|| last_error("re-initialising PKCS #11 modules"));
+    // NSS bumps the series of each slot it initialised again: if signd's
+    // token was among them, every key handle made before is stale.
+    if series() != before {
+        RESTARTS.fetch_add(1, Ordering::AcqRel);
+        tracing::warn!("re-initialised the token's PKCS #11 module, which had stopped answering");
+    }
+    if let Some(slot) = &known {
+        // SAFETY: live slot reference.
+        unsafe {
+            if PK11_IsDisabled(slot.0.as_ptr()) != PR_FALSE
+                && PK11_GetDisabledReason(slot.0.as_ptr()) == PK11_DIS_COULD_NOT_INIT_TOKEN
+            {
+                PK11_UserEnableSlot(slot.0.as_ptr());
+            }
+        }
+    }
+    tracing::debug!(?before, after = ?series(), ?error, "SECMOD_RestartModules");
+    if let Some(e) = error {
+        tracing::warn!(error = %e, "a PKCS #11 module that stopped answering could not be re-initialised yet");
+    }
+    true
 }
 
 /// A key's recorded location: `token "LABEL", CKA_ID HEX`.
@@ -669,7 +902,8 @@ fn normalise_database(database: &str) -> String {
 }
 
 fn read_pin(path: &Path) -> Result<CString, IpcError> {
-    let text = std::fs::read_to_string(path).map_err(|e| backend_err(format!("cannot read NSS PIN file {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| backend_err(format!("cannot read NSS PIN file {}: {e}", path.display())))?;
     let pin = text.lines().next().unwrap_or("");
     CString::new(pin).map_err(|_| backend_err(format!("NSS PIN file {} contains a NUL byte", path.display())))
 }
@@ -679,14 +913,20 @@ fn init_nss(database: &str) -> Result<(), IpcError> {
     let mut initialised = NSS_DATABASE.lock().unwrap_or_else(|p| p.into_inner());
     match initialised.as_deref() {
         Some(db) if db == database => return Ok(()),
-        Some(db) => return Err(backend_err(format!("NSS is already initialised on {db} in this process; cannot also open {database}"))),
+        Some(db) => {
+            return Err(backend_err(format!(
+                "NSS is already initialised on {db} in this process; cannot also open {database}"
+            )))
+        }
         None => {}
     }
     let db = CString::new(database).map_err(|_| IpcError::invalid("NSS database name contains NUL"))?;
     let empty = c"";
     // SAFETY: all strings are NUL-terminated and outlive the call; this runs
     // once per process, under the NSS_DATABASE lock.
-    let status = unsafe { NSS_Initialize(db.as_ptr(), empty.as_ptr(), empty.as_ptr(), c"secmod.db".as_ptr(), NSS_INIT_NOROOTINIT) };
+    let status = unsafe {
+        NSS_Initialize(db.as_ptr(), empty.as_ptr(), empty.as_ptr(), c"secmod.db".as_ptr(), NSS_INIT_NOROOTINIT)
+    };
     if status != SEC_SUCCESS {
         return Err(backend_err(last_error(&format!("opening NSS database {database}"))));
     }
@@ -762,16 +1002,28 @@ fn normalise_spki(der: &[u8]) -> Result<(KeyAlgorithm, Vec<u8>), IpcError> {
             Some(Nid::X9_62_PRIME256V1) => KeyAlgorithm::EcP256,
             Some(Nid::SECP384R1) => KeyAlgorithm::EcP384,
             Some(Nid::SECP521R1) => KeyAlgorithm::EcP521,
-            other => return Err(IpcError::new(ErrorKind::Unsupported, format!("EC curve {other:?} is not supported by signd"))),
+            other => {
+                return Err(IpcError::new(
+                    ErrorKind::Unsupported,
+                    format!("EC curve {other:?} is not supported by signd"),
+                ))
+            }
         },
         Id::RSA => match key.bits() {
             2048 => KeyAlgorithm::Rsa2048,
             3072 => KeyAlgorithm::Rsa3072,
             4096 => KeyAlgorithm::Rsa4096,
-            b => return Err(IpcError::new(ErrorKind::Unsupported, format!("RSA with a {b}-bit modulus is not supported by signd"))),
+            b => {
+                return Err(IpcError::new(
+                    ErrorKind::Unsupported,
+                    format!("RSA with a {b}-bit modulus is not supported by signd"),
+                ))
+            }
         },
         Id::ED25519 => KeyAlgorithm::Ed25519,
-        other => return Err(IpcError::new(ErrorKind::Unsupported, format!("key type {other:?} is not supported by signd"))),
+        other => {
+            return Err(IpcError::new(ErrorKind::Unsupported, format!("key type {other:?} is not supported by signd")))
+        }
     };
     Ok((algorithm, key.public_key_to_der().map_err(|e| bad(e.to_string()))?))
 }
