@@ -399,6 +399,49 @@ fn with_signd_down_cached_answers_continue_and_fresh_ones_say_try_later() {
 }
 
 #[test]
+fn a_client_over_its_fresh_signature_rate_hears_try_later() {
+    let mut pki = Pki::start();
+    // One fresh signature a second per client, two at once.
+    pki.kill9_ocspd();
+    let config = std::fs::read_to_string(&pki.ocspd_config).unwrap();
+    let limited = config.replacen("[issuers.demo]", "fresh_per_client = { per_second = 1, burst = 2 }\n[issuers.demo]", 1);
+    std::fs::write(&pki.ocspd_config, limited).unwrap();
+    pki.start_ocspd();
+    let (leaf, _) = pki.issue("limited.test");
+    const TRY_LATER: &[u8] = &[0x30, 0x03, 0x0a, 0x01, 0x03];
+    let req = nonce_request(&pki, &leaf);
+    let post = || {
+        let (code, _, body) = pki.curl(&[
+            "-H",
+            "Content-Type: application/ocsp-request",
+            "--data-binary",
+            &format!("@{}", req.display()),
+            &pki.url("/ocsp"),
+        ]);
+        assert_eq!(code, 200);
+        body
+    };
+    // The burst is signed (a successful OCSPResponse is longer than an error
+    // status); then tryLater, since these requests come far faster than the
+    // one token a second that refills the bucket.
+    for i in 0..2 {
+        let body = post();
+        assert!(body.len() > TRY_LATER.len(), "request {i} of the burst: {body:?}");
+    }
+    let limited = (0..20).map(|_| post()).any(|b| b == TRY_LATER);
+    assert!(limited, "no tryLater after the burst: {}", pki.log());
+    // Pre-signed answers are not limited, and say good.
+    for _ in 0..5 {
+        assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce"]), &leaf, "good");
+    }
+    // The bucket refills: after a second, a fresh signature again.
+    std::thread::sleep(Duration::from_millis(1100));
+    let text = pki.openssl_ocsp(&leaf, &[]);
+    assert!(!text.contains("WARNING") && !text.contains("tryLater"), "{text}");
+    assert_status(&text, &leaf, "good");
+}
+
+#[test]
 fn sighup_reloads_the_registrars() {
     let pki = Pki::start();
     let as_nobody = || {

@@ -8,6 +8,7 @@
 //! listen = "127.0.0.1:8080"             # HTTP, unless socket-activated as `ocspd-http`
 //! public_url = "http://ocsp.example"    # default: http://<listen>
 //! max_fresh_signatures = 256            # concurrent signatures for nonces/unknown serials
+//! fresh_per_client = { per_second = 20, burst = 100 }  # optional: fresh signatures one client may cause
 //!
 //! [issuers.demo]                        # the name of the issuer in signd's config
 //! registrars = { users = ["acmed", 0] } # who may record issuance and revocation
@@ -49,6 +50,12 @@ pub struct Config {
     /// once; requests beyond it get `tryLater` (default 256).
     #[serde(default = "default_max_fresh")]
     pub max_fresh_signatures: usize,
+    /// Fresh signatures (nonces, unknown serials) one client may cause: a
+    /// token bucket per client address (IPv6 per /64); past it the client
+    /// hears `tryLater` while pre-signed answers keep flowing to it. Default:
+    /// no per-client limit, only `max_fresh_signatures`.
+    #[serde(default)]
+    pub fresh_per_client: Option<ClientRate>,
     /// HTTP worker threads (default: the number of CPUs).
     #[serde(default)]
     pub http_threads: Option<usize>,
@@ -61,6 +68,17 @@ impl Config {
     pub fn public_url(&self) -> String {
         self.public_url.clone().unwrap_or_else(|| format!("http://{}", self.listen)).trim_end_matches('/').to_owned()
     }
+}
+
+/// A token bucket: `burst` at once, refilled at `per_second`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientRate {
+    /// Tokens added per second.
+    pub per_second: std::num::NonZeroU32,
+    /// The bucket's size (default: one second's worth).
+    #[serde(default)]
+    pub burst: Option<std::num::NonZeroU32>,
 }
 
 fn default_max_fresh() -> usize {

@@ -5,6 +5,7 @@
 //! `CrlSigner`); ocspd builds the DER with `signet-ca` and stores what signd
 //! returns. LMDB writes run on tokio's blocking pool.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -21,7 +22,8 @@ use signet_runtime::principals::ResolvedPrincipals;
 use signet_store::StoreError;
 use tokio::sync::Notify;
 
-use crate::config::IssuerSettings;
+use crate::config::{ClientRate, IssuerSettings};
+use crate::limit::ClientLimiter;
 use crate::db::{response_key, unknown_status, CertRecord, CrlKind, Db, Released, Revoked, StoredCrl, StoredResponse};
 
 /// One CA ocspd serves, as loaded from signd at start.
@@ -117,6 +119,8 @@ pub struct Core {
     started: Instant,
     /// Signatures on the request path in progress, at most `max_fresh_signatures`.
     fresh_signatures: tokio::sync::Semaphore,
+    /// What one client may cause of them, if limited.
+    client_limit: Option<ClientLimiter>,
 }
 
 /// Unix seconds now, whole.
@@ -193,7 +197,21 @@ impl Core {
     /// are made on the request path at once.
     pub fn new(db: Db, signd: SigndClient, issuers: Vec<Arc<LoadedIssuer>>, max_fresh_signatures: usize) -> Self {
         let fresh_signatures = tokio::sync::Semaphore::new(max_fresh_signatures.max(1));
-        Self { db, signd, issuers, started: Instant::now(), fresh_signatures }
+        Self { db, signd, issuers, started: Instant::now(), fresh_signatures, client_limit: None }
+    }
+
+    /// Limits the signatures one client may cause on the request path.
+    pub fn with_client_limit(mut self, rate: Option<ClientRate>) -> Self {
+        self.client_limit = rate.map(ClientLimiter::new);
+        self
+    }
+
+    /// Forgets per-client state of clients that have been quiet (see
+    /// [`ClientLimiter::forget_idle`]); run now and then.
+    pub fn forget_idle_clients(&self) {
+        if let Some(l) = &self.client_limit {
+            l.forget_idle();
+        }
     }
 
     /// The issuer named `name`, or the first `admitted` one for an empty name.
@@ -500,8 +518,9 @@ impl Core {
         self.db.crl(iss.id, kind)
     }
 
-    /// Answers an OCSP request (DER).
-    pub async fn answer(&self, request: &[u8]) -> OcspAnswer {
+    /// Answers an OCSP request (DER) from `client` (None: unknown, and not
+    /// limited per client).
+    pub async fn answer(&self, request: &[u8], client: Option<IpAddr>) -> OcspAnswer {
         use signet_ca::OcspErrorStatus as E;
         let req = match signet_ca::parse_ocsp_request(request) {
             Ok(r) => r,
@@ -547,6 +566,12 @@ impl Core {
         // Signing on the request path (nonces, unknown serials, expired
         // responses) is bounded: past the limit, clients hear tryLater at
         // once instead of queueing on signd.
+        if let (Some(limit), Some(client)) = (&self.client_limit, client) {
+            if !limit.admit(client) {
+                tracing::debug!(%client, "client over its fresh-signature rate: tryLater");
+                return OcspAnswer::Error(E::TryLater);
+            }
+        }
         let Ok(_permit) = self.fresh_signatures.try_acquire() else {
             return OcspAnswer::Error(E::TryLater);
         };

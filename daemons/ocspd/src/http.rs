@@ -13,6 +13,7 @@
 //! `malformedRequest` (HTTP 200, as RFC 6960 wants); a CRL path that does not
 //! exist gets 404.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -28,7 +29,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use signet_ca::OcspErrorStatus;
-use signet_runtime::http::{text_response, Handler};
+use signet_runtime::http::{text_response, Handler, PeerAddr};
 use signet_runtime::metrics::Metrics;
 
 use crate::core::{now_secs, Core, OcspAnswer};
@@ -83,6 +84,7 @@ impl Inner {
             };
         }
         let if_none_match = req.headers().get(IF_NONE_MATCH).cloned();
+        let client = req.extensions().get::<PeerAddr>().map(|p| p.0.ip());
         let der = match *req.method() {
             Method::POST => match read_body(req).await {
                 Ok(b) => b,
@@ -97,11 +99,16 @@ impl Inner {
             }
             _ => return method_not_allowed("GET, HEAD, POST"),
         };
-        self.ocsp(&der, if_none_match.as_ref()).await
+        self.ocsp(&der, if_none_match.as_ref(), client).await
     }
 
-    async fn ocsp(&self, der: &[u8], if_none_match: Option<&HeaderValue>) -> Response<Full<Bytes>> {
-        match self.core.answer(der).await {
+    async fn ocsp(
+        &self,
+        der: &[u8],
+        if_none_match: Option<&HeaderValue>,
+        client: Option<IpAddr>,
+    ) -> Response<Full<Bytes>> {
+        match self.core.answer(der, client).await {
             OcspAnswer::Error(status) => self.ocsp_error(status),
             OcspAnswer::Signed { der, etag: tag, cache, status, .. } => {
                 self.answers.get_or_create(&OcspLabels { outcome: status }).inc();

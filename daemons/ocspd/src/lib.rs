@@ -17,6 +17,7 @@ pub mod core;
 pub mod crl;
 pub mod db;
 pub mod http;
+pub mod limit;
 pub mod registry;
 
 use std::path::{Path, PathBuf};
@@ -90,7 +91,10 @@ async fn serve(config_path: &Path, config: Config, db: Db, mode: u32) -> Result<
         loaded = load_issuers(&config, &db, &signd) => loaded.map_err(|e| OcspdError::Config(format!("{}: {e}", config_path.display())))?,
         () = shutdown.cancelled() => return Ok(()),
     };
-    let core = Arc::new(Core::new(db, signd, issuers, config.max_fresh_signatures));
+    let core = Arc::new(
+        Core::new(db, signd, issuers, config.max_fresh_signatures).with_client_limit(config.fresh_per_client),
+    );
+    tokio::spawn(forget_idle_clients(core.clone()));
 
     for iss in &core.issuers {
         tokio::spawn(crl::publisher(core.clone(), iss.clone()));
@@ -196,6 +200,14 @@ async fn refresher(core: Arc<Core>, iss: Arc<LoadedIssuer>) {
             Ok(n) => tracing::info!(issuer = %iss.name, responses = n, "re-signed OCSP responses"),
             Err(e) => tracing::warn!(issuer = %iss.name, error = %e, "cannot re-sign OCSP responses; retrying"),
         }
+    }
+}
+
+/// Drops per-client rate state of quiet clients once a minute.
+async fn forget_idle_clients(core: Arc<Core>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        core.forget_idle_clients();
     }
 }
 

@@ -45,6 +45,12 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause after an accept error such as EMFILE, so a full fd table does not spin the loop.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
+/// The address of the client a request came from, in the request's extensions
+/// (`req.extensions().get::<PeerAddr>()`), for per-client limits and logs.
+/// Absent only when the kernel could not name the peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerAddr(pub std::net::SocketAddr);
+
 /// The daemon's request handler for every path except `/healthz` and `/metrics`.
 ///
 /// A panic in the handler is caught and answered with 500. Closures of the right shape
@@ -114,7 +120,7 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 async fn tls_handshake(
     acceptor: Arc<SslAcceptor>,
     stream: TcpStream,
-    ready: mpsc::Sender<SslStream<TcpStream>>,
+    ready: mpsc::Sender<(SslStream<TcpStream>, Option<std::net::SocketAddr>)>,
     shutdown: CancellationToken,
 ) {
     let peer = stream.peer_addr().ok();
@@ -130,7 +136,7 @@ async fn tls_handshake(
         () = shutdown.cancelled() => {}
         done = handshake => match done {
             Ok(Ok(())) => {
-                let _ = ready.send(tls).await;
+                let _ = ready.send((tls, peer)).await;
             }
             Ok(Err(e)) => tracing::debug!(?peer, error = %e, "TLS handshake failed"),
             Err(_) => tracing::debug!(?peer, "TLS handshake timed out"),
@@ -156,13 +162,13 @@ async fn serve_with_drain(
         tracing::info!(%addr, "HTTP server listening");
     }
     // Handshakes run in their own tasks; finished ones come back here.
-    let (handshaken, mut established) = mpsc::channel::<SslStream<TcpStream>>(64);
+    let (handshaken, mut established) = mpsc::channel::<(SslStream<TcpStream>, Option<std::net::SocketAddr>)>(64);
     loop {
         let accepted = tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
-            Some(tls_stream) = established.recv() => {
-                server.spawn_connection(tls_stream);
+            Some((tls_stream, peer)) = established.recv() => {
+                server.spawn_connection(tls_stream, peer);
                 continue;
             }
             accepted = listener.accept() => accepted,
@@ -174,7 +180,7 @@ async fn serve_with_drain(
                     tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
                 }
                 match &tls {
-                    None => server.spawn_connection(stream),
+                    None => server.spawn_connection(stream, Some(peer)),
                     Some(acceptor) => {
                         tokio::spawn(tls_handshake(acceptor.clone(), stream, handshaken.clone(), shutdown.clone()));
                     }
@@ -234,13 +240,17 @@ impl Server {
         }
     }
 
-    /// Serves HTTP/1.1 or h2c on `io` in a new task. A TLS layer wraps `io` before this.
-    fn spawn_connection<I>(&self, io: I)
+    /// Serves HTTP/1.1 or h2c on `io` in a new task; every request carries
+    /// `peer` as a [`PeerAddr`] extension. A TLS layer wraps `io` before this.
+    fn spawn_connection<I>(&self, io: I, peer: Option<std::net::SocketAddr>)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let routes = self.routes.clone();
-        let service = hyper::service::service_fn(move |req| {
+        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            if let Some(peer) = peer {
+                req.extensions_mut().insert(PeerAddr(peer));
+            }
             let routes = routes.clone();
             async move { Ok::<_, Infallible>(routes.answer(req).await) }
         });

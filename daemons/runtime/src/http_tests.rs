@@ -13,12 +13,14 @@ struct TestHandler;
 impl Handler for TestHandler {
     fn handle(&self, req: Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> {
         let path = req.uri().path().to_owned();
+        let peer = req.extensions().get::<PeerAddr>().copied();
         Box::pin(async move {
             match path.as_str() {
                 "/slow" => tokio::time::sleep(Duration::from_millis(400)).await,
                 "/stuck" => futures::future::pending::<()>().await,
                 "/panic" => panic!("handler bug"),
                 "/missing" => return text_response(StatusCode::NOT_FOUND, "no\n"),
+                "/peer" => return text_response(StatusCode::OK, format!("{:?}", peer.map(|p| p.0))),
                 _ => {}
             }
             text_response(StatusCode::OK, format!("handled {path}\n"))
@@ -70,6 +72,19 @@ async fn request(addr: SocketAddr, method: &str, path: &str) -> (u16, String, St
     let (head, body) = text.split_once("\r\n\r\n").expect("full response");
     let status = head[9..12].parse().unwrap();
     (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+#[tokio::test]
+async fn handlers_see_the_client_address() {
+    let srv = start(DRAIN_TIMEOUT).await;
+    let mut s = TcpStream::connect(srv.addr).await.unwrap();
+    let me = s.local_addr().unwrap();
+    s.write_all(b"GET /peer HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let text = String::from_utf8(raw).unwrap();
+    assert!(text.ends_with(&format!("\r\n\r\nSome({me})")), "{text}");
+    srv.token.cancel();
 }
 
 #[tokio::test]
