@@ -75,6 +75,76 @@ fn ml_dsa_ca_issues_for_ml_dsa_keys() {
     assert_eq!(certs[0].signature_algorithm().object().nid().long_name().unwrap_or(""), certs[1].signature_algorithm().object().nid().long_name().unwrap_or(""));
 }
 
+/// notBefore/notAfter in newOrder (RFC 8555 §7.4): echoed in the order and
+/// exactly the certificate's validity; anything the profile does not allow,
+/// or that is not an RFC 3339 time, is `malformed` with the limits in the detail.
+#[test]
+fn not_before_and_not_after_are_the_certificates_validity() {
+    let stack = AcmeStack::start("");
+    let mut c = Client::new(&stack);
+    c.register();
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let at = |secs: i64| time::OffsetDateTime::from_unix_timestamp(secs).unwrap().format(&time::format_description::well_known::Rfc3339).unwrap();
+    let new_order = stack.url("/acme/new-order");
+    let order_for = |name: &str, window: &[(&str, String)]| {
+        let mut p = json!({"identifiers": [{"type": "dns", "value": name}]});
+        for (k, v) in window {
+            p[*k] = json!(v);
+        }
+        p
+    };
+
+    let (not_before, not_after) = (now - 120, now + 3 * 86_400 + 17);
+    let r = c.post(&new_order, Some(&order_for("window.signet.test", &[("notBefore", at(not_before)), ("notAfter", at(not_after))])));
+    assert_eq!(r.status, 201, "{r:?}");
+    let order = r.json();
+    assert_eq!((order["notBefore"].as_str(), order["notAfter"].as_str()), (Some(at(not_before).as_str()), Some(at(not_after).as_str())), "{order}");
+    c.authorize_dns01(&order);
+    let r = c.finalize(&order, &Client::csr(&["window.signet.test"]));
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["notAfter"].as_str(), Some(at(not_after).as_str()), "the valid order still says what was asked");
+    let cert_url = r.json()["certificate"].as_str().unwrap().to_owned();
+    let pem = c.post(&cert_url, None).body;
+    let leaf = openssl::x509::X509::from_pem(&pem).unwrap();
+    let same = |t: &openssl::asn1::Asn1TimeRef, secs: i64| {
+        let d = t.diff(&openssl::asn1::Asn1Time::from_unix(secs).unwrap()).unwrap();
+        (d.days, d.secs) == (0, 0)
+    };
+    assert!(same(leaf.not_before(), not_before), "notBefore {} is not {}", leaf.not_before(), at(not_before));
+    assert!(same(leaf.not_after(), not_after), "notAfter {} is not {}", leaf.not_after(), at(not_after));
+
+    // notAfter alone: notBefore is the issuance time, backdated as usual.
+    let r = c.post(&new_order, Some(&order_for("after.signet.test", &[("notAfter", at(now + 86_400))])));
+    assert_eq!(r.status, 201, "{r:?}");
+    assert!(r.json().get("notBefore").is_none(), "{}", r.json());
+
+    let refused = |c: &mut Client, window: &[(&str, String)], profile: Option<&str>, says: &str| {
+        let mut p = order_for("refused.signet.test", window);
+        if let Some(profile) = profile {
+            p["profile"] = json!(profile);
+        }
+        let r = c.post(&new_order, Some(&p));
+        assert_eq!((r.status, r.problem().as_str()), (400, "malformed"), "{window:?}: {r:?}");
+        let detail = r.json()["detail"].as_str().unwrap_or_default().to_owned();
+        assert!(detail.contains(says), "{window:?}: {detail:?} does not say {says:?}");
+    };
+    // Longer than the CA profile's 90 days, and than shortlived's 6 days.
+    refused(&mut c, &[("notBefore", at(now)), ("notAfter", at(now + 91 * 86_400))], None, "allows at most 7776000 s");
+    refused(&mut c, &[("notAfter", at(now + 7 * 86_400))], Some("shortlived"), "profile shortlived allows at most 518400 s");
+    // Inverted, already over, too old, too far ahead.
+    refused(&mut c, &[("notBefore", at(now + 60)), ("notAfter", at(now + 30))], None, "before notBefore");
+    refused(&mut c, &[("notBefore", at(now - 600)), ("notAfter", at(now - 300))], None, "already passed");
+    refused(&mut c, &[("notBefore", at(now - 2 * 86_400)), ("notAfter", at(now + 86_400))], None, "in the past to");
+    refused(&mut c, &[("notBefore", at(now + 30 * 86_400))], None, "outside what this CA issues now");
+    // Not RFC 3339, or a fraction of a second.
+    for garbage in ["tomorrow", "2030-01-01", "2030-01-01 00:00:00Z", "2030-01-01T00:00:00", "2030-02-30T00:00:00Z"] {
+        refused(&mut c, &[("notAfter", garbage.to_owned())], None, "");
+    }
+    refused(&mut c, &[("notAfter", at(now + 86_400).replace('Z', ".5Z"))], None, "whole second");
+    let r = c.post(&new_order, Some(&json!({"identifiers": [{"type": "dns", "value": "x.signet.test"}], "notBefore": 1700000000})));
+    assert_eq!(r.problem(), "malformed", "{r:?}");
+}
+
 #[test]
 fn valid_authorizations_are_reused_by_their_account_only() {
     let stack = AcmeStack::start("");

@@ -144,7 +144,8 @@ pub struct Config {
 pub struct ProfileSettings {
     /// Shown in the directory's `meta.profiles`.
     pub description: String,
-    /// Certificate validity (capped by the issuer's profile in signd).
+    /// Certificate validity (capped by the issuer's profile in signd); also the longest
+    /// validity an order's notBefore/notAfter may ask for (see `window`).
     #[serde(default)]
     pub validity_seconds: Option<u64>,
     /// Subject key algorithms allowed (default: all the issuer's profile allows).

@@ -26,6 +26,7 @@ pub mod limits;
 pub mod nonce;
 pub mod resources;
 pub mod server;
+pub mod window;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
