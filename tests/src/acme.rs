@@ -3,14 +3,18 @@
 //! that signs requests with `signet-acme` and sends them with curl, so a test
 //! can tamper with any part of a request.
 
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use openssl::ec::{EcGroup, EcKey};
 use openssl::nid::Nid;
 use openssl::pkey::{PKey, Private};
+use openssl::ssl::{SslAcceptor, SslMethod};
 use serde_json::{json, Value};
 use signet_acme::jws::sign::{self, Signer};
 use signet_acme::jws::{Algorithm, MacAlgorithm};
@@ -37,6 +41,10 @@ pub struct AcmeStack {
     pub tls_ca: PathBuf,
     /// acmed's admin socket (mode 0666 here, so other users reach acmed's own check).
     pub admin_socket: PathBuf,
+    /// Where http-01 validation fetches (`http01_port`; nothing listens unless a test does).
+    pub http01_port: u16,
+    /// The only port http-01 follows `https:` redirects to (`http01_https_port`).
+    pub http01_https_port: u16,
     zone_lock: Mutex<()>,
 }
 
@@ -91,13 +99,15 @@ impl AcmeStack {
         };
 
         let port = free_port();
+        let (http01_port, http01_https_port) = (free_port(), free_port());
         let config = dir.join("acmed.toml");
         let admin_socket = dir.join("acmed-admin.sock");
         std::fs::write(
             &config,
             format!(
                 "state_dir = {:?}\nsignd_socket = {:?}\nocspd_socket = {:?}\nissuer = \"demo\"\nlisten = \"127.0.0.1:{port}\"\n\
-                 tls_certificate = {:?}\ntls_key = {:?}\nchain = {:?}\nhttp01_port = {}\ntlsalpn01_port = {}\n\
+                 tls_certificate = {:?}\ntls_key = {:?}\nchain = {:?}\nhttp01_port = {http01_port}\n\
+                 http01_https_port = {http01_https_port}\ntlsalpn01_port = {}\n\
                  dns_resolver = {dns_addr:?}\ncaa_identities = [\"signet.test\"]\nvalidation_timeout_seconds = 5\n\
                  admin_socket = {admin_socket:?}\nadmin_socket_mode = \"0666\"\n{extra}\n",
                 dir.join("acmed-state"),
@@ -107,11 +117,11 @@ impl AcmeStack {
                 key,
                 pki.ca("chain.pem"),
                 free_port(),
-                free_port(),
             ),
         )
         .unwrap();
-        let mut stack = AcmeStack { pki, acmed: None, dns, port, config, tls_ca, admin_socket, zone_lock: Mutex::new(()) };
+        let mut stack =
+            AcmeStack { pki, acmed: None, dns, port, config, tls_ca, admin_socket, http01_port, http01_https_port, zone_lock: Mutex::new(()) };
         stack.start_acmed();
         stack
     }
@@ -358,6 +368,33 @@ impl<'a> Client<'a> {
         }
     }
 
+    /// The http-01 challenge of the authorization at `authz_url`: (challenge URL,
+    /// token, key authorization).
+    pub fn http01_challenge(&mut self, authz_url: &str) -> (String, String, String) {
+        let authz = self.post(authz_url, None).json();
+        let challenges = authz["challenges"].as_array().unwrap();
+        let ch = challenges.iter().find(|c| c["type"] == "http-01").unwrap_or_else(|| panic!("no http-01: {authz}")).clone();
+        let token = ch["token"].as_str().unwrap().to_owned();
+        let ka = validate::key_authorization(&token, &self.jwk());
+        (ch["url"].as_str().unwrap().to_owned(), token, ka)
+    }
+
+    /// POSTs the challenge at `challenge_url`, then polls `authz_url` until it is
+    /// no longer pending; returns the authorization (valid or invalid).
+    pub fn respond_and_wait(&mut self, challenge_url: &str, authz_url: &str) -> Value {
+        let r = self.post(challenge_url, Some(&json!({})));
+        assert_eq!(r.status, 200, "challenge: {}", String::from_utf8_lossy(&r.body));
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let a = self.post(authz_url, None).json();
+            if a["status"] != "pending" {
+                return a;
+            }
+            assert!(Instant::now() < deadline, "authorization stuck: {a}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// A CSR (DER) for `names` with a new P-256 key.
     pub fn csr(names: &[&str]) -> Vec<u8> {
         Self::csr_with(&p256(), openssl::hash::MessageDigest::sha256(), names)
@@ -401,4 +438,113 @@ impl<'a> Client<'a> {
         assert_eq!(r.status, 200, "download: {}", String::from_utf8_lossy(&r.body));
         String::from_utf8(r.body).unwrap()
     }
+}
+
+/// What [`HttpResponder`] answers for one path.
+#[derive(Clone, Debug)]
+pub enum Route {
+    /// 200 with this body.
+    Body(String),
+    /// This status (301, 302, ...) with this `Location`.
+    Redirect(u16, String),
+}
+
+/// An HTTP/1.1 server on 127.0.0.1 for http-01 tests: answers each request
+/// path from a table (404 otherwise), one request per connection, plain or
+/// over TLS with a self-signed certificate (http-01 accepts any). It records
+/// every request as (path, Host header).
+pub struct HttpResponder {
+    routes: Arc<Mutex<HashMap<String, Route>>>,
+    seen: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl HttpResponder {
+    /// Serves plain HTTP on `port` (e.g. the stack's `http01_port`).
+    pub fn http(port: u16) -> HttpResponder {
+        Self::start(port, None)
+    }
+
+    /// Serves HTTPS on `port` (e.g. the stack's `http01_https_port`).
+    pub fn https(port: u16) -> HttpResponder {
+        let key = p256();
+        let mut name = openssl::x509::X509NameBuilder::new().unwrap();
+        name.append_entry_by_text("CN", "http01.test").unwrap();
+        let name = name.build();
+        let mut b = openssl::x509::X509Builder::new().unwrap();
+        b.set_version(2).unwrap();
+        b.set_subject_name(&name).unwrap();
+        b.set_issuer_name(&name).unwrap();
+        b.set_pubkey(&key).unwrap();
+        b.set_not_before(&openssl::asn1::Asn1Time::days_from_now(0).unwrap()).unwrap();
+        b.set_not_after(&openssl::asn1::Asn1Time::days_from_now(1).unwrap()).unwrap();
+        b.sign(&key, openssl::hash::MessageDigest::sha256()).unwrap();
+        let mut acceptor = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server()).unwrap();
+        acceptor.set_private_key(&key).unwrap();
+        acceptor.set_certificate(&b.build()).unwrap();
+        Self::start(port, Some(acceptor.build()))
+    }
+
+    fn start(port: u16, tls: Option<SslAcceptor>) -> HttpResponder {
+        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap_or_else(|e| panic!("bind 127.0.0.1:{port}: {e}"));
+        let r = HttpResponder { routes: Arc::default(), seen: Arc::default() };
+        let (routes, seen) = (r.routes.clone(), r.seen.clone());
+        // Detached: it lives as long as the test process.
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let (routes, seen, tls) = (routes.clone(), seen.clone(), tls.clone());
+                std::thread::spawn(move || {
+                    let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+                    match tls {
+                        Some(acceptor) => {
+                            if let Ok(s) = acceptor.accept(conn) {
+                                serve_one(s, &routes, &seen);
+                            }
+                        }
+                        None => serve_one(conn, &routes, &seen),
+                    }
+                });
+            }
+        });
+        r
+    }
+
+    /// Answers `path` with `route` from now on.
+    pub fn route(&self, path: &str, route: Route) {
+        self.routes.lock().unwrap().insert(path.to_owned(), route);
+    }
+
+    /// Every request so far: (path, Host header).
+    pub fn requests(&self) -> Vec<(String, String)> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn serve_one<S: Read + Write>(mut s: S, routes: &Mutex<HashMap<String, Route>>, seen: &Mutex<Vec<(String, String)>>) {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
+        match s.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return,
+        }
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let path = head.split_whitespace().nth(1).unwrap_or_default().to_owned();
+    let host = head
+        .lines()
+        .find_map(|l| l.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case("host")).map(|(_, v)| v.trim().to_owned()))
+        .unwrap_or_default();
+    seen.lock().unwrap().push((path.clone(), host));
+    let route = routes.lock().unwrap().get(&path).cloned();
+    let answer = match route {
+        Some(Route::Body(body)) => {
+            format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
+        }
+        Some(Route::Redirect(status, to)) => {
+            format!("HTTP/1.1 {status} Moved\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        }
+        None => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned(),
+    };
+    let _ = s.write_all(answer.as_bytes());
+    let _ = s.flush();
 }

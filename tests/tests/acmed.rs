@@ -16,7 +16,7 @@ use serde_json::json;
 use signet_acme::jws::sign::{self, Signer};
 use signet_acme::jws::Algorithm;
 use signet_ipc::{block_on, CertState};
-use signet_tests::acme::{p256, AcmeStack, Client};
+use signet_tests::acme::{p256, AcmeStack, Client, HttpResponder, Route};
 use signet_tests::{bin, run};
 
 #[test]
@@ -73,6 +73,187 @@ fn ml_dsa_ca_issues_for_ml_dsa_keys() {
     assert!(ok, "chain does not verify: {}", ctx.error());
     assert!(certs[0].public_key().unwrap().public_eq(&key), "the leaf carries the CSR's ML-DSA-44 key");
     assert_eq!(certs[0].signature_algorithm().object().nid().long_name().unwrap_or(""), certs[1].signature_algorithm().object().nid().long_name().unwrap_or(""));
+}
+
+/// notBefore/notAfter in newOrder (RFC 8555 §7.4): echoed in the order and
+/// exactly the certificate's validity; anything the profile does not allow,
+/// or that is not an RFC 3339 time, is `malformed` with the limits in the detail.
+#[test]
+fn not_before_and_not_after_are_the_certificates_validity() {
+    let stack = AcmeStack::start("");
+    let mut c = Client::new(&stack);
+    c.register();
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let at = |secs: i64| time::OffsetDateTime::from_unix_timestamp(secs).unwrap().format(&time::format_description::well_known::Rfc3339).unwrap();
+    let new_order = stack.url("/acme/new-order");
+    let order_for = |name: &str, window: &[(&str, String)]| {
+        let mut p = json!({"identifiers": [{"type": "dns", "value": name}]});
+        for (k, v) in window {
+            p[*k] = json!(v);
+        }
+        p
+    };
+
+    let (not_before, not_after) = (now - 120, now + 3 * 86_400 + 17);
+    let r = c.post(&new_order, Some(&order_for("window.signet.test", &[("notBefore", at(not_before)), ("notAfter", at(not_after))])));
+    assert_eq!(r.status, 201, "{r:?}");
+    let order = r.json();
+    assert_eq!((order["notBefore"].as_str(), order["notAfter"].as_str()), (Some(at(not_before).as_str()), Some(at(not_after).as_str())), "{order}");
+    c.authorize_dns01(&order);
+    let r = c.finalize(&order, &Client::csr(&["window.signet.test"]));
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["notAfter"].as_str(), Some(at(not_after).as_str()), "the valid order still says what was asked");
+    let cert_url = r.json()["certificate"].as_str().unwrap().to_owned();
+    let pem = c.post(&cert_url, None).body;
+    let leaf = openssl::x509::X509::from_pem(&pem).unwrap();
+    let same = |t: &openssl::asn1::Asn1TimeRef, secs: i64| {
+        let d = t.diff(&openssl::asn1::Asn1Time::from_unix(secs).unwrap()).unwrap();
+        (d.days, d.secs) == (0, 0)
+    };
+    assert!(same(leaf.not_before(), not_before), "notBefore {} is not {}", leaf.not_before(), at(not_before));
+    assert!(same(leaf.not_after(), not_after), "notAfter {} is not {}", leaf.not_after(), at(not_after));
+
+    // notAfter alone: notBefore is the issuance time, backdated as usual.
+    let r = c.post(&new_order, Some(&order_for("after.signet.test", &[("notAfter", at(now + 86_400))])));
+    assert_eq!(r.status, 201, "{r:?}");
+    assert!(r.json().get("notBefore").is_none(), "{}", r.json());
+
+    let refused = |c: &mut Client, window: &[(&str, String)], profile: Option<&str>, says: &str| {
+        let mut p = order_for("refused.signet.test", window);
+        if let Some(profile) = profile {
+            p["profile"] = json!(profile);
+        }
+        let r = c.post(&new_order, Some(&p));
+        assert_eq!((r.status, r.problem().as_str()), (400, "malformed"), "{window:?}: {r:?}");
+        let detail = r.json()["detail"].as_str().unwrap_or_default().to_owned();
+        assert!(detail.contains(says), "{window:?}: {detail:?} does not say {says:?}");
+    };
+    // Longer than the CA profile's 90 days, and than shortlived's 6 days.
+    refused(&mut c, &[("notBefore", at(now)), ("notAfter", at(now + 91 * 86_400))], None, "allows at most 7776000 s");
+    refused(&mut c, &[("notAfter", at(now + 7 * 86_400))], Some("shortlived"), "profile shortlived allows at most 518400 s");
+    // Inverted, already over, too old, too far ahead.
+    refused(&mut c, &[("notBefore", at(now + 60)), ("notAfter", at(now + 30))], None, "before notBefore");
+    refused(&mut c, &[("notBefore", at(now - 600)), ("notAfter", at(now - 300))], None, "already passed");
+    refused(&mut c, &[("notBefore", at(now - 2 * 86_400)), ("notAfter", at(now + 86_400))], None, "in the past to");
+    refused(&mut c, &[("notBefore", at(now + 30 * 86_400))], None, "outside what this CA issues now");
+    // Not RFC 3339, or a fraction of a second.
+    for garbage in ["tomorrow", "2030-01-01", "2030-01-01 00:00:00Z", "2030-01-01T00:00:00", "2030-02-30T00:00:00Z"] {
+        refused(&mut c, &[("notAfter", garbage.to_owned())], None, "");
+    }
+    refused(&mut c, &[("notAfter", at(now + 86_400).replace('Z', ".5Z"))], None, "whole second");
+    let r = c.post(&new_order, Some(&json!({"identifiers": [{"type": "dns", "value": "x.signet.test"}], "notBefore": 1700000000})));
+    assert_eq!(r.problem(), "malformed", "{r:?}");
+}
+
+/// An order for `name`: (order, authorization URL, http-01 challenge URL, token, key authorization).
+fn http01_order(c: &mut Client, name: &str) -> (serde_json::Value, String, String, String, String) {
+    let (_, order) = c.new_order(&[name]);
+    let authz = order["authorizations"][0].as_str().unwrap().to_owned();
+    let (challenge, token, ka) = c.http01_challenge(&authz);
+    (order, authz, challenge, token, ka)
+}
+
+fn well_known(token: &str) -> String {
+    format!("/.well-known/acme-challenge/{token}")
+}
+
+/// The authorization failed on its http-01 challenge with `type` and a detail saying `says`.
+fn http01_failed(a: &serde_json::Value, kind: &str, says: &str) {
+    assert_eq!(a["status"], "invalid", "{a}");
+    let ch = a["challenges"].as_array().unwrap().iter().find(|c| c["type"] == "http-01").unwrap();
+    assert_eq!(ch["error"]["type"], format!("urn:ietf:params:acme:error:{kind}"), "{a}");
+    let detail = ch["error"]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains(says), "{detail:?} does not say {says:?}");
+}
+
+/// http-01 follows redirects as Let's Encrypt does: relative and absolute, on
+/// to https: with a self-signed certificate, up to 10 of them.
+#[test]
+fn http01_follows_redirects() {
+    let stack = AcmeStack::start("");
+    let http = HttpResponder::http(stack.http01_port);
+    let https = HttpResponder::https(stack.http01_https_port);
+    let mut c = Client::new(&stack);
+    c.register();
+
+    // No redirect: the request names the host and port.
+    let (_, authz, ch, token, ka) = http01_order(&mut c, "plain.signet.test");
+    http.route(&well_known(&token), Route::Body(ka));
+    assert_eq!(c.respond_and_wait(&ch, &authz)["status"], "valid");
+    assert!(http.requests().contains(&(well_known(&token), format!("plain.signet.test:{}", stack.http01_port))), "{:?}", http.requests());
+
+    // A relative 302, then a 301 to https: on another name; then the order issues.
+    let (order, authz, ch, token, ka) = http01_order(&mut c, "moved.signet.test");
+    http.route(&well_known(&token), Route::Redirect(302, format!("/moved/{token}")));
+    let tls_url = format!("https://tls.signet.test:{}/tls/{token}?q=1#frag", stack.http01_https_port);
+    http.route(&format!("/moved/{token}"), Route::Redirect(301, tls_url));
+    https.route(&format!("/tls/{token}?q=1"), Route::Body(ka));
+    let a = c.respond_and_wait(&ch, &authz);
+    assert_eq!(a["status"], "valid", "{a}");
+    let seen = https.requests();
+    assert!(seen.contains(&(format!("/tls/{token}?q=1"), format!("tls.signet.test:{}", stack.http01_https_port))), "{seen:?}");
+    let r = c.finalize(&order, &Client::csr(&["moved.signet.test"]));
+    assert_eq!(r.status, 200, "{r:?}");
+
+    // Exactly 10 redirects (307 and 308) are followed; an 11th is not.
+    let chain = |c: &mut Client, name: &str, hops: usize| {
+        let (_, authz, ch, token, ka) = http01_order(c, name);
+        http.route(&well_known(&token), Route::Redirect(307, format!("/hop/{token}/1")));
+        for i in 1..hops {
+            http.route(&format!("/hop/{token}/{i}"), Route::Redirect(308, format!("/hop/{token}/{}", i + 1)));
+        }
+        http.route(&format!("/hop/{token}/{hops}"), Route::Body(ka));
+        c.respond_and_wait(&ch, &authz)
+    };
+    let a = chain(&mut c, "ten.signet.test", 10);
+    assert_eq!(a["status"], "valid", "{a}");
+    let a = chain(&mut c, "eleven.signet.test", 11);
+    http01_failed(&a, "connection", "too many redirects: more than 10");
+}
+
+/// A redirect loop, and redirects to another port, scheme or an IP address,
+/// fail with `connection` and a detail that says why.
+#[test]
+fn http01_refuses_redirect_loops_and_forbidden_targets() {
+    let stack = AcmeStack::start("");
+    let http = HttpResponder::http(stack.http01_port);
+    let mut c = Client::new(&stack);
+    c.register();
+
+    let (_, authz, ch, token, ka) = http01_order(&mut c, "loop.signet.test");
+    http.route(&well_known(&token), Route::Redirect(302, format!("/a/{token}")));
+    http.route(&format!("/a/{token}"), Route::Redirect(302, format!("http://loop.signet.test:{}/b/{token}", stack.http01_port)));
+    http.route(&format!("/b/{token}"), Route::Redirect(302, well_known(&token)));
+    http.route(&format!("/unused/{token}"), Route::Body(ka));
+    let a = c.respond_and_wait(&ch, &authz);
+    http01_failed(&a, "connection", "redirect loop");
+    assert_eq!(http.requests().iter().filter(|(p, _)| p.contains(&token)).count(), 3, "each URL once: {:?}", http.requests());
+
+    let elsewhere = signet_tests::pki::free_port();
+    let targets = [
+        (format!("http://port.signet.test:{elsewhere}/x"), format!("http redirects are followed to port {} only", stack.http01_port)),
+        (
+            format!("https://port.signet.test:{}/x", stack.http01_port),
+            format!("https redirects are followed to port {} only", stack.http01_https_port),
+        ),
+        (format!("ftp://port.signet.test:{}/x", stack.http01_port), "http: and https: URLs only".to_owned()),
+        (format!("http://127.0.0.1:{}/x", stack.http01_port), "redirects to an IP address are followed only to the IP identifier".to_owned()),
+        (format!("http://[::1]:{}/x", stack.http01_port), "IP address".to_owned()),
+    ];
+    for (i, (target, says)) in targets.iter().enumerate() {
+        let (_, authz, ch, token, ka) = http01_order(&mut c, &format!("forbidden{i}.signet.test"));
+        http.route(&well_known(&token), Route::Redirect(302, target.clone()));
+        http.route("/x", Route::Body(ka));
+        let a = c.respond_and_wait(&ch, &authz);
+        http01_failed(&a, "connection", says);
+        let detail = a["challenges"].as_array().unwrap().iter().find(|c| c["type"] == "http-01").unwrap()["error"]["detail"].to_string();
+        assert!(detail.contains("302"), "the detail names the answer: {detail}");
+    }
+    // A redirect without a Location is no redirect to follow either.
+    let (_, authz, ch, token, _) = http01_order(&mut c, "nowhere.signet.test");
+    http.route(&well_known(&token), Route::Redirect(301, String::new()));
+    let a = c.respond_and_wait(&ch, &authz);
+    assert_eq!(a["status"], "invalid", "{a}");
 }
 
 #[test]

@@ -135,6 +135,7 @@ impl Ca {
             spki_der: key.public_key_to_der().unwrap(),
             sans: vec![SanEntry::Dns("www.example.com".into())],
             validity: None,
+            exact_validity: None,
             ekus: None,
             crl_shard: None,
         }

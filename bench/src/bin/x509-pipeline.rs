@@ -163,6 +163,7 @@ fn run(alg: KeyAlgorithm, n: usize, reps: usize, store: &Store) -> Vec<Row> {
                 spki_der: subscriber.clone(),
                 sans: vec![SanEntry::Dns(format!("leaf{i}.bench"))],
                 validity: None,
+                exact_validity: None,
                 ekus: None,
                 crl_shard: None,
             };

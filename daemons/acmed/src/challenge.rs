@@ -2,6 +2,15 @@
 //! (RFC 8737), dns-persist-01 (draft-ietf-acme-dns-persist), IP identifiers
 //! (RFC 8738), and CAA (RFC 8659/8657), against the real network through a
 //! configurable DNS resolver. Every attempt is bounded by one timeout.
+//!
+//! http-01 follows redirects as Let's Encrypt does: up to
+//! [`HTTP01_MAX_REDIRECTS`] (301, 302, 303, 307, 308), each to an `http:` URL
+//! on `http01_port` or an `https:` URL on `http01_https_port`, never to a URL
+//! fetched before (a loop). Targets are host names, resolved like the
+//! identifier; an IP address literal is followed only when it is the IP
+//! identifier being validated. `https:` targets are fetched over TLS with
+//! any certificate (the key authorization proves control, not the
+//! certificate), with SNI for host names. Each hop is a new connection.
 
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
@@ -14,27 +23,34 @@ use hickory_resolver::name_server::TokioConnectionProvider;
 use hickory_resolver::proto::rr::{RData, RecordType};
 use hickory_resolver::{ResolveError, TokioResolver};
 use http_body_util::{BodyExt, Empty, Limited};
+use hyper::StatusCode;
 use hyper_util::rt::TokioIo;
 use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use signet_acme::caa::{self, CaaRecord};
 use signet_acme::types::{ChallengeType, Identifier, IdentifierType};
 use signet_acme::{validate, AcmeError, ProblemType};
 use tokio::net::TcpStream;
+use url::{Host, Url};
 use x509_cert::ext::pkix::name::GeneralName;
 use x509_cert::ext::pkix::SubjectAltName;
 use x509_cert::Certificate;
 
 /// The largest http-01 response body read.
 const HTTP01_MAX_BODY: usize = 8 * 1024;
+/// How many redirects http-01 follows (as Let's Encrypt).
+pub const HTTP01_MAX_REDIRECTS: usize = 10;
 
 /// What a validation needs to know about the network.
 pub struct Validator {
     resolver: TokioResolver,
     http01_port: u16,
+    http01_https_port: u16,
     tlsalpn01_port: u16,
     timeout: Duration,
     caa_identities: Vec<String>,
     tls: SslConnector,
+    /// For `https:` redirect targets of http-01: any certificate, HTTP/1.1.
+    http01_tls: SslConnector,
 }
 
 /// One validation to perform.
@@ -56,6 +72,7 @@ impl Validator {
     pub fn new(
         resolver: Option<SocketAddr>,
         http01_port: u16,
+        http01_https_port: u16,
         tlsalpn01_port: u16,
         timeout: Duration,
         caa_identities: Vec<String>,
@@ -80,7 +97,20 @@ impl Validator {
         // tls-alpn-01 certificates are self-signed by design: the check is the extension.
         tls.set_verify(SslVerifyMode::NONE);
         tls.set_alpn_protos(b"\x0aacme-tls/1").map_err(|e| e.to_string())?;
-        Ok(Validator { resolver: builder.build(), http01_port, tlsalpn01_port, timeout, caa_identities, tls: tls.build() })
+        let mut http01_tls = SslConnector::builder(SslMethod::tls_client()).map_err(|e| e.to_string())?;
+        // The key authorization proves control; the certificate proves nothing here.
+        http01_tls.set_verify(SslVerifyMode::NONE);
+        http01_tls.set_alpn_protos(b"\x08http/1.1").map_err(|e| e.to_string())?;
+        Ok(Validator {
+            resolver: builder.build(),
+            http01_port,
+            http01_https_port,
+            tlsalpn01_port,
+            timeout,
+            caa_identities,
+            tls: tls.build(),
+            http01_tls: http01_tls.build(),
+        })
     }
 
     /// The CAA identities (for the directory meta and dns-persist-01).
@@ -183,42 +213,100 @@ impl Validator {
 
     async fn http01(&self, a: &Attempt<'_>) -> Result<(), AcmeError> {
         let token = a.key_authorization.split('.').next().unwrap_or_default();
-        let stream = self.connect(a.identifier, self.http01_port).await?;
-        let conn_err = |e: hyper::Error| AcmeError::new(ProblemType::Connection, format!("http-01 to {}: {e}", a.identifier.value));
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(conn_err)?;
-        let driver = tokio::spawn(async move {
-            let _ = conn.await;
-        });
         let host = match a.identifier.kind {
             IdentifierType::Ip if a.identifier.value.contains(':') => format!("[{}]", a.identifier.value),
             _ => a.identifier.value.clone(),
         };
-        let host = if self.http01_port == 80 { host } else { format!("{host}:{}", self.http01_port) };
-        let req = hyper::Request::get(format!("/.well-known/acme-challenge/{token}"))
-            .header(hyper::header::HOST, host)
+        let start = format!("http://{host}:{}/.well-known/acme-challenge/{token}", self.http01_port);
+        let mut url = Url::parse(&start).map_err(|e| AcmeError::new(ProblemType::Malformed, format!("http-01 URL {start}: {e}")))?;
+        let mut fetched: Vec<Url> = Vec::new();
+        loop {
+            let (status, location, body) = self.http01_get(&url).await?;
+            fetched.push(url.clone());
+            if matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
+                let next = redirect_target(&url, location.as_deref(), a.identifier, self.http01_port, self.http01_https_port)
+                    .map_err(|why| AcmeError::new(ProblemType::Connection, format!("http-01: {url} answered HTTP {status}: {why}")))?;
+                if fetched.contains(&next) {
+                    return Err(AcmeError::new(
+                        ProblemType::Connection,
+                        format!("http-01: redirect loop: {url} redirected to {next}, which was fetched before"),
+                    ));
+                }
+                if fetched.len() > HTTP01_MAX_REDIRECTS {
+                    return Err(AcmeError::new(
+                        ProblemType::Connection,
+                        format!("http-01: too many redirects: more than {HTTP01_MAX_REDIRECTS}, starting at {start}; the last to {next}"),
+                    ));
+                }
+                url = next;
+                continue;
+            }
+            let after = match fetched.len() - 1 {
+                0 => String::new(),
+                n => format!(" (after {n} redirect{})", if n == 1 { "" } else { "s" }),
+            };
+            if !status.is_success() {
+                return Err(AcmeError::new(ProblemType::IncorrectResponse, format!("http-01: {url} answered HTTP {status}{after}")));
+            }
+            let body = body.ok_or_else(|| {
+                AcmeError::new(ProblemType::IncorrectResponse, format!("http-01: {url}: the body exceeds {HTTP01_MAX_BODY} bytes or broke off{after}"))
+            })?;
+            return if validate::http01_body_matches(&body, a.key_authorization) {
+                Ok(())
+            } else {
+                Err(AcmeError::new(ProblemType::IncorrectResponse, format!("http-01: the response from {url} is not the key authorization{after}")))
+            };
+        }
+    }
+
+    /// One GET of `url` on a new connection: the status, the Location header, and
+    /// for a 2xx answer the body (`None` when it is too large or broke off).
+    async fn http01_get(&self, url: &Url) -> Result<(StatusCode, Option<String>, Option<Bytes>), AcmeError> {
+        let conn_err = |e: &dyn std::fmt::Display| AcmeError::new(ProblemType::Connection, format!("http-01 to {url}: {e}"));
+        let target = match url.host() {
+            Some(Host::Domain(d)) => Identifier::dns(d),
+            Some(Host::Ipv4(ip)) => Identifier::ip(ip.to_string()),
+            Some(Host::Ipv6(ip)) => Identifier::ip(ip.to_string()),
+            None => return Err(conn_err(&"no host")),
+        };
+        let port = url.port_or_known_default().ok_or_else(|| conn_err(&"no port"))?;
+        let host_header = match (url.host_str(), url.port()) {
+            (Some(h), Some(p)) => format!("{h}:{p}"),
+            (Some(h), None) => h.to_owned(),
+            (None, _) => return Err(conn_err(&"no host")),
+        };
+        let path = match url.query() {
+            Some(q) => format!("{}?{q}", url.path()),
+            None => url.path().to_owned(),
+        };
+        let req = hyper::Request::get(path)
+            .header(hyper::header::HOST, host_header)
             .header(hyper::header::USER_AGENT, "signet-acmed")
             .header(hyper::header::ACCEPT, "*/*")
             .body(Empty::<Bytes>::new())
             .map_err(|e| AcmeError::new(ProblemType::ServerInternal, e.to_string()))?;
-        let resp = sender.send_request(req).await.map_err(conn_err)?;
-        let status = resp.status();
-        let body = Limited::new(resp.into_body(), HTTP01_MAX_BODY).collect().await;
-        driver.abort();
-        if !status.is_success() {
-            return Err(AcmeError::new(
-                ProblemType::IncorrectResponse,
-                format!("http-01: {} answered HTTP {status} for the challenge URL", a.identifier.value),
-            ));
-        }
-        let body = body.map_err(|e| AcmeError::new(ProblemType::IncorrectResponse, format!("http-01 body: {e}")))?.to_bytes();
-        if validate::http01_body_matches(&body, a.key_authorization) {
-            Ok(())
+        let stream = self.connect(&target, port).await?;
+        let resp = if url.scheme() == "https" {
+            let mut cfg = self.http01_tls.configure().map_err(|e| conn_err(&e))?;
+            cfg.set_verify_hostname(false);
+            cfg.set_use_server_name_indication(target.kind == IdentifierType::Dns);
+            let ssl = cfg.into_ssl(&target.value).map_err(|e| conn_err(&e))?;
+            let mut tls = tokio_openssl::SslStream::new(ssl, stream).map_err(|e| conn_err(&e))?;
+            Pin::new(&mut tls).connect().await.map_err(|e| conn_err(&format!("TLS handshake: {e}")))?;
+            send_http1(TokioIo::new(tls), req).await.map_err(|e| conn_err(&e))?
         } else {
-            Err(AcmeError::new(
-                ProblemType::IncorrectResponse,
-                format!("http-01: the response from {} is not the key authorization", a.identifier.value),
-            ))
-        }
+            send_http1(TokioIo::new(stream), req).await.map_err(|e| conn_err(&e))?
+        };
+        let (resp, driver) = resp;
+        let status = resp.status();
+        let location = resp.headers().get(hyper::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let body = if status.is_success() {
+            Limited::new(resp.into_body(), HTTP01_MAX_BODY).collect().await.ok().map(|b| b.to_bytes())
+        } else {
+            None
+        };
+        driver.abort();
+        Ok((status, location, body))
     }
 
     async fn txt(&self, name: &str) -> Result<Vec<String>, AcmeError> {
@@ -278,6 +366,57 @@ impl Validator {
         let cert = tls.ssl().peer_certificate().ok_or_else(|| tls_err("no certificate".into()))?;
         let der = cert.to_der().map_err(|e| tls_err(e.to_string()))?;
         check_alpn_certificate(&der, a.identifier, a.key_authorization).map_err(tls_err_unauthorized(a))
+    }
+}
+
+type Http1Response = (hyper::Response<hyper::body::Incoming>, tokio::task::JoinHandle<()>);
+
+/// Sends `req` over `io` (HTTP/1.1); the connection's driver task comes back
+/// with the response, to be aborted once the body is read.
+async fn send_http1<T>(io: T, req: hyper::Request<Empty<Bytes>>) -> Result<Http1Response, hyper::Error>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await?;
+    let driver = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    match sender.send_request(req).await {
+        Ok(resp) => Ok((resp, driver)),
+        Err(e) => {
+            driver.abort();
+            Err(e)
+        }
+    }
+}
+
+/// Where an http-01 redirect from `from` leads, when acmed may follow it (see the
+/// module doc): `location` resolved against `from`, without its fragment.
+pub fn redirect_target(from: &Url, location: Option<&str>, id: &Identifier, http_port: u16, https_port: u16) -> Result<Url, String> {
+    let location = location.ok_or("a redirect without a Location header")?;
+    let mut next = from.join(location).map_err(|e| format!("the redirect target {location:?} is not a URL: {e}"))?;
+    next.set_fragment(None);
+    let port = match next.scheme() {
+        "http" => http_port,
+        "https" => https_port,
+        other => return Err(format!("redirects are followed to http: and https: URLs only, not to {next} ({other}:)")),
+    };
+    if next.port_or_known_default() != Some(port) {
+        return Err(format!("{} redirects are followed to port {port} only, not to {next}", next.scheme()));
+    }
+    if !next.username().is_empty() || next.password().is_some() {
+        return Err(format!("redirects are not followed to URLs with credentials ({})", next.host_str().unwrap_or_default()));
+    }
+    let literal = match next.host() {
+        Some(Host::Domain(_)) => return Ok(next),
+        Some(Host::Ipv4(ip)) => IpAddr::V4(ip),
+        Some(Host::Ipv6(ip)) => IpAddr::V6(ip),
+        None => return Err(format!("the redirect target {next} has no host")),
+    };
+    if id.kind == IdentifierType::Ip && id.value.parse::<IpAddr>().ok() == Some(literal) {
+        Ok(next)
+    } else {
+        Err(format!("redirects to an IP address are followed only to the IP identifier being validated, not to {next}"))
     }
 }
 
@@ -350,6 +489,40 @@ fn dns_error(what: &str, e: &ResolveError) -> AcmeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redirect_targets() {
+        let from = Url::parse("http://a.example:5002/.well-known/acme-challenge/tok").unwrap();
+        let dns = Identifier::dns("a.example");
+        let go = |loc: &str| redirect_target(&from, Some(loc), &dns, 5002, 5001).map(|u| u.to_string());
+        assert_eq!(go("/moved/tok").unwrap(), "http://a.example:5002/moved/tok");
+        assert_eq!(go("other?x=1#frag").unwrap(), "http://a.example:5002/.well-known/acme-challenge/other?x=1");
+        assert_eq!(go("https://b.example:5001/t").unwrap(), "https://b.example:5001/t");
+        assert_eq!(go("//c.example:5002/t").unwrap(), "http://c.example:5002/t");
+        // Ports: http01_port for http:, the https port for https: (443 unless configured).
+        assert!(go("http://a.example/t").unwrap_err().contains("port 5002 only"));
+        assert!(go("https://a.example:5002/t").unwrap_err().contains("port 5001 only"));
+        assert!(go("http://a.example:22/t").is_err());
+        let https_default = redirect_target(&from, Some("https://a.example/t"), &dns, 5002, 443);
+        assert_eq!(https_default.unwrap().to_string(), "https://a.example/t");
+        // Schemes, IP literals, credentials, nonsense.
+        assert!(go("ftp://a.example:5002/t").unwrap_err().contains("http: and https:"));
+        assert!(go("file:///etc/passwd").is_err());
+        assert!(go("http://127.0.0.1:5002/t").unwrap_err().contains("IP address"));
+        assert!(go("http://[::1]:5002/t").unwrap_err().contains("IP address"));
+        assert!(go("http://user:pw@a.example:5002/t").unwrap_err().contains("credentials"));
+        assert!(go("http://[nope/").is_err());
+        assert!(redirect_target(&from, None, &dns, 5002, 5001).unwrap_err().contains("Location"));
+        // An IP identifier may be redirected to itself, and only to itself.
+        let from_ip = Url::parse("http://192.0.2.7:5002/.well-known/acme-challenge/tok").unwrap();
+        let ip = Identifier::ip("192.0.2.7");
+        assert!(redirect_target(&from_ip, Some("http://192.0.2.7:5002/x"), &ip, 5002, 5001).is_ok());
+        assert!(redirect_target(&from_ip, Some("/x"), &ip, 5002, 5001).is_ok());
+        assert!(redirect_target(&from_ip, Some("http://192.0.2.8:5002/x"), &ip, 5002, 5001).is_err());
+        let v6 = Identifier::ip("2001:db8::1");
+        let from_v6 = Url::parse("http://[2001:db8::1]:5002/t").unwrap();
+        assert!(redirect_target(&from_v6, Some("http://[2001:DB8:0::1]:5002/x"), &v6, 5002, 5001).is_ok());
+    }
 
     #[test]
     fn reverse_names() {

@@ -11,6 +11,7 @@
 //! tls_key = "/etc/signet/acmed/tls-key.pem"
 //! chain = "/etc/signet/ca/chain.pem"       # issuing CA .. root, PEM
 //! http01_port = 80                         # where http-01 is fetched
+//! http01_https_port = 443                  # where http-01 follows https: redirects
 //! tlsalpn01_port = 443                     # where tls-alpn-01 connects
 //! dns_resolver = "127.0.0.1:53"            # default: the system's resolv.conf
 //! caa_identities = ["signet.example"]      # empty: CAA is not checked
@@ -79,6 +80,10 @@ pub struct Config {
     /// The port http-01 validation fetches from.
     #[serde(default = "default_http01_port")]
     pub http01_port: u16,
+    /// The only port http-01 follows `https:` redirects to (as `http01_port` is for
+    /// `http:` ones); default 443.
+    #[serde(default = "default_http01_https_port")]
+    pub http01_https_port: u16,
     /// The port tls-alpn-01 validation connects to.
     #[serde(default = "default_tlsalpn01_port")]
     pub tlsalpn01_port: u16,
@@ -144,7 +149,8 @@ pub struct Config {
 pub struct ProfileSettings {
     /// Shown in the directory's `meta.profiles`.
     pub description: String,
-    /// Certificate validity (capped by the issuer's profile in signd).
+    /// Certificate validity (capped by the issuer's profile in signd); also the longest
+    /// validity an order's notBefore/notAfter may ask for (see `window`).
     #[serde(default)]
     pub validity_seconds: Option<u64>,
     /// Subject key algorithms allowed (default: all the issuer's profile allows).
@@ -238,6 +244,9 @@ fn default_admin_socket_mode() -> String {
 fn default_http01_port() -> u16 {
     80
 }
+fn default_http01_https_port() -> u16 {
+    443
+}
 fn default_tlsalpn01_port() -> u16 {
     443
 }
@@ -302,6 +311,10 @@ mod tests {
         assert_eq!(c.admin_socket_mode(), Ok(0o600));
         assert_eq!(c.admins(1234), Principals { users: vec![], groups: vec![Principal::Name("signet-admin".into())] });
 
+        assert_eq!((c.http01_port, c.http01_https_port), (80, 443));
+        let c: Config = toml::from_str(&format!("{MINIMAL}http01_https_port = 8443\n")).unwrap();
+        assert_eq!(c.http01_https_port, 8443);
+        assert!(toml::from_str::<Config>(&format!("{MINIMAL}http01_https_port = \"443\"\n")).is_err());
         let c: Config = toml::from_str(&format!("{MINIMAL}admin_socket_mode = \"rw\"\n")).unwrap();
         assert!(c.check().unwrap_err().contains("admin_socket_mode"));
         assert!(toml::from_str::<Config>(&format!("{MINIMAL}[admin]\nuser = [0]\n")).is_err());

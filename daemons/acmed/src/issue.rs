@@ -6,7 +6,7 @@
 //! rest: sign a precertificate (poison extension) through the same Issuer
 //! role, submit it to the logs, and embed the SCTs in the final TBS.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use der::Decode;
 use rand_core::{OsRng, RngCore};
@@ -72,10 +72,24 @@ impl Acme {
         let profile = &self.ca.profile;
         let shard = (profile.crl_shards > 0).then(|| OsRng.next_u32() % profile.crl_shards);
         let validity = self.cfg.profiles.get(&order.profile).and_then(|p| p.validity_seconds).map(Duration::from_secs);
-        let req = LeafRequest { subject, spki_der: csr.spki_der.clone(), sans, validity, ekus: None, crl_shard: shard };
-        let der = build_leaf_tbs(profile, &self.ca.issuer, &req, SystemTime::now(), &mut OsRng)
+        // The order's notBefore/notAfter, checked again now: refused (and the order
+        // invalid) when the clock has moved past what the Issuer role signs.
+        let now = SystemTime::now();
+        let now_secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        let exact_validity = crate::window::resolve(order.not_before, order.not_after, &self.validity_bounds(&order.profile), now_secs)?
+            .map(|(nb, na)| (UNIX_EPOCH + Duration::from_secs(nb.max(0) as u64), UNIX_EPOCH + Duration::from_secs(na.max(0) as u64)));
+        let req = LeafRequest { subject, spki_der: csr.spki_der.clone(), sans, validity, exact_validity, ekus: None, crl_shard: shard };
+        let der = build_leaf_tbs(profile, &self.ca.issuer, &req, now, &mut OsRng)
             .map_err(|e| Problem::new(ProblemType::BadCsr, e.to_string()))?;
         Ok(Tbs { der, shard: shard.unwrap_or(0) })
+    }
+}
+
+impl Acme {
+    /// What notBefore/notAfter orders of acmed profile `name` may request.
+    pub fn validity_bounds(&self, name: &str) -> crate::window::Bounds {
+        let validity = self.cfg.profiles.get(name).and_then(|p| p.validity_seconds);
+        crate::window::Bounds::new(name, validity, &self.ca.profile, &self.ca.issuer)
     }
 }
 

@@ -26,6 +26,7 @@ pub mod limits;
 pub mod nonce;
 pub mod resources;
 pub mod server;
+pub mod window;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -234,6 +235,7 @@ async fn serve(
     let validator = Validator::new(
         config.dns_resolver,
         config.http01_port,
+        config.http01_https_port,
         config.tlsalpn01_port,
         Duration::from_secs(config.validation_timeout_seconds),
         config.caa_identities.clone(),

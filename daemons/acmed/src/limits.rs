@@ -2,8 +2,14 @@
 //! certificates per registered domain, each over a fixed window. Counters
 //! live in memory (a restart forgets them; they protect capacity, not state).
 //!
-//! The registered domain is approximated by the last two labels of a name
-//! (no public suffix list): `a.b.example.com` counts for `example.com`.
+//! The registered domain of a DNS name is its eTLD+1 by the Public Suffix
+//! List (the `psl` crate's compiled-in copy, ICANN and private sections, as
+//! Let's Encrypt counts): `a.b.example.co.uk` counts for `example.co.uk`,
+//! `alice.github.io` for itself. A name under a suffix the list does not know
+//! falls under the list's default rule `*` (its last label is the suffix):
+//! `x.signet.test` counts for `signet.test`. A name that is itself a public
+//! suffix (`co.uk`, `github.io`, a bare `localhost`) counts for itself. An IP
+//! identifier counts for its address.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -61,10 +67,11 @@ pub fn registered_domain(id: &Identifier) -> String {
     if id.kind == IdentifierType::Ip {
         return id.value.clone();
     }
-    let labels: Vec<&str> = id.value.trim_start_matches("*.").rsplitn(3, '.').collect();
-    match labels.as_slice() {
-        [tld, sld, ..] => format!("{sld}.{tld}"),
-        _ => id.value.clone(),
+    let name = id.value.trim_start_matches("*.").trim_end_matches('.').to_ascii_lowercase();
+    match psl::domain(name.as_bytes()).and_then(|d| std::str::from_utf8(d.as_bytes()).ok()) {
+        Some(registered) => registered.to_owned(),
+        // The name is itself a public suffix (or empty): it counts for itself.
+        None => name,
     }
 }
 
@@ -136,10 +143,30 @@ mod tests {
 
     #[test]
     fn registered_domains() {
-        assert_eq!(registered_domain(&Identifier::dns("a.b.example.com")), "example.com");
-        assert_eq!(registered_domain(&Identifier::dns("*.example.com")), "example.com");
-        assert_eq!(registered_domain(&Identifier::dns("localhost")), "localhost");
+        let rd = |name: &str| registered_domain(&Identifier::dns(name));
+        assert_eq!(rd("a.b.example.com"), "example.com");
+        assert_eq!(rd("example.com"), "example.com");
+        assert_eq!(rd("*.example.com"), "example.com");
+        // Multi-label ICANN suffixes: not the last two labels.
+        assert_eq!(rd("a.b.example.co.uk"), "example.co.uk");
+        assert_eq!(rd("a.example.co.uk"), "example.co.uk");
+        assert_eq!(rd("*.shop.example.co.uk"), "example.co.uk");
+        // The private section counts: one github.io user is not another.
+        assert_eq!(rd("www.alice.github.io"), "alice.github.io");
+        assert_eq!(rd("bob.github.io"), "bob.github.io");
+        // Wildcard rule `*.ck` and its exception `!www.ck`.
+        assert_eq!(rd("a.b.c.ck"), "b.c.ck");
+        assert_eq!(rd("x.www.ck"), "www.ck");
+        // A bare public suffix counts for itself.
+        assert_eq!(rd("co.uk"), "co.uk");
+        assert_eq!(rd("github.io"), "github.io");
+        assert_eq!(rd("com"), "com");
+        assert_eq!(rd("localhost"), "localhost");
+        // An unknown TLD: the default rule `*`.
+        assert_eq!(rd("x.y.signet.test"), "signet.test");
+        assert_eq!(rd("A.Example.COM"), "example.com");
         assert_eq!(registered_domain(&Identifier::ip("127.0.0.1")), "127.0.0.1");
+        assert_eq!(registered_domain(&Identifier::ip("2001:db8::1")), "2001:db8::1");
     }
 
     #[test]
@@ -158,6 +185,10 @@ mod tests {
         assert!(l.check_certificate(&ids).is_ok());
         assert!(l.check_certificate(&[Identifier::dns("z.example.com")]).is_err());
         assert!(l.check_certificate(&[Identifier::dns("other.test")]).is_ok());
+        // Two registrants under one multi-label suffix are counted apart.
+        assert!(l.check_certificate(&[Identifier::dns("a.one.co.uk")]).is_ok());
+        assert!(l.check_certificate(&[Identifier::dns("a.two.co.uk")]).is_ok());
+        assert!(l.check_certificate(&[Identifier::dns("b.one.co.uk")]).is_err());
     }
 
     #[test]

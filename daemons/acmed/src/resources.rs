@@ -321,9 +321,7 @@ impl Acme {
         if p.identifiers.len() > MAX_IDENTIFIERS {
             return Err(Problem::new(ProblemType::RejectedIdentifier, format!("an order may name at most {MAX_IDENTIFIERS} identifiers")));
         }
-        if p.not_before.is_some() || p.not_after.is_some() {
-            return Err(Problem::new(ProblemType::Malformed, "notBefore/notAfter are not supported; choose a profile instead"));
-        }
+        let (not_before, not_after) = crate::window::requested(p.not_before, p.not_after)?;
         let mut idents = Vec::new();
         let mut refusals = Vec::new();
         for id in &p.identifiers {
@@ -343,6 +341,8 @@ impl Acme {
         if !self.cfg.profiles.contains_key(&profile) {
             return Err(Problem::new(ProblemType::InvalidProfile, format!("no profile {profile:?}; see the directory's meta.profiles")));
         }
+        // Checked again at finalize, with the clock then.
+        crate::window::resolve(not_before, not_after, &self.validity_bounds(&profile), now())?;
         let db = &self.db;
         if let Some(replaces) = &p.replaces {
             let (aki, serial) = types::parse_renewal_cert_id(replaces)?;
@@ -424,8 +424,8 @@ impl Acme {
             authzs: authz_ids.clone(),
             profile,
             replaces: p.replaces.clone(),
-            not_before: None,
-            not_after: None,
+            not_before,
+            not_after,
             error: None,
             cert_serial: None,
         };

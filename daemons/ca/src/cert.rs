@@ -98,6 +98,10 @@ pub struct LeafRequest {
     pub sans: Vec<SanEntry>,
     /// Requested validity; `None` is the profile default. Clamped to the profile maximum.
     pub validity: Option<Duration>,
+    /// Exact notBefore and notAfter (whole seconds; both inclusive, as in RFC 5280), e.g. from an
+    /// ACME order's notBefore/notAfter; overrides `validity` and the profile's backdating. Not
+    /// clamped: a period longer than the profile maximum, or notAfter before notBefore, is an error.
+    pub exact_validity: Option<(SystemTime, SystemTime)>,
     /// Requested EKUs; `None` is the profile default. Each must be allowed by the profile.
     pub ekus: Option<Vec<Eku>>,
     /// The CRL shard the certificate belongs to (fills `{shard}` in the CRL URL).
@@ -170,9 +174,14 @@ pub fn build_leaf_tbs(
         return Err(CaError::EkuNotAllowed(bad.oid()));
     }
 
-    let default_validity = Duration::from_secs(profile.default_validity_seconds.unwrap_or(profile.max_validity_seconds));
-    let validity = req.validity.unwrap_or(default_validity).min(profile.max_validity());
-    let validity = validity_from(now, Duration::from_secs(profile.backdate_seconds), validity)?;
+    let validity = match req.exact_validity {
+        Some((not_before, not_after)) => validity_between(not_before, not_after, profile.max_validity())?,
+        None => {
+            let default_validity = Duration::from_secs(profile.default_validity_seconds.unwrap_or(profile.max_validity_seconds));
+            let validity = req.validity.unwrap_or(default_validity).min(profile.max_validity());
+            validity_from(now, Duration::from_secs(profile.backdate_seconds), validity)?
+        }
+    };
 
     let mut exts = vec![
         ext(&BasicConstraints { ca: false, path_len_constraint: None }, true)?,
@@ -326,6 +335,16 @@ fn validity_from(now: SystemTime, backdate: Duration, validity: Duration) -> Res
     let not_before = whole_seconds(now)?.checked_sub(backdate).ok_or(CaError::TimeOutOfRange)?;
     // RFC 5280's validity period is inclusive of both ends.
     let not_after = not_before + validity - Duration::from_secs(1);
+    Ok(Validity { not_before: x509_time(not_before)?, not_after: x509_time(not_after)? })
+}
+
+/// An exact validity (whole seconds) whose period, inclusive of both ends, is at most `max`.
+fn validity_between(not_before: SystemTime, not_after: SystemTime, max: Duration) -> Result<Validity, CaError> {
+    let (not_before, not_after) = (whole_seconds(not_before)?, whole_seconds(not_after)?);
+    let period = not_after.duration_since(not_before).map_err(|_| CaError::ValidityInverted)? + Duration::from_secs(1);
+    if period > max {
+        return Err(CaError::ValidityTooLong { requested: period, max });
+    }
     Ok(Validity { not_before: x509_time(not_before)?, not_after: x509_time(not_after)? })
 }
 

@@ -121,6 +121,7 @@ pub fn leaf_request(key: &TestKey) -> LeafRequest {
             SanEntry::Ip("2001:db8::7".parse().unwrap()),
         ],
         validity: None,
+        exact_validity: None,
         ekus: None,
         crl_shard: Some(7),
     }

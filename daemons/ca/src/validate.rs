@@ -345,7 +345,7 @@ mod tests {
     use signet_ipc::SignatureScheme;
 
     use super::*;
-    use crate::cert::{build_intermediate_tbs, build_leaf_tbs, CaRequest};
+    use crate::cert::{build_intermediate_tbs, build_leaf_tbs, CaRequest, LeafRequest};
     use crate::crl::{build_tbs_crl, CrlParams};
     use crate::testutil::{self, name, TestKey};
 
@@ -374,6 +374,27 @@ mod tests {
         assert_eq!(parsed.sans.len(), 4);
         assert_eq!(parsed.serial.len(), 16);
         assert_eq!(parsed.not_after.duration_since(parsed.not_before).unwrap() + Duration::from_secs(1), policy.max_validity);
+    }
+
+    #[test]
+    fn exact_validity_is_kept_and_bounded_by_the_profile() {
+        let (issuer, policy, key) = setup();
+        let build = |window: (SystemTime, SystemTime)| {
+            let req = LeafRequest { exact_validity: Some(window), ..testutil::leaf_request(&key) };
+            build_leaf_tbs(&testutil::profile(), &issuer, &req, now(), &mut testutil::rng())
+        };
+        // Fractions of a second are dropped; both ends are kept as asked.
+        let not_before = now() - Duration::from_millis(60_500);
+        let not_after = now() + Duration::from_secs(86_400);
+        let parsed = validate_end_entity_tbs(&build((not_before, not_after)).unwrap(), &policy, now()).unwrap();
+        assert_eq!(parsed.not_before, now() - Duration::from_secs(61));
+        assert_eq!(parsed.not_after, not_after);
+        // The whole profile maximum fits; one second more does not.
+        let max_after = now() + policy.max_validity - Duration::from_secs(1);
+        assert!(build((now(), max_after)).is_ok());
+        let too_long = build((now(), max_after + Duration::from_secs(1)));
+        assert!(matches!(too_long, Err(CaError::ValidityTooLong { .. })), "{too_long:?}");
+        assert!(matches!(build((now(), now() - Duration::from_secs(1))), Err(CaError::ValidityInverted)));
     }
 
     #[test]

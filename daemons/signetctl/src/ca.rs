@@ -304,6 +304,7 @@ pub fn cert(signd: &SigndClient, ocspd: &OcspdClient, issuer: &str, cmd: &CertCo
                 spki_der: csr.spki_der,
                 sans: csr.sans,
                 validity: days.map(|d| Duration::from_secs(d * 86_400)),
+                exact_validity: None,
                 ekus: None,
                 crl_shard: shard,
             };
