@@ -235,6 +235,11 @@ fn nss_sign_rates() {
             }
         }
     }
+    // Ed25519 on SoftHSM2 goes below NSS (the token's own C_SignInit/C_Sign
+    // on a pooled session), so there is no NSS call to compare with.
+    let ed = f.softhsm.load(&f.softhsm.generate("bench-softhsm-ed25519", KeyAlgorithm::Ed25519).unwrap().location).unwrap();
+    let signd = rate(|n| (0..n).for_each(|_| drop(ed.sign(S::Ed25519, &msg).unwrap())), budget);
+    println!("{:<8} {:<17} {:<9} {:<8} {signd:>10.0} {:>10} {:>7}", "softhsm", "ed25519", "pkcs11", "session", "-", "-");
     let ossl = signd::backend::openssl::generate(KeyAlgorithm::EcP256).unwrap();
     let r = rate(|n| (0..n).for_each(|_| drop(signd::backend::openssl::sign(&ossl, S::EcdsaSha256, &msg).unwrap())), budget);
     println!("openssl  ecdsa-sha256 (OpenSSL backend, for scale)     {r:>12.0}");
