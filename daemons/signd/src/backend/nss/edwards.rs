@@ -277,7 +277,10 @@ impl super::SigningKey for EdKey {
 
     fn sign(&self, scheme: SignatureScheme, message: &[u8]) -> Result<Vec<u8>, IpcError> {
         if scheme != SignatureScheme::Ed25519 {
-            return Err(IpcError::new(ErrorKind::Unsupported, format!("{} is unsupported by this token", scheme.name())));
+            return Err(IpcError::new(
+                ErrorKind::Unsupported,
+                format!("{} is unsupported by this token", scheme.name()),
+            ));
         }
         match self.sign_once(message)? {
             Ok(sig) => Ok(sig),
