@@ -60,11 +60,11 @@ impl Backend {
         use signet_ipc::KeyAlgorithm as A;
         match self {
             Backend::Openssl => true,
-            // NSS 3.87 has no ML-DSA, and no Edwards key type at all (softokn
-            // cannot make Ed25519 keys; NSS cannot describe SoftHSM2's).
-            Backend::NssSoftokn | Backend::NssSofthsm => {
-                !matches!(alg, A::Ed25519 | A::MlDsa44 | A::MlDsa65 | A::MlDsa87)
-            }
+            // NSS 3.87 has no ML-DSA, and no Edwards key type: softokn cannot
+            // make Ed25519 keys; SoftHSM2 can, and signd uses its own PKCS #11
+            // functions for them.
+            Backend::NssSoftokn => !matches!(alg, A::Ed25519 | A::MlDsa44 | A::MlDsa65 | A::MlDsa87),
+            Backend::NssSofthsm => !matches!(alg, A::MlDsa44 | A::MlDsa65 | A::MlDsa87),
         }
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use signd::backend::nss::{NssBackend, NssKey, NssSettings, Preference};
 use signd::backend::{Backend, SigningKey};
-use signet_ipc::{KeyAlgorithm, SignatureScheme as S};
+use signet_ipc::{ErrorKind, KeyAlgorithm, SignatureScheme as S};
 use signet_tests::{openssl_verify, NssToken};
 
 struct Fixture {
@@ -118,6 +118,86 @@ fn prehash_and_combined_mechanisms_agree_with_openssl() {
     }
 }
 
+/// Ed25519 on SoftHSM2, below NSS's key layer: generated on the token,
+/// found again by its location (and by its label), signatures OpenSSL
+/// verifies, from several threads at once (each with its own session); on
+/// softokn, which has no Edwards mechanisms in NSS 3.87, a typed refusal.
+#[test]
+fn ed25519_through_the_tokens_own_functions() {
+    let (f, _serial) = fixture();
+    let e = f.softokn.generate("ed-softokn", KeyAlgorithm::Ed25519).err().unwrap();
+    assert_eq!(e.kind, ErrorKind::Unsupported, "{e}");
+    assert!(e.detail.contains("unsupported by this token"), "{e}");
+
+    let new = f.softhsm.generate("ed-hsm", KeyAlgorithm::Ed25519).unwrap();
+    assert!(new.location.starts_with("token \"signet\", CKA_ID "), "{}", new.location);
+    // CKA_ID as NSS sets it for EC keys: the SHA-1 of the public key.
+    let raw = openssl::pkey::PKey::public_key_from_der(new.key.spki()).unwrap().raw_public_key().unwrap();
+    assert!(new.location.ends_with(&hex(&openssl::sha::sha1(&raw))), "{}", new.location);
+    assert_eq!(new.key.algorithm(), KeyAlgorithm::Ed25519);
+    let sig = new.key.sign(S::Ed25519, b"fresh").unwrap();
+    assert!(openssl_verify(new.key.spki(), S::Ed25519, b"fresh", &sig));
+    assert_eq!(new.key.sign(S::EcdsaSha256, b"x").unwrap_err().kind, ErrorKind::Unsupported);
+
+    let loaded = f.softhsm.load(&new.location).unwrap();
+    assert_eq!((loaded.algorithm(), loaded.spki()), (KeyAlgorithm::Ed25519, new.key.spki()));
+    assert_eq!(f.softhsm.locate(Some("ed-hsm"), None).unwrap(), new.location);
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let key = &loaded;
+            s.spawn(move || {
+                for i in 0..50 {
+                    let msg = format!("thread {t} message {i}");
+                    let sig = key.sign(S::Ed25519, msg.as_bytes()).unwrap();
+                    assert!(openssl_verify(key.spki(), S::Ed25519, msg.as_bytes(), &sig), "{msg}");
+                }
+            });
+        }
+    });
+    // The empty message is a message too.
+    let sig = loaded.sign(S::Ed25519, b"").unwrap();
+    assert!(openssl_verify(loaded.spki(), S::Ed25519, b"", &sig));
+
+    // An EC key on the same token still goes through NSS.
+    let ec = f.softhsm.generate("ed-neighbour-ec", KeyAlgorithm::EcP256).unwrap();
+    let ec = f.softhsm.load(&ec.location).unwrap();
+    assert_eq!(ec.algorithm(), KeyAlgorithm::EcP256);
+
+    // Discarded (after a failed registration): gone from the token.
+    drop((new, loaded));
+    let doomed = f.softhsm.generate("ed-doomed", KeyAlgorithm::Ed25519).unwrap();
+    let location = doomed.location.clone();
+    drop(doomed);
+    f.softhsm.discard(&location);
+    assert_eq!(f.softhsm.load(&location).err().unwrap().kind, ErrorKind::KeyUnavailable);
+}
+
+/// After the PKCS #11 modules are re-initialised (as signd does when a
+/// token's module stops answering), an Ed25519 key's sessions and object
+/// handles from before are never used: the key is found again (logging in
+/// again), checked, and signs.
+#[test]
+fn ed25519_keys_are_found_again_after_a_module_restart() {
+    let (f, _serial) = fixture();
+    let ed = f.softhsm.load(&f.softhsm.generate("ed-restart", KeyAlgorithm::Ed25519).unwrap().location).unwrap();
+    let ec = key(&f.softhsm, "ec-restart", KeyAlgorithm::EcP256, Preference::Prehash);
+    for round in 0..2 {
+        assert!(f.softhsm.restart_modules_for_test(), "round {round}");
+        let sig = ed.sign(S::Ed25519, b"after a restart").unwrap();
+        assert!(openssl_verify(ed.spki(), S::Ed25519, b"after a restart", &sig), "round {round}");
+        let sig = ec.sign(S::EcdsaSha256, b"after a restart").unwrap();
+        assert!(openssl_verify(ec.spki(), S::EcdsaSha256, b"after a restart", &sig), "round {round}");
+    }
+    // A key made after the restart signs too.
+    let new = f.softhsm.generate("ed-after-restart", KeyAlgorithm::Ed25519).unwrap();
+    let sig = new.key.sign(S::Ed25519, b"new").unwrap();
+    assert!(openssl_verify(new.key.spki(), S::Ed25519, b"new", &sig));
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 fn rate(mut f: impl FnMut(usize), budget: Duration) -> f64 {
     f(20); // warm up
     let mut n = 0usize;
@@ -155,6 +235,11 @@ fn nss_sign_rates() {
             }
         }
     }
+    // Ed25519 on SoftHSM2 goes below NSS (the token's own C_SignInit/C_Sign
+    // on a pooled session), so there is no NSS call to compare with.
+    let ed = f.softhsm.load(&f.softhsm.generate("bench-softhsm-ed25519", KeyAlgorithm::Ed25519).unwrap().location).unwrap();
+    let signd = rate(|n| (0..n).for_each(|_| drop(ed.sign(S::Ed25519, &msg).unwrap())), budget);
+    println!("{:<8} {:<17} {:<9} {:<8} {signd:>10.0} {:>10} {:>7}", "softhsm", "ed25519", "pkcs11", "session", "-", "-");
     let ossl = signd::backend::openssl::generate(KeyAlgorithm::EcP256).unwrap();
     let r = rate(|n| (0..n).for_each(|_| drop(signd::backend::openssl::sign(&ossl, S::EcdsaSha256, &msg).unwrap())), budget);
     println!("openssl  ecdsa-sha256 (OpenSSL backend, for scale)     {r:>12.0}");

@@ -14,8 +14,14 @@
 //! [`restart_dead_modules`]) and the key is looked up once more; if that
 //! fails too the caller gets `KeyUnavailable` and the next call tries again.
 //!
-//! Everything `unsafe` in signd's NSS support is in this module and `ffi`.
+//! Ed25519 keys, which NSS 3.87 cannot describe, are made and used through
+//! the token's own PKCS #11 functions where its module has the Edwards
+//! mechanisms (see `edwards`); elsewhere they are `Unsupported`.
+//!
+//! Everything `unsafe` in signd's NSS support is in this module and its
+//! submodules (`ffi`, `plan`, `edwards`).
 
+mod edwards;
 mod ffi;
 mod plan;
 
@@ -184,6 +190,18 @@ impl NssBackend {
         let key = if session_copy { slot.signing_copy(key) } else { key };
         Ok(NssKey::new(self.inner.clone(), token, id, key, algorithm, spki, plans))
     }
+
+    /// Test hook: re-initialises the PKCS #11 modules now (forced, as after
+    /// a fork), as signd does when its token's module stops answering, so
+    /// that every key handle is stale; returns whether signd's token was
+    /// initialised again.
+    #[doc(hidden)]
+    pub fn restart_modules_for_test(&self) -> bool {
+        let before = RESTARTS.load(Ordering::Acquire);
+        *LAST_RESTART.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        restart_dead_modules(self.inner.known_slot());
+        RESTARTS.load(Ordering::Acquire) != before
+    }
 }
 
 impl Backend for NssBackend {
@@ -194,6 +212,11 @@ impl Backend for NssBackend {
     fn generate(&self, id: &str, algorithm: KeyAlgorithm) -> Result<NewKey, IpcError> {
         let token = self.inner.token.clone();
         let slot = self.inner.slot(&token)?;
+        if algorithm == KeyAlgorithm::Ed25519 {
+            // Below NSS, on the token's own PKCS #11 functions (takes MODULES itself).
+            let (key, location) = edwards::generate(&self.inner, &slot, &token, id)?;
+            return Ok(NewKey { key: Arc::new(key), location });
+        }
         let _modules = modules_read();
         let unsupported = || {
             IpcError::new(
@@ -223,9 +246,8 @@ impl Backend for NssBackend {
                 let mut params = PK11RSAGenParams { keySizeInBits: bits, pe: 65537 };
                 slot.generate(CKM_RSA_PKCS_KEY_PAIR_GEN, ptr::addr_of_mut!(params).cast())?
             }
-            // NSS 3.87 has no Edwards key type (keythi.h), so it can neither
-            // generate nor describe Ed25519 keys, even on a token that has
-            // CKM_EDDSA. ML-DSA is OpenSSL-only.
+            // Ed25519 is made above, without NSS's key layer (NSS 3.87 has no
+            // Edwards key type). ML-DSA is OpenSSL-only.
             KeyAlgorithm::Ed25519 | KeyAlgorithm::MlDsa44 | KeyAlgorithm::MlDsa65 | KeyAlgorithm::MlDsa87 => {
                 return Err(unsupported());
             }
@@ -277,12 +299,18 @@ impl Backend for NssBackend {
     }
 
     fn load(&self, location: &str) -> Result<Arc<dyn SigningKey>, IpcError> {
+        let (token, id) = parse_location(location)?;
+        let slot = self.inner.slot(&token)?;
+        if let Some(key) = edwards::load(&self.inner, &slot, &token, &id)? {
+            return Ok(Arc::new(key));
+        }
         Ok(Arc::new(self.load_key(location, Preference::Prehash)?))
     }
 
     fn discard(&self, location: &str) {
         if let Ok((token, id)) = parse_location(location) {
             if let Ok(slot) = self.inner.slot(&token) {
+                edwards::discard(&slot, &token, &id);
                 // Session copies carry the same CKA_ID and may be found first:
                 // delete until the token object is gone too.
                 for _ in 0..8 {

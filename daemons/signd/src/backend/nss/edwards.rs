@@ -1,0 +1,860 @@
+//! Ed25519 keys on tokens whose PKCS #11 module has CKM_EC_EDWARDS_KEY_PAIR_GEN
+//! and CKM_EDDSA (SoftHSM2), below NSS's key layer.
+//!
+//! NSS 3.87 has no Edwards key type (keythi.h): PK11_GenerateKeyPair refuses
+//! the mechanism and SECKEY_ConvertToPublicKey cannot describe such a key. For
+//! these keys signd therefore calls the token's module itself, through the
+//! function list NSS loaded and initialised (`PK11_GetModule`: the public
+//! `SECMODModule` of secmodt.h, whose layout is checked at run time against
+//! `PK11_GetModuleID`), on the slot NSS found (`PK11_GetSlotID`). signd opens
+//! its own sessions there, and NSS's login covers them: PKCS #11 login state
+//! belongs to the token and the application, not to one session (all sessions
+//! an application has with a token share its login; PKCS #11 v2.40 §5.6). If
+//! the token forgot the login, the lookup logs in again through NSS.
+//!
+//! Keys are made as NSS makes the other keys: permanent (CKA_TOKEN), private
+//! and sensitive, labelled with the signd key id, with CKA_ID = SHA-1 of the
+//! public key (NSS's CKA_ID for EC keys is the SHA-1 of the public value);
+//! in addition the private key is not extractable.
+//!
+//! Sessions: a PKCS #11 session must not be used by two threads at once, so
+//! each cached key handle owns a small pool of sessions: a signature takes an
+//! idle one (or opens another), signs (C_SignInit + C_Sign with CKM_EDDSA and
+//! no parameters: pure Ed25519), and puts it back. No lock is held across the
+//! token call except MODULES for reading, and the pool grows to the number of
+//! signatures that ever ran at once with the key (at most signd's signing
+//! threads plus its socket thread). As for the other keys, a handle signs with
+//! an in-token session copy of the key (C_CopyObject into the handle's first
+//! session; closing that session destroys the copy).
+//!
+//! Restarts: a handle records [`RESTARTS`] and the slot's series (NSS bumps it
+//! whenever it initialises the token again, e.g. after re-insertion). A handle
+//! from before either changed is stale: it is never used again, and neither
+//! are its sessions closed nor its copy destroyed (their numbers may by then
+//! name NSS's own sessions and objects); the key is found again. The numbers
+//! of a handle whose token reported a lost session or device are left alone
+//! the same way.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::os::raw::{c_int, c_void};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, TryLockError};
+
+use der::asn1::{ObjectIdentifier, OctetStringRef, PrintableStringRef};
+use der::{Decode, Encode};
+use openssl::pkey::{Id, PKey};
+use openssl::sign::Verifier;
+use signet_ipc::{ErrorKind, IpcError, KeyAlgorithm, SignatureScheme};
+
+use super::ffi::*;
+use super::{backend_err, location, modules_read, Inner, Slot, MODULES, RESTARTS};
+
+/// id-Ed25519 (RFC 8410): CKA_EC_PARAMS of an Ed25519 key, as an OID.
+const ED25519: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.101.112");
+/// The other CKA_EC_PARAMS PKCS #11 3.0 allows for Ed25519 (a PrintableString).
+const ED25519_NAME: &str = "edwards25519";
+const SIGNATURE_LEN: usize = 64;
+/// Signed and verified whenever a key is found, to check that the private key
+/// found by CKA_ID belongs to the public key found by the same CKA_ID.
+const CHECK_MESSAGE: &[u8] = b"signd: does this private key belong to this public key?";
+
+/// Generates an Ed25519 key pair on the token in `slot` (labelled `id`) and
+/// returns it with its location; `Unsupported` if the token cannot.
+pub(super) fn generate(inner: &Arc<Inner>, slot: &Slot, label: &str, id: &str) -> Result<(EdKey, String), IpcError> {
+    let _modules = modules_read();
+    let token = Token::of(slot, label)?;
+    let session = Session::open(&token).map_err(backend_err)?;
+    let params = ED25519.to_der().map_err(|e| backend_err(format!("encoding the Ed25519 OID: {e}")))?;
+    let (yes, no) = (CK_TRUE, CK_FALSE);
+    let mut public = Template::default()
+        .bool(CKA_TOKEN, &yes)
+        .bool(CKA_PRIVATE, &no)
+        .bool(CKA_VERIFY, &yes)
+        .bytes(CKA_EC_PARAMS, &params)
+        .bytes(CKA_LABEL, id.as_bytes());
+    let mut private = Template::default()
+        .bool(CKA_TOKEN, &yes)
+        .bool(CKA_PRIVATE, &yes)
+        .bool(CKA_SENSITIVE, &yes)
+        .bool(CKA_EXTRACTABLE, &no)
+        .bool(CKA_SIGN, &yes)
+        .bytes(CKA_LABEL, id.as_bytes());
+    let (public_key, private_key) =
+        token.generate(session.handle, &mut public, &mut private).map_err(|e| backend_err(e.to_string()))?;
+    // From here on a failure must not leave an unrecorded key behind.
+    let made = (|| {
+        let point = token.attribute(session.handle, public_key, CKA_EC_POINT).map_err(backend_err)?;
+        let raw = raw_public_key(&point)?;
+        let spki = spki_of(raw)?;
+        let cka_id = openssl::sha::sha1(raw).to_vec();
+        for object in [public_key, private_key] {
+            let mut id = Template::default().bytes(CKA_ID, &cka_id);
+            token.set_attributes(session.handle, object, &mut id).map_err(backend_err)?;
+        }
+        Ok((spki, cka_id))
+    })();
+    match made {
+        Ok((spki, cka_id)) => {
+            let location = location(label, &cka_id);
+            let session = session.keep();
+            let handle = Handle::new(token, session, private_key);
+            Ok((EdKey::new(inner.clone(), label.to_owned(), cka_id, spki, handle), location))
+        }
+        Err(e) => {
+            for object in [public_key, private_key] {
+                if let Err(d) = token.destroy(session.handle, object) {
+                    tracing::warn!(error = %d, "could not remove a half-made Ed25519 key from the token");
+                }
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The Ed25519 key with CKA_ID `cka_id` on the token in `slot`, or None if
+/// the token has no Edwards mechanisms or no Edwards private key with that
+/// CKA_ID (then it is another kind of key, for NSS to find).
+pub(super) fn load(inner: &Arc<Inner>, slot: &Slot, label: &str, cka_id: &[u8]) -> Result<Option<EdKey>, IpcError> {
+    if !Token::has_mechanisms(slot) {
+        return Ok(None);
+    }
+    let Some((handle, spki)) = find(inner, slot, label, cka_id)? else { return Ok(None) };
+    Ok(Some(EdKey::new(inner.clone(), label.to_owned(), cka_id.to_vec(), spki, handle)))
+}
+
+/// Destroys the token's Ed25519 key objects with CKA_ID `cka_id` (after a
+/// failed registration); best effort.
+pub(super) fn discard(slot: &Slot, label: &str, cka_id: &[u8]) {
+    if !Token::has_mechanisms(slot) {
+        return;
+    }
+    let _modules = modules_read();
+    let Ok(token) = Token::of(slot, label) else { return };
+    let Ok(session) = Session::open(&token) else { return };
+    for class in [CKO_PRIVATE_KEY, CKO_PUBLIC_KEY] {
+        let objects = token.find_key(session.handle, class, cka_id).unwrap_or_default();
+        for object in objects {
+            if let Err(e) = token.destroy(session.handle, object) {
+                tracing::warn!(error = %e, "could not remove an Ed25519 key object from the token");
+            }
+        }
+    }
+}
+
+/// Finds the key pair by CKA_ID (logging in again through NSS if the token
+/// forgot the login), reads and checks its public key, and makes the
+/// signing handle; None if there is no Edwards private key with that CKA_ID.
+fn find(inner: &Inner, slot: &Slot, label: &str, cka_id: &[u8]) -> Result<Option<(Handle, Vec<u8>)>, IpcError> {
+    let _modules = modules_read();
+    let token = Token::of(slot, label)?;
+    let session = Session::open(&token).map_err(unavailable)?;
+    let mut found = token.find_key(session.handle, CKO_PRIVATE_KEY, cka_id).map_err(unavailable)?;
+    // SAFETY: live slot; NULL wincx is allowed.
+    if found.is_empty() && unsafe { PK11_IsLoggedIn(slot.0.as_ptr(), ptr::null_mut()) } == PR_FALSE {
+        inner.login(slot, label)?;
+        found = token.find_key(session.handle, CKO_PRIVATE_KEY, cka_id).map_err(unavailable)?;
+    }
+    let Some(&private_key) = found.first() else { return Ok(None) };
+    let at = location(label, cka_id);
+    let public_key = token
+        .find_key(session.handle, CKO_PUBLIC_KEY, cka_id)
+        .map_err(unavailable)?
+        .first()
+        .copied()
+        .ok_or_else(|| unavailable(format!("the Edwards key at {at} has no public key object on the token")))?;
+    let params = token.attribute(session.handle, public_key, CKA_EC_PARAMS).map_err(unavailable)?;
+    if !is_ed25519(&params) {
+        return Err(IpcError::new(
+            ErrorKind::Unsupported,
+            format!("the Edwards key at {at} is not an Ed25519 key (Ed448 is not supported by signd)"),
+        ));
+    }
+    let point = token.attribute(session.handle, public_key, CKA_EC_POINT).map_err(unavailable)?;
+    let spki = spki_of(raw_public_key(&point)?)?;
+    let session = session.keep();
+    let handle = Handle::new(token, session, private_key);
+    let signature = handle.sign(CHECK_MESSAGE).map_err(|e| unavailable(format!("key {at}: {e}")))?;
+    if !verifies(&spki, CHECK_MESSAGE, &signature) {
+        return Err(unavailable(format!("the private key at {at} does not belong to the public key with its CKA_ID")));
+    }
+    Ok(Some((handle, spki)))
+}
+
+fn unavailable(detail: impl Into<String>) -> IpcError {
+    IpcError::new(ErrorKind::KeyUnavailable, detail)
+}
+
+/// An Ed25519 key on a token, with its signing handle cached.
+pub(super) struct EdKey {
+    inner: Arc<Inner>,
+    token: String,
+    cka_id: Vec<u8>,
+    spki: Vec<u8>,
+    /// The cached handle; None after a failure until the key is found again.
+    handle: RwLock<Option<Arc<Handle>>>,
+}
+
+/// One signing attempt: the signature, or the token's error and the handle
+/// that failed (to be dropped from the cache).
+type Attempt = Result<Vec<u8>, (P11Error, Arc<Handle>)>;
+
+impl EdKey {
+    fn new(inner: Arc<Inner>, token: String, cka_id: Vec<u8>, spki: Vec<u8>, handle: Handle) -> Self {
+        Self { inner, token, cka_id, spki, handle: RwLock::new(Some(Arc::new(handle))) }
+    }
+
+    fn location(&self) -> String {
+        location(&self.token, &self.cka_id)
+    }
+
+    fn handle(&self) -> Result<Arc<Handle>, IpcError> {
+        if let Some(h) = self.handle.read().unwrap_or_else(|p| p.into_inner()).as_ref().filter(|h| !h.is_stale()) {
+            return Ok(h.clone());
+        }
+        self.refind()
+    }
+
+    /// Looks the key up again on its token and checks it is the same key.
+    fn refind(&self) -> Result<Arc<Handle>, IpcError> {
+        let mut cached = self.handle.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = cached.as_ref().filter(|h| !h.is_stale()) {
+            return Ok(h.clone());
+        }
+        // A stale handle is dropped here (its Drop leaves the token alone).
+        *cached = None;
+        // (Inner::slot re-initialises a module that stopped answering.)
+        let slot = self.inner.slot(&self.token)?;
+        let (handle, spki) = find(&self.inner, &slot, &self.token, &self.cka_id)?.ok_or_else(|| {
+            IpcError::new(ErrorKind::KeyUnavailable, format!("key {} is not on the token", self.location()))
+        })?;
+        if spki != self.spki {
+            return Err(IpcError::new(
+                ErrorKind::KeyUnavailable,
+                format!("the key found at {} is not the recorded key", self.location()),
+            ));
+        }
+        tracing::info!(location = %self.location(), "NSS key found again");
+        let handle = Arc::new(handle);
+        *cached = Some(handle.clone());
+        Ok(handle)
+    }
+
+    /// Signs with the cached handle under the module lock, unless a module
+    /// restart made the handle stale meanwhile (then it is looked up again).
+    fn sign_once(&self, message: &[u8]) -> Result<Attempt, IpcError> {
+        for _ in 0..3 {
+            let handle = self.handle()?;
+            let _modules = modules_read();
+            if handle.is_stale() {
+                continue;
+            }
+            return Ok(handle.sign(message).map_err(|e| (e, handle.clone())));
+        }
+        Err(IpcError::new(
+            ErrorKind::KeyUnavailable,
+            format!("key {}: the token's module keeps restarting", self.location()),
+        ))
+    }
+
+    fn invalidate(&self, failed: &Arc<Handle>) {
+        let mut cached = self.handle.write().unwrap_or_else(|p| p.into_inner());
+        if cached.as_ref().is_some_and(|h| Arc::ptr_eq(h, failed)) {
+            *cached = None;
+        }
+    }
+}
+
+impl super::SigningKey for EdKey {
+    fn algorithm(&self) -> KeyAlgorithm {
+        KeyAlgorithm::Ed25519
+    }
+
+    fn spki(&self) -> &[u8] {
+        &self.spki
+    }
+
+    fn sign(&self, scheme: SignatureScheme, message: &[u8]) -> Result<Vec<u8>, IpcError> {
+        if scheme != SignatureScheme::Ed25519 {
+            return Err(IpcError::new(
+                ErrorKind::Unsupported,
+                format!("{} is unsupported by this token", scheme.name()),
+            ));
+        }
+        match self.sign_once(message)? {
+            Ok(sig) => Ok(sig),
+            Err((first, handle)) => {
+                // The token may have gone away or lost its sessions: drop the
+                // handle and look the key up once more before giving up.
+                tracing::warn!(location = %self.location(), error = %first, "NSS sign failed; looking the key up again");
+                self.invalidate(&handle);
+                drop(handle);
+                match self
+                    .sign_once(message)
+                    .map_err(|e| IpcError::new(e.kind, format!("signing failed: {first}; then {}", e.detail)))?
+                {
+                    Ok(sig) => Ok(sig),
+                    Err((e, _)) => Err(backend_err(format!("signing failed: {e}"))),
+                }
+            }
+        }
+    }
+}
+
+/// A key's signing handle: the token's functions, the key object (a session
+/// copy, or the token object if the token refuses to copy it) and the idle
+/// sessions to sign in.
+struct Handle {
+    token: Token,
+    key: CK_OBJECT_HANDLE,
+    idle: Mutex<Vec<CK_SESSION_HANDLE>>,
+    /// The token reported a lost session or device: leave its numbers alone.
+    lost: AtomicBool,
+}
+
+impl Handle {
+    /// A handle signing with a session copy of `key` made in `session`,
+    /// which becomes the handle's first session.
+    fn new(token: Token, session: CK_SESSION_HANDLE, key: CK_OBJECT_HANDLE) -> Self {
+        let no = CK_FALSE;
+        let mut copy = Template::default().bool(CKA_TOKEN, &no);
+        let key = match token.copy(session, key, &mut copy) {
+            Ok(copy) => copy,
+            Err(e) => {
+                tracing::debug!(error = %e, "signing with the token object");
+                key
+            }
+        };
+        Self { token, key, idle: Mutex::new(vec![session]), lost: AtomicBool::new(false) }
+    }
+
+    /// Whether modules were re-initialised, or NSS initialised the token
+    /// again, since this handle was made.
+    fn is_stale(&self) -> bool {
+        self.token.restarts != RESTARTS.load(Ordering::Acquire) || self.token.series() != self.token.series
+    }
+
+    /// Signs in an idle session (the caller holds MODULES for reading and
+    /// has checked that the handle is not stale).
+    fn sign(&self, message: &[u8]) -> Result<Vec<u8>, P11Error> {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let session = match idle {
+            Some(session) => session,
+            None => self.token.open_session().map_err(|e| self.failed(e))?,
+        };
+        match self.token.sign(session, self.key, message) {
+            Ok(signature) => {
+                self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(session);
+                Ok(signature)
+            }
+            Err(e) => {
+                let e = self.failed(e);
+                if !self.lost.load(Ordering::Acquire) {
+                    // The session may still hold an unfinished operation.
+                    let _ = self.token.close_session(session);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn failed(&self, e: P11Error) -> P11Error {
+        if e.is_lost() {
+            self.lost.store(true, Ordering::Release);
+        }
+        e
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        if self.lost.load(Ordering::Acquire) {
+            return;
+        }
+        // Not while a module restart is under way: its numbers are about to be stale.
+        let _modules = match MODULES.try_read() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        if self.is_stale() {
+            return;
+        }
+        // Closing the session that holds the session copy destroys the copy.
+        for session in self.idle.get_mut().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            let _ = self.token.close_session(session);
+        }
+    }
+}
+
+/// A session opened for one lookup or generation: closed on drop unless kept.
+struct Session<'a> {
+    token: &'a Token,
+    handle: CK_SESSION_HANDLE,
+}
+
+impl<'a> Session<'a> {
+    fn open(token: &'a Token) -> Result<Self, P11Error> {
+        Ok(Self { token, handle: token.open_session()? })
+    }
+
+    /// The session, now owned by the caller.
+    fn keep(self) -> CK_SESSION_HANDLE {
+        let handle = self.handle;
+        std::mem::forget(self);
+        handle
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        let _ = self.token.close_session(self.handle);
+    }
+}
+
+/// A token's own PKCS #11 functions on the slot NSS found, and the module
+/// generation and slot series they belong to.
+struct Token {
+    /// Keeps the slot, and with it the module, loaded.
+    slot: Slot,
+    functions: NonNull<CK_FUNCTION_LIST>,
+    slot_id: CK_SLOT_ID,
+    restarts: u64,
+    series: c_int,
+}
+
+// SAFETY: the function list is the module's static table, which NSS never
+// changes while the module is loaded (the Slot reference keeps it loaded);
+// PKCS #11 functions of a module NSS initialised for threads (isThreadSafe,
+// checked in Token::of) may be called from any thread, and signd uses each
+// session from one thread at a time (Handle's pool; lookups use their own).
+unsafe impl Send for Token {}
+// SAFETY: see Send; Token has no interior mutability.
+unsafe impl Sync for Token {}
+
+impl Token {
+    /// Whether NSS lists the Edwards mechanisms for `slot`.
+    fn has_mechanisms(slot: &Slot) -> bool {
+        slot.does(CKM_EC_EDWARDS_KEY_PAIR_GEN) && slot.does(CKM_EDDSA)
+    }
+
+    /// The module behind `slot` (call with MODULES held for reading);
+    /// `Unsupported` if it cannot make and sign with Ed25519 keys.
+    fn of(slot: &Slot, label: &str) -> Result<Self, IpcError> {
+        let unsupported = |why: &str| {
+            IpcError::new(
+                ErrorKind::Unsupported,
+                format!("ed25519 keys are unsupported by this token (NSS token \"{label}\"{why})"),
+            )
+        };
+        if !Self::has_mechanisms(slot) {
+            return Err(unsupported(""));
+        }
+        let p = slot.0.as_ptr();
+        // SAFETY: live slot; the module pointer stays valid while the slot
+        // reference is held, and the id is a plain field read.
+        let (module, module_id) = unsafe { (PK11_GetModule(p), PK11_GetModuleID(p)) };
+        let module = NonNull::new(module).ok_or_else(|| backend_err("the token's slot has no PKCS #11 module"))?;
+        // SAFETY: `module` is NSS's live SECMODModule; only the leading
+        // fields declared in ffi are read, and the module id confirms that
+        // they are laid out as declared.
+        let (declared_id, thread_safe, functions) = unsafe {
+            let m = module.as_ref();
+            (m.moduleID, m.isThreadSafe, m.functionList)
+        };
+        if declared_id != module_id {
+            return Err(backend_err(format!(
+                "NSS's SECMODModule is not laid out as signd expects (module id {declared_id}, NSS says {module_id})"
+            )));
+        }
+        if thread_safe == PR_FALSE {
+            return Err(unsupported(": its PKCS #11 module is not thread-safe"));
+        }
+        let functions =
+            NonNull::new(functions.cast_mut()).ok_or_else(|| backend_err("the token's module has no function list"))?;
+        // SAFETY: the function list of a loaded module is a valid, static table.
+        let version = unsafe { functions.as_ref().version.major };
+        if !(2..=3).contains(&version) {
+            return Err(backend_err(format!("the token's module has a PKCS #11 {version}.x function list")));
+        }
+        // SAFETY: live slot; plain field reads.
+        let (slot_id, series) = unsafe { (PK11_GetSlotID(p), PK11_GetSlotSeries(p)) };
+        Ok(Self { slot: slot.reference(), functions, slot_id, restarts: RESTARTS.load(Ordering::Acquire), series })
+    }
+
+    /// The slot's current series.
+    fn series(&self) -> c_int {
+        // SAFETY: live slot reference.
+        unsafe { PK11_GetSlotSeries(self.slot.0.as_ptr()) }
+    }
+
+    fn functions(&self) -> &CK_FUNCTION_LIST {
+        // SAFETY: see Token::of: a valid table for as long as `self.slot` is held.
+        unsafe { self.functions.as_ref() }
+    }
+
+    fn open_session(&self) -> Result<CK_SESSION_HANDLE, P11Error> {
+        let f = function(self.functions().C_OpenSession, "C_OpenSession")?;
+        let mut session = CK_INVALID_HANDLE;
+        // SAFETY: the module's C_OpenSession; no application pointer or
+        // callback; `session` is a valid out pointer.
+        let rv = unsafe { f(self.slot_id, CKF_SERIAL_SESSION | CKF_RW_SESSION, ptr::null_mut(), None, &mut session) };
+        check("C_OpenSession", rv)?;
+        Ok(session)
+    }
+
+    fn close_session(&self, session: CK_SESSION_HANDLE) -> Result<(), P11Error> {
+        let f = function(self.functions().C_CloseSession, "C_CloseSession")?;
+        // SAFETY: the module's C_CloseSession on a session signd opened and
+        // no other thread uses.
+        check("C_CloseSession", unsafe { f(session) })
+    }
+
+    fn generate(
+        &self,
+        session: CK_SESSION_HANDLE,
+        public: &mut Template<'_>,
+        private: &mut Template<'_>,
+    ) -> Result<(CK_OBJECT_HANDLE, CK_OBJECT_HANDLE), P11Error> {
+        let f = function(self.functions().C_GenerateKeyPair, "C_GenerateKeyPair")?;
+        let mut mechanism =
+            CK_MECHANISM { mechanism: CKM_EC_EDWARDS_KEY_PAIR_GEN, pParameter: ptr::null_mut(), ulParameterLen: 0 };
+        let (mut public_key, mut private_key) = (CK_INVALID_HANDLE, CK_INVALID_HANDLE);
+        // SAFETY: the module's C_GenerateKeyPair in signd's session; the
+        // templates point at values alive for the call (Template's
+        // lifetime), which the module only reads; the handles are valid out
+        // pointers.
+        let rv = unsafe {
+            f(
+                session,
+                &mut mechanism,
+                public.as_mut_ptr(),
+                public.len(),
+                private.as_mut_ptr(),
+                private.len(),
+                &mut public_key,
+                &mut private_key,
+            )
+        };
+        check("C_GenerateKeyPair", rv)?;
+        Ok((public_key, private_key))
+    }
+
+    /// The token objects of `class`, of Edwards key type, with CKA_ID `cka_id`.
+    fn find_key(
+        &self,
+        session: CK_SESSION_HANDLE,
+        class: CK_ULONG,
+        cka_id: &[u8],
+    ) -> Result<Vec<CK_OBJECT_HANDLE>, P11Error> {
+        let (yes, key_type) = (CK_TRUE, CKK_EC_EDWARDS);
+        // CKA_TOKEN: never the session copies, which carry the same CKA_ID.
+        let mut template = Template::default()
+            .ulong(CKA_CLASS, &class)
+            .ulong(CKA_KEY_TYPE, &key_type)
+            .bool(CKA_TOKEN, &yes)
+            .bytes(CKA_ID, cka_id);
+        let fns = self.functions();
+        let (init, find, last) = (
+            function(fns.C_FindObjectsInit, "C_FindObjectsInit")?,
+            function(fns.C_FindObjects, "C_FindObjects")?,
+            function(fns.C_FindObjectsFinal, "C_FindObjectsFinal")?,
+        );
+        // SAFETY: the module's C_FindObjectsInit in signd's session; the
+        // template's values outlive the call and are only read.
+        check("C_FindObjectsInit", unsafe { init(session, template.as_mut_ptr(), template.len()) })?;
+        let mut objects = Vec::new();
+        let found = loop {
+            let mut batch = [CK_INVALID_HANDLE; 8];
+            let mut count: CK_ULONG = 0;
+            // SAFETY: `batch` has room for the 8 handles asked for; `count` is a valid out pointer.
+            let rv = unsafe { find(session, batch.as_mut_ptr(), batch.len() as CK_ULONG, &mut count) };
+            if let Err(e) = check("C_FindObjects", rv) {
+                break Err(e);
+            }
+            let count = (count as usize).min(batch.len());
+            objects.extend_from_slice(&batch[..count]);
+            if count == 0 || objects.len() >= 64 {
+                break Ok(());
+            }
+        };
+        // SAFETY: ends the search begun above in the same session.
+        let finished = check("C_FindObjectsFinal", unsafe { last(session) });
+        found.and(finished)?;
+        Ok(objects)
+    }
+
+    /// One attribute's value.
+    fn attribute(
+        &self,
+        session: CK_SESSION_HANDLE,
+        object: CK_OBJECT_HANDLE,
+        kind: CK_ATTRIBUTE_TYPE,
+    ) -> Result<Vec<u8>, P11Error> {
+        let f = function(self.functions().C_GetAttributeValue, "C_GetAttributeValue")?;
+        let mut attribute = CK_ATTRIBUTE { type_: kind, pValue: ptr::null_mut(), ulValueLen: 0 };
+        // SAFETY: with a NULL pValue the module only writes the length.
+        check("C_GetAttributeValue", unsafe { f(session, object, &mut attribute, 1) })?;
+        let len = attribute.ulValueLen as usize;
+        if len > 4096 {
+            return Err(P11Error::Other(format!("attribute {kind:#x} is {len} bytes long")));
+        }
+        let mut value = vec![0u8; len];
+        attribute.pValue = value.as_mut_ptr().cast();
+        // SAFETY: pValue points at `len` writable bytes, as ulValueLen says.
+        check("C_GetAttributeValue", unsafe { f(session, object, &mut attribute, 1) })?;
+        value.truncate((attribute.ulValueLen as usize).min(len));
+        Ok(value)
+    }
+
+    fn set_attributes(
+        &self,
+        session: CK_SESSION_HANDLE,
+        object: CK_OBJECT_HANDLE,
+        template: &mut Template<'_>,
+    ) -> Result<(), P11Error> {
+        let f = function(self.functions().C_SetAttributeValue, "C_SetAttributeValue")?;
+        // SAFETY: the template's values outlive the call and are only read.
+        check("C_SetAttributeValue", unsafe { f(session, object, template.as_mut_ptr(), template.len()) })
+    }
+
+    fn copy(
+        &self,
+        session: CK_SESSION_HANDLE,
+        object: CK_OBJECT_HANDLE,
+        template: &mut Template<'_>,
+    ) -> Result<CK_OBJECT_HANDLE, P11Error> {
+        let f = function(self.functions().C_CopyObject, "C_CopyObject")?;
+        let mut copy = CK_INVALID_HANDLE;
+        // SAFETY: the template's values outlive the call and are only read;
+        // `copy` is a valid out pointer.
+        check("C_CopyObject", unsafe { f(session, object, template.as_mut_ptr(), template.len(), &mut copy) })?;
+        Ok(copy)
+    }
+
+    fn destroy(&self, session: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE) -> Result<(), P11Error> {
+        let f = function(self.functions().C_DestroyObject, "C_DestroyObject")?;
+        // SAFETY: the module's C_DestroyObject on an object signd found or made.
+        check("C_DestroyObject", unsafe { f(session, object) })
+    }
+
+    /// A pure Ed25519 signature (CKM_EDDSA without parameters) of `message`.
+    fn sign(&self, session: CK_SESSION_HANDLE, key: CK_OBJECT_HANDLE, message: &[u8]) -> Result<Vec<u8>, P11Error> {
+        let fns = self.functions();
+        let (init, sign) = (function(fns.C_SignInit, "C_SignInit")?, function(fns.C_Sign, "C_Sign")?);
+        let mut mechanism = CK_MECHANISM { mechanism: CKM_EDDSA, pParameter: ptr::null_mut(), ulParameterLen: 0 };
+        // SAFETY: the module's C_SignInit in a session only this thread uses
+        // now; the mechanism has no parameter.
+        check("C_SignInit", unsafe { init(session, &mut mechanism, key) })?;
+        let mut signature = vec![0u8; SIGNATURE_LEN];
+        let mut len = SIGNATURE_LEN as CK_ULONG;
+        // SAFETY: `message` is valid for its length and only read;
+        // `signature` has room for `len` bytes, which the module updates.
+        let rv = unsafe {
+            sign(session, message.as_ptr().cast_mut(), message.len() as CK_ULONG, signature.as_mut_ptr(), &mut len)
+        };
+        check("C_Sign", rv)?;
+        if len as usize != SIGNATURE_LEN {
+            return Err(P11Error::Other(format!("the token returned a {len}-byte Ed25519 signature")));
+        }
+        Ok(signature)
+    }
+}
+
+/// A PKCS #11 attribute template whose values live for `'a`.
+#[derive(Default)]
+struct Template<'a> {
+    attributes: Vec<CK_ATTRIBUTE>,
+    values: PhantomData<&'a [u8]>,
+}
+
+impl<'a> Template<'a> {
+    fn bytes(mut self, kind: CK_ATTRIBUTE_TYPE, value: &'a [u8]) -> Self {
+        self.attributes.push(CK_ATTRIBUTE {
+            type_: kind,
+            pValue: value.as_ptr().cast_mut().cast::<c_void>(),
+            ulValueLen: value.len() as CK_ULONG,
+        });
+        self
+    }
+
+    fn bool(self, kind: CK_ATTRIBUTE_TYPE, value: &'a CK_BBOOL) -> Self {
+        self.bytes(kind, std::slice::from_ref(value))
+    }
+
+    fn ulong(mut self, kind: CK_ATTRIBUTE_TYPE, value: &'a CK_ULONG) -> Self {
+        self.attributes.push(CK_ATTRIBUTE {
+            type_: kind,
+            pValue: ptr::from_ref(value).cast_mut().cast::<c_void>(),
+            ulValueLen: std::mem::size_of::<CK_ULONG>() as CK_ULONG,
+        });
+        self
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut CK_ATTRIBUTE {
+        self.attributes.as_mut_ptr()
+    }
+
+    fn len(&self) -> CK_ULONG {
+        self.attributes.len() as CK_ULONG
+    }
+}
+
+/// A failed PKCS #11 call, or a result signd cannot use.
+#[derive(Debug)]
+enum P11Error {
+    Call(&'static str, CK_RV),
+    Other(String),
+}
+
+impl P11Error {
+    /// Whether the token lost the session or its device, so that the module
+    /// may have closed the session already (and may reuse its number).
+    fn is_lost(&self) -> bool {
+        matches!(
+            self,
+            P11Error::Call(
+                _,
+                CKR_SESSION_HANDLE_INVALID
+                    | CKR_SESSION_CLOSED
+                    | CKR_DEVICE_ERROR
+                    | CKR_DEVICE_REMOVED
+                    | CKR_TOKEN_NOT_PRESENT
+                    | CKR_CRYPTOKI_NOT_INITIALIZED
+            )
+        )
+    }
+}
+
+impl fmt::Display for P11Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            P11Error::Call(function, rv) => match ckr_name(*rv) {
+                Some(name) => write!(f, "{function} failed: {name}"),
+                None => write!(f, "{function} failed: CKR {rv:#x}"),
+            },
+            P11Error::Other(detail) => f.write_str(detail),
+        }
+    }
+}
+
+impl From<P11Error> for String {
+    fn from(e: P11Error) -> String {
+        e.to_string()
+    }
+}
+
+fn check(function: &'static str, rv: CK_RV) -> Result<(), P11Error> {
+    if rv == CKR_OK {
+        Ok(())
+    } else {
+        Err(P11Error::Call(function, rv))
+    }
+}
+
+/// A function-list entry, or an error if the module left it NULL.
+fn function<F>(entry: Option<F>, name: &'static str) -> Result<F, P11Error> {
+    entry.ok_or(P11Error::Call(name, CKR_FUNCTION_NOT_SUPPORTED))
+}
+
+fn ckr_name(rv: CK_RV) -> Option<&'static str> {
+    Some(match rv {
+        CKR_HOST_MEMORY => "CKR_HOST_MEMORY",
+        CKR_GENERAL_ERROR => "CKR_GENERAL_ERROR",
+        CKR_FUNCTION_FAILED => "CKR_FUNCTION_FAILED",
+        CKR_ARGUMENTS_BAD => "CKR_ARGUMENTS_BAD",
+        CKR_ATTRIBUTE_READ_ONLY => "CKR_ATTRIBUTE_READ_ONLY",
+        CKR_ATTRIBUTE_TYPE_INVALID => "CKR_ATTRIBUTE_TYPE_INVALID",
+        CKR_ATTRIBUTE_VALUE_INVALID => "CKR_ATTRIBUTE_VALUE_INVALID",
+        CKR_DEVICE_ERROR => "CKR_DEVICE_ERROR",
+        CKR_DEVICE_MEMORY => "CKR_DEVICE_MEMORY",
+        CKR_DEVICE_REMOVED => "CKR_DEVICE_REMOVED",
+        CKR_FUNCTION_NOT_SUPPORTED => "CKR_FUNCTION_NOT_SUPPORTED",
+        CKR_KEY_HANDLE_INVALID => "CKR_KEY_HANDLE_INVALID",
+        CKR_KEY_TYPE_INCONSISTENT => "CKR_KEY_TYPE_INCONSISTENT",
+        CKR_KEY_FUNCTION_NOT_PERMITTED => "CKR_KEY_FUNCTION_NOT_PERMITTED",
+        CKR_MECHANISM_INVALID => "CKR_MECHANISM_INVALID",
+        CKR_OBJECT_HANDLE_INVALID => "CKR_OBJECT_HANDLE_INVALID",
+        CKR_OPERATION_ACTIVE => "CKR_OPERATION_ACTIVE",
+        CKR_SESSION_CLOSED => "CKR_SESSION_CLOSED",
+        CKR_SESSION_COUNT => "CKR_SESSION_COUNT",
+        CKR_SESSION_HANDLE_INVALID => "CKR_SESSION_HANDLE_INVALID",
+        CKR_TEMPLATE_INCOMPLETE => "CKR_TEMPLATE_INCOMPLETE",
+        CKR_TEMPLATE_INCONSISTENT => "CKR_TEMPLATE_INCONSISTENT",
+        CKR_TOKEN_NOT_PRESENT => "CKR_TOKEN_NOT_PRESENT",
+        CKR_USER_NOT_LOGGED_IN => "CKR_USER_NOT_LOGGED_IN",
+        CKR_DOMAIN_PARAMS_INVALID => "CKR_DOMAIN_PARAMS_INVALID",
+        CKR_CURVE_NOT_SUPPORTED => "CKR_CURVE_NOT_SUPPORTED",
+        CKR_BUFFER_TOO_SMALL => "CKR_BUFFER_TOO_SMALL",
+        CKR_CRYPTOKI_NOT_INITIALIZED => "CKR_CRYPTOKI_NOT_INITIALIZED",
+        _ => return None,
+    })
+}
+
+/// Whether CKA_EC_PARAMS names Ed25519 (the OID, or PKCS #11 3.0's name).
+fn is_ed25519(params: &[u8]) -> bool {
+    ObjectIdentifier::from_der(params).is_ok_and(|oid| oid == ED25519)
+        || PrintableStringRef::from_der(params).is_ok_and(|name| name.as_str() == ED25519_NAME)
+}
+
+/// The 32-byte public key in CKA_EC_POINT: a DER OCTET STRING (PKCS #11
+/// 3.0; SoftHSM2), or the raw bytes (as some tokens give it).
+fn raw_public_key(point: &[u8]) -> Result<&[u8], IpcError> {
+    let raw = match OctetStringRef::from_der(point) {
+        Ok(octets) if octets.as_bytes().len() == 32 => octets.as_bytes(),
+        _ => point,
+    };
+    if raw.len() != 32 {
+        return Err(IpcError::new(
+            ErrorKind::KeyUnavailable,
+            format!("the token's Ed25519 public key (CKA_EC_POINT) is {} bytes, not 32", point.len()),
+        ));
+    }
+    Ok(raw)
+}
+
+/// The SubjectPublicKeyInfo of a raw Ed25519 public key, as OpenSSL encodes it.
+fn spki_of(raw: &[u8]) -> Result<Vec<u8>, IpcError> {
+    let bad = |e: openssl::error::ErrorStack| {
+        IpcError::new(ErrorKind::KeyUnavailable, format!("the token's Ed25519 public key: {e}"))
+    };
+    PKey::public_key_from_raw_bytes(raw, Id::ED25519).map_err(bad)?.public_key_to_der().map_err(bad)
+}
+
+fn verifies(spki: &[u8], message: &[u8], signature: &[u8]) -> bool {
+    let Ok(key) = PKey::public_key_from_der(spki) else { return false };
+    Verifier::new_without_digest(&key).and_then(|mut v| v.verify_oneshot(signature, message)).unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_keys_wrapped_or_raw() {
+        let key = PKey::generate_ed25519().unwrap();
+        let raw = key.raw_public_key().unwrap();
+        let wrapped = OctetStringRef::new(&raw).unwrap().to_der().unwrap();
+        assert_eq!(wrapped.len(), 34);
+        assert_eq!(raw_public_key(&wrapped).unwrap(), &raw[..]);
+        assert_eq!(raw_public_key(&raw).unwrap(), &raw[..]);
+        assert_eq!(spki_of(&raw).unwrap(), key.public_key_to_der().unwrap());
+        for bad in [&raw[..31], &wrapped[..33], &[0u8; 57][..]] {
+            assert_eq!(raw_public_key(bad).unwrap_err().kind, ErrorKind::KeyUnavailable);
+        }
+    }
+
+    #[test]
+    fn ed25519_params() {
+        assert!(is_ed25519(&ED25519.to_der().unwrap()));
+        assert!(is_ed25519(&PrintableStringRef::new(ED25519_NAME).unwrap().to_der().unwrap()));
+        let ed448 = ObjectIdentifier::new_unwrap("1.3.101.113").to_der().unwrap();
+        assert!(!is_ed25519(&ed448));
+        assert!(!is_ed25519(b"edwards25519"));
+        // The OID OpenSSL writes in an Ed25519 SPKI.
+        let spki = PKey::generate_ed25519().unwrap().public_key_to_der().unwrap();
+        let oid = ED25519.to_der().unwrap();
+        assert!(spki.windows(oid.len()).any(|w| w == oid));
+    }
+}
