@@ -138,6 +138,16 @@ fn main() {
                 start.elapsed()
             });
             println!("SUMMARY {l} (d) {name}, raw NSS calls, one thread: {rate:.0}/s");
+            let two = timed(budget, |n| {
+                let start = Instant::now();
+                std::thread::scope(|s| {
+                    for _ in 0..2 {
+                        s.spawn(|| key.raw_sign_loop(scheme, &msg, (n / 2) as usize).expect("raw NSS sign"));
+                    }
+                });
+                start.elapsed()
+            });
+            println!("SUMMARY {l} {name}, raw NSS calls, two threads: {two:.0}/s (for scale: does the token sign in parallel?)");
             let signd_label = name.trim_start_matches("raw_");
             let through_rate = rates.iter().find(|(t, _)| *t == signd_label).map(|(_, r)| *r).unwrap_or(0.0);
             let which = if signd_label == "softokn" { "(b)/(d)" } else { "(c)/(d)" };
