@@ -604,7 +604,7 @@ impl ConnState {
         let (read, write) = stream.into_split();
         let network = VatNetwork::new(
             futures::io::BufReader::new(read.compat()),
-            write.compat_write(),
+            futures::io::BufWriter::with_capacity(crate::server::WRITE_BUFFER, write.compat_write()),
             Side::Client,
             reader_options(256 << 20),
         );

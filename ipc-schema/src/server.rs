@@ -204,6 +204,12 @@ impl Drop for InFlightGuard {
 /// How long `serve` waits for calls in progress after shutdown.
 pub const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The write side of every connection is buffered, and capnp-futures
+/// flushes after each message: a message then leaves in one `sendto`
+/// rather than one for its segment table and one per segment (which also
+/// woke the peer twice). Larger messages bypass the buffer.
+pub(crate) const WRITE_BUFFER: usize = 16 << 10;
+
 pub(crate) fn reader_options(max_frame_bytes: usize) -> capnp::message::ReaderOptions {
     let mut o = capnp::message::ReaderOptions::new();
     o.traversal_limit_in_words(Some(max_frame_bytes / 8)).nesting_limit(64);
@@ -289,7 +295,7 @@ where
 {
     let network = VatNetwork::new(
         futures::io::BufReader::new(read.compat()),
-        write.compat_write(),
+        futures::io::BufWriter::with_capacity(WRITE_BUFFER, write.compat_write()),
         Side::Server,
         reader_options(opts.max_frame_bytes),
     );
