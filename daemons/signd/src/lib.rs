@@ -75,6 +75,9 @@ pub fn open_state(config: &Config) -> Result<State, SigndError> {
             flush_interval: Duration::from_millis(config.audit.flush_interval_ms.max(1)),
         },
     };
+    // Every signature commits an audit record: commit through the mapping
+    // (see StoreOptions::write_map for what that trades).
+    opts.write_map = true;
     let store_err = |source| SigndError::Store { path: db.clone(), source };
     let store = Store::open(&db, opts).map_err(store_err)?;
     let openssl: Arc<dyn Backend> = Arc::new(

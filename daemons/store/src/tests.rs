@@ -610,6 +610,8 @@ fn process_durability_syncs_and_stops_flusher_on_last_drop() {
 
 /// Set in the re-executed test binary to make [`crash_child`] run.
 const CRASH_CHILD_DIR: &str = "SIGNET_STORE_CRASH_CHILD_DIR";
+/// Set (to anything) to make [`crash_child`] open its store with `write_map`.
+const CRASH_CHILD_WRITE_MAP: &str = "SIGNET_STORE_CRASH_CHILD_WRITE_MAP";
 /// The parent kills the child once it has reported this many commits.
 const CRASH_AFTER: u64 = 300;
 
@@ -626,6 +628,7 @@ fn crash_child() {
         durability: Durability::Process {
             flush_interval: Duration::from_secs(3600),
         },
+        write_map: std::env::var_os(CRASH_CHILD_WRITE_MAP).is_some(),
         ..StoreOptions::new("crashd", 1)
     };
     let store = Store::open(Path::new(&dir), opts).expect("child open");
@@ -646,10 +649,23 @@ fn crash_child() {
 
 #[test]
 fn commits_survive_sigkill_with_process_durability() {
+    commits_survive_sigkill(false);
+}
+
+#[test]
+fn commits_survive_sigkill_with_process_durability_and_write_map() {
+    commits_survive_sigkill(true);
+}
+
+fn commits_survive_sigkill(write_map: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = dir.path().join("state");
     let exe = std::env::current_exe().expect("test binary");
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    if write_map {
+        command.env(CRASH_CHILD_WRITE_MAP, "1");
+    }
+    let mut child = command
         .args([
             "--exact",
             "tests::crash_child",
