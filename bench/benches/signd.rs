@@ -2,7 +2,8 @@
 //! signatures made by a real signd over its Unix socket.
 //!
 //! Groups (criterion):
-//! - `direct/<case>`: `signd::backend::openssl::sign` in-process, one thread.
+//! - `direct/<case>`: `OpensslKey::sign_message` (signd's own signing call on
+//!   a held key) in-process, one thread.
 //! - `signd_roundtrip/<case>`: one `block_on(client.sign(..))` at a time.
 //! - `signd_inflight16/p256`, `signd_inflight64/p256`: one client keeping 16
 //!   (64) requests outstanding; `signd_inflight16_sync/p256` the same against
@@ -26,7 +27,7 @@ use criterion::{Criterion, Throughput};
 use openssl::hash::MessageDigest;
 use openssl::pkey::{PKey, Private};
 use openssl::sign::Signer;
-use signd::backend::openssl::{generate, sign};
+use signd::backend::openssl::{generate, OpensslKey};
 use signet_bench::{
     generate_keys, message, percentile, run_inflight, self_cpu_time, Case, SigndProcess, CASES, P256,
 };
@@ -49,7 +50,8 @@ fn main() {
         let mut g = c.benchmark_group("direct");
         g.throughput(Throughput::Elements(1));
         for (case, pkey) in &keys {
-            g.bench_function(case.label, |b| b.iter(|| sign(pkey, case.scheme, black_box(&msg)).unwrap()));
+            let key = OpensslKey::new(pkey.clone(), case.algorithm).expect("hold key");
+            g.bench_function(case.label, |b| b.iter(|| key.sign_message(case.scheme, black_box(&msg)).unwrap()));
         }
         g.finish();
     }
@@ -149,11 +151,12 @@ fn us(d: Duration) -> f64 {
 
 /// Signs in-process for about `secs` seconds; returns signs per second.
 fn direct_rate(pkey: &PKey<Private>, case: &Case, msg: &[u8], secs: f64) -> f64 {
+    let key = OpensslKey::new(pkey.clone(), case.algorithm).expect("hold key");
     let start = Instant::now();
     let mut n = 0u64;
     while start.elapsed().as_secs_f64() < secs {
         for _ in 0..8 {
-            black_box(sign(pkey, case.scheme, black_box(msg)).unwrap());
+            black_box(key.sign_message(case.scheme, black_box(msg)).unwrap());
         }
         n += 8;
     }
