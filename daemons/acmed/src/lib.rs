@@ -29,7 +29,7 @@ pub mod server;
 pub mod window;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,28 +54,8 @@ use crate::limits::Limiter;
 use crate::nonce::Nonces;
 use crate::server::{AcmeHttp, JwkCache};
 
-/// Why acmed could not start.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum AcmedError {
-    /// The configuration is unusable.
-    #[error("{0}")]
-    Config(String),
-    /// The store could not be opened.
-    #[error("store {path}: {source}")]
-    Store {
-        /// The store directory.
-        path: PathBuf,
-        /// The cause.
-        source: signet_store::StoreError,
-    },
-    /// A socket could not be set up.
-    #[error(transparent)]
-    Socket(#[from] activation::ActivationError),
-    /// Something else went wrong while starting.
-    #[error("{0}")]
-    Startup(String),
-}
+/// Why acmed could not start or stopped abnormally (the shared daemon error).
+pub use signet_runtime::DaemonError as AcmedError;
 
 /// What acmed knows of the CA it issues under (fetched from signd at start).
 pub struct CaContext {

@@ -20,7 +20,7 @@ pub mod http;
 pub mod limit;
 pub mod registry;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,28 +35,8 @@ use crate::config::Config;
 use crate::core::{Core, LoadedIssuer};
 use crate::db::Db;
 
-/// Why ocspd could not start or stopped abnormally.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum OcspdError {
-    /// The configuration is unusable.
-    #[error("{0}")]
-    Config(String),
-    /// The store could not be opened.
-    #[error("store {path}: {source}")]
-    Store {
-        /// The store directory.
-        path: PathBuf,
-        /// The cause.
-        source: signet_store::StoreError,
-    },
-    /// A socket could not be set up.
-    #[error(transparent)]
-    Socket(#[from] activation::ActivationError),
-    /// Something else went wrong while starting.
-    #[error("{0}")]
-    Startup(String),
-}
+/// Why ocspd could not start or stopped abnormally (the shared daemon error).
+pub use signet_runtime::DaemonError as OcspdError;
 
 /// Runs ocspd until SIGTERM or SIGINT.
 pub fn run(config_path: &Path, config: Config) -> Result<(), OcspdError> {

@@ -8,6 +8,7 @@
 
 pub mod activation;
 pub mod config;
+pub mod error;
 pub mod http;
 pub mod logging;
 pub mod metrics;
@@ -15,6 +16,8 @@ pub mod notify;
 pub mod principals;
 pub mod shutdown;
 pub mod tls;
+
+pub use error::DaemonError;
 
 /// Serialises tests that read or write process environment variables.
 #[cfg(test)]

@@ -22,7 +22,7 @@ pub mod policy;
 pub mod pool;
 pub mod service;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,28 +42,8 @@ pub const STORE_APPLICATION: &str = "signd";
 /// Bumped when the stored records change shape.
 pub const STORE_SCHEMA_VERSION: u32 = 1;
 
-/// Why signd could not start or stopped abnormally.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SigndError {
-    /// The configuration is unusable.
-    #[error("{0}")]
-    Config(String),
-    /// The store could not be opened.
-    #[error("store {path}: {source}")]
-    Store {
-        /// The store directory.
-        path: PathBuf,
-        /// The cause.
-        source: signet_store::StoreError,
-    },
-    /// The socket could not be set up.
-    #[error(transparent)]
-    Socket(#[from] activation::ActivationError),
-    /// Anything else at startup.
-    #[error("{0}")]
-    Startup(String),
-}
+/// Why signd could not start or stopped abnormally (the shared daemon error).
+pub use signet_runtime::DaemonError as SigndError;
 
 /// Opens the state under `config.state_dir`: keys, audit log, signing pool.
 pub fn open_state(config: &Config) -> Result<State, SigndError> {
