@@ -4,7 +4,9 @@
 //! Groups (criterion):
 //! - `direct/<case>`: `OpensslKey::sign_message` (signd's own signing call on
 //!   a held key) in-process, one thread.
-//! - `signd_roundtrip/<case>`: one `block_on(client.sign(..))` at a time.
+//! - `signd_roundtrip/<case>`: one `block_on(client.sign(..))` at a time,
+//!   through the shared client (`SigndClient`'s background connection);
+//!   `signd_roundtrip_per_thread/<case>` the same through `per_thread()`.
 //! - `signd_inflight16/p256`, `signd_inflight64/p256`: one client keeping 16
 //!   (64) requests outstanding; `signd_inflight16_sync/p256` the same against
 //!   a signd with `[audit] durability = "sync"`.
@@ -90,6 +92,18 @@ fn main() {
             g.bench_function(case.label, |b| {
                 b.iter(|| block_on(client.sign("", &key, case.scheme, msg.clone())).unwrap())
             });
+        }
+        g.finish();
+        // The same through a per-thread client (what synchronous callers such
+        // as libpki and signetctl use): the call runs on this thread, with no
+        // hand-off to the shared connection's thread and back.
+        let pt = client.per_thread();
+        block_on(pt.sign("", &P256.key_id(), P256.scheme, msg.clone())).expect("first per-thread sign");
+        let mut g = c.benchmark_group("signd_roundtrip_per_thread");
+        g.throughput(Throughput::Elements(1));
+        for case in &CASES {
+            let key = case.key_id();
+            g.bench_function(case.label, |b| b.iter(|| block_on(pt.sign("", &key, case.scheme, msg.clone())).unwrap()));
         }
         g.finish();
     }
@@ -216,6 +230,16 @@ fn summary(
         }
         let rt_rate = n as f64 / t.elapsed().as_secs_f64();
         let (p50, p99) = (percentile(&mut lat, 50.0), percentile(&mut lat, 99.0));
+        // The same number of calls through a per-thread client.
+        let pt = client.per_thread();
+        block_on(pt.sign("", &key, case.scheme, msg.to_vec())).unwrap();
+        let mut lat_pt = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let s = Instant::now();
+            block_on(pt.sign("", &key, case.scheme, msg.to_vec())).unwrap();
+            lat_pt.push(s.elapsed());
+        }
+        let (pt_p50, pt_p99) = (percentile(&mut lat_pt, 50.0), percentile(&mut lat_pt, 99.0));
         // 16 in flight for ~1.5 s.
         let n16 = ((1.5 * rt_rate * 2.0) as u64).clamp(400, 200_000);
         let (el, mut lat16, errors) = run_inflight(n16, 16, || client.sign("", &key, case.scheme, msg.to_vec()));
@@ -223,13 +247,15 @@ fn summary(
         let if_rate = n16 as f64 / el.as_secs_f64();
         println!(
             "SUMMARY case={} direct_per_s={:.0} roundtrip_n={} roundtrip_per_s={:.0} roundtrip_p50_us={:.1} roundtrip_p99_us={:.1} \
-             inflight16_n={} inflight16_per_s={:.0} inflight16_p50_us={:.1} inflight16_p99_us={:.1} ratio_roundtrip={:.3} ratio_inflight16={:.3}",
+             per_thread_p50_us={:.1} per_thread_p99_us={:.1} inflight16_n={} inflight16_per_s={:.0} inflight16_p50_us={:.1} inflight16_p99_us={:.1} ratio_roundtrip={:.3} ratio_inflight16={:.3}",
             case.label,
             direct,
             n,
             rt_rate,
             us(p50),
             us(p99),
+            us(pt_p50),
+            us(pt_p99),
             n16,
             if_rate,
             us(percentile(&mut lat16, 50.0)),
