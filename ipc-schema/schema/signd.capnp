@@ -60,6 +60,8 @@ enum ErrorKind {
   tooLarge @9;          # message or batch over the configured limit
   unsupported @10;      # the backend or token cannot do this
   notFound @11;         # no such record (a certificate serial in ocspd ...)
+  failedPrecondition @12; # well-formed, but the record's state does not allow it
+                          # (releasing a certificate that is not on hold ...)
 }
 
 struct Error {

@@ -126,6 +126,7 @@ fn kind_to_wire(k: ErrorKind) -> wire::ErrorKind {
         ErrorKind::TooLarge => W::TooLarge,
         ErrorKind::Unsupported => W::Unsupported,
         ErrorKind::NotFound => W::NotFound,
+        ErrorKind::FailedPrecondition => W::FailedPrecondition,
     }
 }
 
@@ -144,6 +145,7 @@ fn kind_from_wire(k: Result<wire::ErrorKind, capnp::NotInSchema>) -> ErrorKind {
         Ok(W::TooLarge) => ErrorKind::TooLarge,
         Ok(W::Unsupported) => ErrorKind::Unsupported,
         Ok(W::NotFound) => ErrorKind::NotFound,
+        Ok(W::FailedPrecondition) => ErrorKind::FailedPrecondition,
         // A kind added by a newer signd: still an error, just not one we know.
         Err(_) => ErrorKind::Internal,
     }

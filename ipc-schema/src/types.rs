@@ -258,6 +258,9 @@ pub enum ErrorKind {
     Unsupported,
     /// No such record (a certificate serial in ocspd, ...).
     NotFound,
+    /// A well-formed request that the record's current state does not allow
+    /// (releasing a certificate that is not on hold, ...).
+    FailedPrecondition,
 }
 
 impl ErrorKind {
@@ -276,6 +279,7 @@ impl ErrorKind {
             Self::TooLarge => "too-large",
             Self::Unsupported => "unsupported",
             Self::NotFound => "not-found",
+            Self::FailedPrecondition => "failed-precondition",
         }
     }
 }

@@ -917,7 +917,7 @@ print("ok")
         "the keyCompromise revocation",
     );
     let e = block_on(registry.release_hold("demo", serial_bytes)).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    assert_eq!(e.kind, ErrorKind::FailedPrecondition, "{e}");
 }
 
 /// Releasing what is not on hold is refused with a typed error, through the
@@ -932,10 +932,10 @@ fn release_refusals_are_typed() {
     // Good: not on hold.
     let (good, good_serial) = pki.issue("good-release.test");
     let e = block_on(registry.release_hold("demo", hex::decode(&good_serial).unwrap())).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    assert_eq!(e.kind, ErrorKind::FailedPrecondition, "{e}");
     assert!(e.detail.contains("not on hold") && e.detail.contains("good"), "{e}");
     let (st, out, err) = release(&good_serial);
-    assert_eq!(st.code(), Some(2), "{out}{err}");
+    assert_eq!(st.code(), Some(1), "{out}{err}");
     assert!(err.contains("not on hold"), "{err}");
     assert_status(&pki.openssl_ocsp(&good, &["-no_nonce"]), &good, "good");
 
@@ -944,10 +944,10 @@ fn release_refusals_are_typed() {
     let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", &kc_serial, "--reason", "key-compromise"]));
     assert!(st.success(), "{out}{err}");
     let e = block_on(registry.release_hold("demo", hex::decode(&kc_serial).unwrap())).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
+    assert_eq!(e.kind, ErrorKind::FailedPrecondition, "{e}");
     assert!(e.detail.contains("key-compromise") && e.detail.contains("permanent"), "{e}");
     let (st, out, err) = release(&kc_serial);
-    assert_eq!(st.code(), Some(2), "{out}{err}");
+    assert_eq!(st.code(), Some(1), "{out}{err}");
     assert!(err.contains("permanent"), "{err}");
     let text = pki.openssl_ocsp(&kc, &["-no_nonce"]);
     assert_status(&text, &kc, "revoked");
@@ -988,7 +988,7 @@ fn release_refusals_are_typed() {
     assert_eq!((v["reason"].as_str(), v["on_hold"].as_bool()), (Some("superseded"), Some(false)), "{v}");
     assert_eq!(v["revoked"].as_i64(), Some(on_hold.revoked_unix_secs));
     let (st, _, err) = release(&held_serial);
-    assert_eq!(st.code(), Some(2), "{err}");
+    assert_eq!(st.code(), Some(1), "{err}");
     let text = pki.openssl_ocsp(&held, &["-no_nonce"]);
     assert_status(&text, &held, "revoked");
     assert!(text.contains("Reason: superseded"), "{text}");

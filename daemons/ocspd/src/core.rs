@@ -428,14 +428,14 @@ impl Core {
             let hold = match held.revoked {
                 Some(r) if r.reason == CERTIFICATE_HOLD => r,
                 Some(r) => {
-                    return Err(IpcError::invalid(format!(
+                    return Err(IpcError::new(ErrorKind::FailedPrecondition, format!(
                         "serial {} is not on hold: it is revoked ({}), and a revocation other than certificateHold is permanent",
                         hex::encode(&serial),
                         reason_name(r.reason)
                     )))
                 }
                 None => {
-                    return Err(IpcError::invalid(format!(
+                    return Err(IpcError::new(ErrorKind::FailedPrecondition, format!(
                         "serial {} is not on hold: it is good (only a certificate revoked with reason certificate-hold can be released)",
                         hex::encode(&serial)
                     )))
