@@ -108,7 +108,7 @@ pub enum CertCommand {
     },
     /// Release a certificate from hold (revoked with reason certificate-hold): it
     /// is good again in OCSP at once, and the CRLs follow (removeFromCRL in delta
-    /// CRLs). Refused (exit code 2) for a certificate that is not on hold.
+    /// CRLs). Refused (failed-precondition, exit code 1) for a certificate that is not on hold.
     ReleaseHold {
         /// The serial number, hex (colons allowed).
         serial: String,
