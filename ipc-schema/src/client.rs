@@ -456,6 +456,9 @@ fn on_this_thread(path: &Path, service: &'static str, request: Request) -> Resul
             // Come straight back after the runtime has polled the socket with
             // a zero timeout, instead of sleeping until the answer wakes us.
             let _ = std::pin::pin!(tokio::task::yield_now()).poll(cx);
+            // Give the CPU to any thread waiting for it on this CPU: often the
+            // very server this call waits for.
+            std::thread::yield_now();
         }
         polled
     }))

@@ -5,7 +5,9 @@
 //! once), then:
 //! - **alone, with the pool idle**: signed right here on the capnp thread.
 //!   Handing one signature to a signing thread and back costs two thread
-//!   wake-ups, more than a P-256 signature (docs/performance.md);
+//!   wake-ups, more than a P-256 signature (docs/performance.md). While the
+//!   thread then waits for the next call, that key prepares its next
+//!   signatures (ECDSA nonces, `backend/nonces.rs`);
 //! - **otherwise**: split into one share per signing thread; each share is
 //!   signed and its audit records committed in one transaction, so a burst of
 //!   calls costs one hand-off and one commit per thread, not per call.
@@ -36,11 +38,14 @@ pub(crate) struct SignJob {
 pub(crate) struct Dispatcher {
     state: Arc<State>,
     gathered: RefCell<Vec<SignJob>>,
+    /// The key of the last call signed here alone: the one to prepare for
+    /// while the thread is otherwise idle.
+    lone_key: RefCell<Option<Arc<dyn SigningKey>>>,
 }
 
 impl Dispatcher {
     pub(crate) fn new(state: Arc<State>) -> Rc<Self> {
-        Rc::new(Self { state, gathered: RefCell::new(Vec::new()) })
+        Rc::new(Self { state, gathered: RefCell::new(Vec::new()), lone_key: RefCell::new(None) })
     }
 
     /// Queues `job`; it is signed once the capnp thread has handled what
@@ -56,12 +61,21 @@ impl Dispatcher {
         }
     }
 
+    /// One piece of work ahead for the key of the last lone call, if any is
+    /// due (see `SigndService::idle_work`); returns whether it did any.
+    pub(crate) fn prepare_one(&self) -> bool {
+        self.lone_key.borrow().as_ref().is_some_and(|key| key.prepare_one())
+    }
+
     fn flush(&self) {
         let jobs = std::mem::take(&mut *self.gathered.borrow_mut());
         if jobs.is_empty() {
             return;
         }
         if jobs.len() == 1 && self.state.pool.idle() {
+            // Lone calls are where work done ahead pays: the caller waits
+            // for every microsecond of its signature.
+            self.lone_key.replace(Some(jobs[0].key.clone()));
             sign_and_record(jobs, &self.state.audit);
             return;
         }
@@ -87,7 +101,7 @@ fn sign_and_record(jobs: Vec<SignJob>, audit: &AuditLog) {
     for job in jobs {
         let signed = job.key.sign(job.scheme, &job.message);
         let mut entry = job.entry;
-        entry.message_sha256 = openssl::sha::sha256(&job.message).to_vec();
+        entry.message_sha256 = crate::audit::message_sha256(&job.message);
         if let Err(e) = &signed {
             entry = entry.failed(e);
         }

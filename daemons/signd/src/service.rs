@@ -86,6 +86,10 @@ impl SigndService for Signd {
     fn session(&self, peer: PeerCredentials) -> Rc<dyn Session> {
         Rc::new(Caller { shared: self.shared.clone(), peer, groups: supplementary_groups(peer.uid) })
     }
+
+    fn idle_work(&self) -> bool {
+        self.shared.dispatch.prepare_one()
+    }
 }
 
 /// One connection's caller.
@@ -300,7 +304,7 @@ impl SignerService for Signer {
                     let mut failure = None;
                     for m in &part {
                         let mut entry = template.clone();
-                        entry.message_sha256 = openssl::sha::sha256(m).to_vec();
+                        entry.message_sha256 = crate::audit::message_sha256(m);
                         match handle.sign(scheme, m) {
                             Ok(s) => sigs.push(s),
                             Err(e) => {

@@ -49,7 +49,7 @@ pub async fn serve_acmed(
     opts: ServeOptions,
     shutdown: CancellationToken,
 ) {
-    serve_bootstrap(listener, opts, shutdown, move |peer, in_flight| {
+    serve_bootstrap(listener, opts, shutdown, None, move |peer, in_flight| {
         let session = service.session(peer);
         let bootstrap: wire::acmed::Client = capnp_rpc::new_client(AcmedServer { session, in_flight: in_flight.clone() });
         bootstrap.client

@@ -11,6 +11,8 @@ use signet_ipc::{IpcError, KeyAlgorithm, SignatureScheme};
 
 #[allow(unsafe_code)]
 pub mod nss;
+#[allow(unsafe_code)]
+mod nonces;
 pub mod openssl;
 
 /// A loaded private key. Implementations are cheap to share between threads.
@@ -22,6 +24,12 @@ pub trait SigningKey: Send + Sync {
     /// Signs `message` with `scheme`, which the caller has already checked
     /// with [`KeyAlgorithm::resolve`].
     fn sign(&self, scheme: SignatureScheme, message: &[u8]) -> Result<Vec<u8>, IpcError>;
+    /// Does one small piece of work ahead of the key's next signatures, if
+    /// any is due (an ECDSA nonce, see `nonces.rs`); returns whether it did.
+    /// Called by a thread with nothing else to do.
+    fn prepare_one(&self) -> bool {
+        false
+    }
 }
 
 /// A freshly created or imported key, ready to record.

@@ -13,9 +13,11 @@ use openssl::hash::MessageDigest;
 use openssl::nid::Nid;
 use openssl::pkey::{Id, KeyType, PKey, Private};
 use openssl::rsa::{Padding, Rsa};
+use openssl::sha::{Sha256, Sha384, Sha512};
 use openssl::sign::{RsaPssSaltlen, Signer};
 use signet_ipc::{ErrorKind, IpcError, KeyAlgorithm, SignatureScheme};
 
+use super::nonces::NonceStock;
 use super::{Backend, NewKey, SigningKey};
 
 /// Key files live in `<state_dir>/keys/<id>.pem`.
@@ -92,6 +94,10 @@ pub struct OpensslKey {
     /// fetch and context set-up of `EVP_DigestSign*` (a sixth of a P-256
     /// signature's time). Same OpenSSL code signs either way.
     ec: Option<EcKey<Private>>,
+    /// For ECDSA keys, nonces computed ahead (see [`super::nonces`]); filled
+    /// only through [`SigningKey::prepare_one`], so a key nobody asks to prepare
+    /// signs exactly as OpenSSL does by default.
+    nonces: NonceStock,
     algorithm: KeyAlgorithm,
     spki: Vec<u8>,
 }
@@ -106,7 +112,7 @@ impl OpensslKey {
             }
             _ => None,
         };
-        Ok(Self { pkey, ec, algorithm, spki })
+        Ok(Self { pkey, ec, nonces: NonceStock::default(), algorithm, spki })
     }
 
     /// Signs `message` with `scheme` (checked by the caller against the
@@ -116,14 +122,33 @@ impl OpensslKey {
         let Some(ec) = &self.ec else {
             return sign(&self.pkey, scheme, message);
         };
-        let sig = match scheme {
-            S::EcdsaSha256 => EcdsaSig::sign(&openssl::sha::sha256(message), ec)?,
-            S::EcdsaSha384 => EcdsaSig::sign(&openssl::sha::sha384(message), ec)?,
-            S::EcdsaSha512 => EcdsaSig::sign(&openssl::sha::sha512(message), ec)?,
+        // The low-level hashers: the one-shot `openssl::sha::sha256` goes
+        // through `EVP_Q_digest`, which fetches the algorithm on every call.
+        let mut buf = [0u8; 64];
+        let len = match scheme {
+            S::EcdsaSha256 => put(&mut buf, { let mut h = Sha256::new(); h.update(message); h.finish() }),
+            S::EcdsaSha384 => put(&mut buf, { let mut h = Sha384::new(); h.update(message); h.finish() }),
+            S::EcdsaSha512 => put(&mut buf, { let mut h = Sha512::new(); h.update(message); h.finish() }),
             _ => return sign(&self.pkey, scheme, message),
         };
-        sig.to_der()
+        let digest = &buf[..len];
+        match self.nonces.take() {
+            Some(pair) => pair.sign(digest, ec),
+            None => EcdsaSig::sign(digest, ec)?.to_der(),
+        }
     }
+
+    /// Nonces computed ahead and not yet used.
+    #[cfg(test)]
+    pub(crate) fn nonces_ready(&self) -> usize {
+        self.nonces.len()
+    }
+}
+
+/// Copies a digest into the front of `buf`; returns its length.
+fn put<const N: usize>(buf: &mut [u8; 64], digest: [u8; N]) -> usize {
+    buf[..N].copy_from_slice(&digest);
+    N
 }
 
 impl SigningKey for OpensslKey {
@@ -137,6 +162,17 @@ impl SigningKey for OpensslKey {
 
     fn sign(&self, scheme: SignatureScheme, message: &[u8]) -> Result<Vec<u8>, IpcError> {
         self.sign_message(scheme, message).map_err(backend)
+    }
+
+    fn prepare_one(&self) -> bool {
+        let Some(ec) = &self.ec else { return false };
+        match self.nonces.add_one(ec) {
+            Ok(added) => added,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot precompute an ECDSA nonce; signing without");
+                false
+            }
+        }
     }
 }
 
@@ -312,6 +348,34 @@ mod tests {
                 assert_ne!(sig, key.sign_message(scheme, b"hello").unwrap());
             }
         }
+    }
+
+    #[test]
+    fn precomputed_nonces_sign_verifiably_and_are_spent_once() {
+        use SignatureScheme as S;
+        for alg in [KeyAlgorithm::EcP256, KeyAlgorithm::EcP384, KeyAlgorithm::EcP521] {
+            let pkey = generate(alg).unwrap();
+            let key = OpensslKey::new(pkey.clone(), alg).unwrap();
+            assert_eq!(key.nonces_ready(), 0, "nothing is precomputed unless asked");
+            while key.prepare_one() {}
+            let stocked = key.nonces_ready();
+            assert_eq!(stocked, super::super::nonces::STOCK, "{alg}: prepared up to the stock");
+            let mut rs = std::collections::HashSet::new();
+            for (i, scheme) in [S::EcdsaSha256, S::EcdsaSha384, S::EcdsaSha512].into_iter().cycle().take(stocked).enumerate() {
+                let sig = key.sign_message(scheme, b"same message").unwrap();
+                assert_eq!(key.nonces_ready(), stocked - i - 1, "{alg}: each signature spends one pair");
+                assert!(verify(&pkey, scheme, b"same message", &sig), "{alg} {scheme:?}");
+                assert!(!verify(&pkey, scheme, b"Same message", &sig), "{alg} {scheme:?}: wrong message accepted");
+                let r = openssl::ecdsa::EcdsaSig::from_der(&sig).unwrap().r().to_vec();
+                assert!(rs.insert(r), "{alg}: a nonce was used twice");
+            }
+            // Stock spent: signing goes on with OpenSSL's own nonces.
+            let sig = key.sign_message(S::EcdsaSha256, b"after").unwrap();
+            assert!(verify(&pkey, S::EcdsaSha256, b"after", &sig));
+            assert!(key.prepare_one(), "{alg}: an emptied stock is prepared again");
+        }
+        let ed = OpensslKey::new(generate(KeyAlgorithm::Ed25519).unwrap(), KeyAlgorithm::Ed25519).unwrap();
+        assert!(!ed.prepare_one(), "only ECDSA keys prepare");
     }
 
     #[test]

@@ -150,7 +150,7 @@ impl Cap {
             let audit = caller.shared.state.audit.clone();
             let peer = caller.peer;
             caller.shared.state.pool.spawn(move || {
-                entry.message_sha256 = openssl::sha::sha256(&der).to_vec();
+                entry.message_sha256 = crate::audit::message_sha256(&der);
                 let outcome = work(handle.as_ref(), &der);
                 match &outcome {
                     Ok((_, note)) => entry.outcome = format!("ok {note}"),
