@@ -22,12 +22,11 @@ use std::rc::Rc;
 use std::future::Future;
 use std::sync::Arc;
 
-use capnp_rpc::{rpc_twoparty_capnp::Side, twoparty::VatNetwork, RpcSystem};
+use capnp_rpc::{rpc_twoparty_capnp::Side, RpcSystem};
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 use crate::convert;
-use crate::server::reader_options;
+use crate::server::vat_network;
 use crate::convert::ocspd as oconv;
 use crate::ocspd_capnp as owire;
 use crate::signd_capnp as wire;
@@ -605,13 +604,7 @@ impl ConnState {
             IpcError::new(ErrorKind::Unavailable, format!("cannot connect to {} at {}: {e}", self.service, self.path.display()))
         })?;
         let (read, write) = stream.into_split();
-        let network = VatNetwork::new(
-            futures::io::BufReader::new(read.compat()),
-            futures::io::BufWriter::with_capacity(crate::server::WRITE_BUFFER, write.compat_write()),
-            Side::Client,
-            reader_options(256 << 20),
-        );
-        let mut rpc = RpcSystem::new(Box::new(network), None);
+        let mut rpc = RpcSystem::new(vat_network(read, write, Side::Client, 256 << 20), None);
         let bootstrap: capnp::capability::Client = rpc.bootstrap(Side::Server);
         let broken = Rc::new(std::cell::Cell::new(false));
         match &self.held {

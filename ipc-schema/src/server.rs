@@ -230,7 +230,23 @@ pub const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10
 /// woke the peer twice). Larger messages bypass the buffer.
 pub(crate) const WRITE_BUFFER: usize = 16 << 10;
 
-pub(crate) fn reader_options(max_frame_bytes: usize) -> capnp::message::ReaderOptions {
+/// The capnp-rpc network over the two halves of a byte stream, as both ends
+/// use it: reads buffered, writes through [`WRITE_BUFFER`], frames over
+/// `max_frame_bytes` refused.
+pub(crate) fn vat_network<R, W>(read: R, write: W, side: Side, max_frame_bytes: usize) -> Box<dyn capnp_rpc::VatNetwork<Side>>
+where
+    R: tokio::io::AsyncRead + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Unpin + 'static,
+{
+    Box::new(VatNetwork::new(
+        futures::io::BufReader::new(read.compat()),
+        futures::io::BufWriter::with_capacity(WRITE_BUFFER, write.compat_write()),
+        side,
+        reader_options(max_frame_bytes),
+    ))
+}
+
+fn reader_options(max_frame_bytes: usize) -> capnp::message::ReaderOptions {
     let mut o = capnp::message::ReaderOptions::new();
     o.traversal_limit_in_words(Some(max_frame_bytes / 8)).nesting_limit(64);
     o
@@ -316,13 +332,7 @@ where
     R: tokio::io::AsyncRead + Unpin + 'static,
     W: tokio::io::AsyncWrite + Unpin + 'static,
 {
-    let network = VatNetwork::new(
-        futures::io::BufReader::new(read.compat()),
-        futures::io::BufWriter::with_capacity(WRITE_BUFFER, write.compat_write()),
-        Side::Server,
-        reader_options(opts.max_frame_bytes),
-    );
-    RpcSystem::new(Box::new(network), Some(bootstrap))
+    RpcSystem::new(vat_network(read, write, Side::Server, opts.max_frame_bytes), Some(bootstrap))
 }
 
 /// Serves one connection from `peer` over the two halves of any byte stream;
