@@ -159,6 +159,19 @@ fn inflight_group(c: &mut Criterion, name: &str, client: &SigndClient, inflight:
     g.finish();
 }
 
+/// Makes `n` calls one after another; returns the time they took together
+/// and each one's latency.
+fn timed_calls(n: u64, mut call: impl FnMut()) -> (Duration, Vec<Duration>) {
+    let mut lat = Vec::with_capacity(n as usize);
+    let start = Instant::now();
+    for _ in 0..n {
+        let s = Instant::now();
+        call();
+        lat.push(s.elapsed());
+    }
+    (start.elapsed(), lat)
+}
+
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
@@ -192,12 +205,9 @@ fn summary(
     }
     // Transport alone: `health` crosses the client thread, the socket and
     // signd's capnp thread, but not the signing pool or the audit writer.
-    let mut lat = Vec::with_capacity(5000);
-    for _ in 0..5000 {
-        let s = Instant::now();
+    let (_, mut lat) = timed_calls(5000, || {
         block_on(client.health()).unwrap();
-        lat.push(s.elapsed());
-    }
+    });
     println!(
         "SUMMARY health_roundtrip n=5000 p50_us={:.1} p99_us={:.1}",
         us(percentile(&mut lat, 50.0)),
@@ -221,24 +231,17 @@ fn summary(
         }
         let est = t.elapsed() / 20;
         let n = ((2.0 / est.as_secs_f64()) as u64).clamp(200, 5000);
-        let mut lat = Vec::with_capacity(n as usize);
-        let t = Instant::now();
-        for _ in 0..n {
-            let s = Instant::now();
+        let (elapsed, mut lat) = timed_calls(n, || {
             block_on(client.sign("", &key, case.scheme, msg.to_vec())).unwrap();
-            lat.push(s.elapsed());
-        }
-        let rt_rate = n as f64 / t.elapsed().as_secs_f64();
+        });
+        let rt_rate = n as f64 / elapsed.as_secs_f64();
         let (p50, p99) = (percentile(&mut lat, 50.0), percentile(&mut lat, 99.0));
         // The same number of calls through a per-thread client.
         let pt = client.per_thread();
         block_on(pt.sign("", &key, case.scheme, msg.to_vec())).unwrap();
-        let mut lat_pt = Vec::with_capacity(n as usize);
-        for _ in 0..n {
-            let s = Instant::now();
+        let (_, mut lat_pt) = timed_calls(n, || {
             block_on(pt.sign("", &key, case.scheme, msg.to_vec())).unwrap();
-            lat_pt.push(s.elapsed());
-        }
+        });
         let (pt_p50, pt_p99) = (percentile(&mut lat_pt, 50.0), percentile(&mut lat_pt, 99.0));
         // 16 in flight for ~1.5 s.
         let n16 = ((1.5 * rt_rate * 2.0) as u64).clamp(400, 200_000);
