@@ -126,9 +126,21 @@ impl OpensslKey {
         // through `EVP_Q_digest`, which fetches the algorithm on every call.
         let mut buf = [0u8; 64];
         let len = match scheme {
-            S::EcdsaSha256 => put(&mut buf, { let mut h = Sha256::new(); h.update(message); h.finish() }),
-            S::EcdsaSha384 => put(&mut buf, { let mut h = Sha384::new(); h.update(message); h.finish() }),
-            S::EcdsaSha512 => put(&mut buf, { let mut h = Sha512::new(); h.update(message); h.finish() }),
+            S::EcdsaSha256 => {
+                let mut h = Sha256::new();
+                h.update(message);
+                put(&mut buf, h.finish())
+            }
+            S::EcdsaSha384 => {
+                let mut h = Sha384::new();
+                h.update(message);
+                put(&mut buf, h.finish())
+            }
+            S::EcdsaSha512 => {
+                let mut h = Sha512::new();
+                h.update(message);
+                put(&mut buf, h.finish())
+            }
             _ => return sign(&self.pkey, scheme, message),
         };
         let digest = &buf[..len];
