@@ -135,3 +135,28 @@ ensure_lego() {
   mv -f "$SIGNET_LEGO.tmp" "$SIGNET_LEGO"
   "$SIGNET_LEGO" --version >/dev/null
 }
+
+# Pebble (Let's Encrypt's test ACME server), the same-run baseline of
+# bench/scripts/acme-bench.sh --pebble; not needed by scripts/test.
+SIGNET_PEBBLE_VERSION="${SIGNET_PEBBLE_VERSION:-2.10.1}"
+ensure_pebble() {
+  export SIGNET_PEBBLE="$SIGNET_CACHE/bin/pebble-$SIGNET_PEBBLE_VERSION"
+  if [ ! -x "$SIGNET_PEBBLE" ]; then
+    if ! command -v go >/dev/null 2>&1; then
+      echo "Pebble needs a Go toolchain (go on PATH): install Go, then rerun." >&2
+      return 1
+    fi
+    say "building Pebble $SIGNET_PEBBLE_VERSION into $SIGNET_PEBBLE"
+    mkdir -p "$SIGNET_CACHE/bin"
+    local gobin
+    gobin="$(mktemp -d)"
+    (cd / && GO111MODULE=on GOBIN="$gobin" go install "github.com/letsencrypt/pebble/v2/cmd/pebble@v$SIGNET_PEBBLE_VERSION")
+    mv -f "$gobin/pebble" "$SIGNET_PEBBLE"
+    rmdir "$gobin"
+  fi
+  # Its test TLS certificate (localhost, 127.0.0.1) and the CA that signed it.
+  SIGNET_PEBBLE_DIR="$(cd / && GO111MODULE=on go mod download -json "github.com/letsencrypt/pebble/v2@v$SIGNET_PEBBLE_VERSION" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+  export SIGNET_PEBBLE_DIR
+  [ -f "$SIGNET_PEBBLE_DIR/test/certs/pebble.minica.pem" ] || { echo "no Pebble module directory" >&2; return 1; }
+}

@@ -3,13 +3,30 @@
 # the demo DNS server) in a throw-away state directory, and reports the CPU
 # seconds each process used during the run beside acme-bench's own figures.
 #
-#   bench/scripts/acme-bench.sh [--ca-alg ALG] [--keep] -- ACME-BENCH-ARGS...
+#   bench/scripts/acme-bench.sh [--ca-alg ALG] [--keep] [--pebble [--rounds N]] -- ACME-BENCH-ARGS...
+#   bench/scripts/acme-bench.sh [--ca-alg ALG] [--pebble] --handlers [-- CRITERION-ARGS...]
 #
 # --ca-alg picks the demo CA's key algorithm (signd's names: ecdsa-p256,
 # ecdsa-p384, rsa-2048, ml-dsa-44, ...); the stack is created once per
 # algorithm and reused (state under $SIGNET_CACHE/bench-acme-<alg>).
-# Example:
+#
+# --pebble adds the same-run baseline: Pebble (Let's Encrypt's test ACME
+# server, built by ensure_pebble) with the same CA key type, validating
+# against the same responder ports and resolving through the same DNS server,
+# with its artificial delays and nonce rejections off and authorization reuse
+# off (acmed validates every order afresh too). acme-bench runs against
+# acmed, then Pebble, --rounds times (default 3), with the same arguments;
+# the script prints each run and the ratio of the medians. Pebble keeps its
+# state in memory and does no OCSP recording; acmed commits to LMDB and
+# records every certificate in ocspd before answering.
+#
+# --handlers runs the criterion bench of single handlers
+# (bench/benches/acme_handlers.rs) against acmed, and against Pebble in the
+# same run with --pebble, instead of acme-bench.
+#
+# Examples:
 #   bench/scripts/acme-bench.sh -- --clients 10 --requests 2000 --warmup 100 --challenge http-01
+#   bench/scripts/acme-bench.sh --pebble --rounds 3 -- --clients 10 --requests 1000 --warmup 50
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -17,10 +34,16 @@ source "$root/scripts/lib.sh"
 set +e
 CA_ALG=ecdsa-p256
 KEEP=0
+PEBBLE=0
+ROUNDS=3
+HANDLERS=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --ca-alg) CA_ALG="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --pebble) PEBBLE=1; shift ;;
+    --rounds) ROUNDS="$2"; shift 2 ;;
+    --handlers) HANDLERS=1; shift ;;
     --) shift; break ;;
     *) break ;;
   esac
@@ -28,37 +51,165 @@ done
 STATE="$SIGNET_CACHE/bench-acme-$CA_ALG"
 [ "$KEEP" = 1 ] || rm -rf "$STATE"
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-OCSP=$(port); ACME=$(port); DNS=$(port); H1=$(port); TA=$(port)
-# scripts/run makes the demo CA with this algorithm (the first time).
+OCSP=$(port); ACME=$(port); DNS=$(port); H1=$(port); TA=$(port); PEB=$(port); PEBM=$(port)
+
+if [ "$PEBBLE" = 1 ]; then
+  case "$CA_ALG" in
+    ecdsa-p256) PEBBLE_KEY=ecdsa ;;
+    rsa-2048) PEBBLE_KEY=rsa ;;
+    *) echo "Pebble's CA keys are ecdsa-p256 or rsa-2048, not $CA_ALG" >&2; exit 2 ;;
+  esac
+  ensure_pebble || exit 1
+fi
+
+# scripts/run builds (if needed) and makes the demo CA with this algorithm (the first time).
 export SIGNET_DEMO_CA_ALGORITHM="$CA_ALG"
 "$root/scripts/run" --state-dir "$STATE" --ocsp-port "$OCSP" --acme-port "$ACME" --dns-port "$DNS" \
   --http01-port "$H1" --tlsalpn01-port "$TA" > "$STATE.log" 2>&1 &
 RUN=$!
-trap 'kill -TERM $RUN 2>/dev/null; wait $RUN 2>/dev/null' EXIT
-for _ in $(seq 1 900); do
-  [ -f "$STATE/endpoints.json" ] && grep -q "\"directory\": \"https://127.0.0.1:$ACME/" "$STATE/endpoints.json" && break
-  kill -0 $RUN 2>/dev/null || { tail -30 "$STATE.log"; exit 1; }
+PEBBLE_PID=
+trap 'kill -TERM $RUN $PEBBLE_PID 2>/dev/null; wait $RUN 2>/dev/null' EXIT
+ready=0
+for _ in $(seq 1 6000); do
+  if [ -f "$STATE/endpoints.json" ] && grep -q "\"directory\": \"https://127.0.0.1:$ACME/" "$STATE/endpoints.json"; then
+    ready=1
+    break
+  fi
+  kill -0 $RUN 2>/dev/null || break
   sleep 0.1
 done
+if [ "$ready" != 1 ]; then
+  echo "the stack did not come up; the end of $STATE.log:" >&2
+  tail -30 "$STATE.log" >&2
+  exit 1
+fi
+
+# Pebble keeps everything in memory and, seen here, stops answering after
+# about a thousand orders in one process: each round gets a fresh one.
+start_pebble() {
+  mkdir -p "$STATE/pebble"
+  cat > "$STATE/pebble/config.json" <<EOF
+{
+  "pebble": {
+    "listenAddress": "127.0.0.1:$PEB",
+    "managementListenAddress": "127.0.0.1:$PEBM",
+    "certificate": "$SIGNET_PEBBLE_DIR/test/certs/localhost/cert.pem",
+    "privateKey": "$SIGNET_PEBBLE_DIR/test/certs/localhost/key.pem",
+    "httpPort": $H1,
+    "tlsPort": $TA,
+    "ocspResponderURL": "",
+    "externalAccountBindingRequired": false,
+    "retryAfter": {"authz": 1, "order": 1},
+    "keyAlgorithm": "$PEBBLE_KEY",
+    "profiles": {"default": {"description": "90 days", "validityPeriod": 7776000}}
+  }
+}
+EOF
+  PEBBLE_VA_NOSLEEP=1 PEBBLE_WFE_NONCEREJECT=0 PEBBLE_AUTHZREUSE=0 \
+    "$SIGNET_PEBBLE" -config "$STATE/pebble/config.json" -dnsserver "127.0.0.1:$DNS" >> "$STATE/pebble.log" 2>&1 &
+  PEBBLE_PID=$!
+  for _ in $(seq 1 100); do
+    curl -s --cacert "$SIGNET_PEBBLE_DIR/test/certs/pebble.minica.pem" "https://127.0.0.1:$PEB/dir" >/dev/null && return 0
+    sleep 0.1
+  done
+  echo "Pebble did not start; see $STATE/pebble.log" >&2
+  return 1
+}
+stop_pebble() {
+  kill -TERM "$PEBBLE_PID" 2>/dev/null
+  wait "$PEBBLE_PID" 2>/dev/null
+  PEBBLE_PID=
+}
+
 cpu() { # pid -> utime+stime in clock ticks
   awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
 }
-pids() { for n in signd ocspd acmed signet-testdns; do pgrep -f "$SIGNET_BIN_DIR/$n .*$STATE" | head -1; done; }
-mapfile -t P < <(pids)
-declare -A before
-for p in "${P[@]}"; do before[$p]=$(cpu "$p"); done
-t0=$(date +%s.%N)
-/usr/bin/time -f "acme-bench: %U s user %S s system %e s wall" "$SIGNET_BIN_DIR/acme-bench" \
-  --directory "https://127.0.0.1:$ACME/directory" --ca-bundle "$STATE/acmed/tls-ca.pem" \
-  --domain-suffix signet.test --dns-zone "$STATE/dns/zone" \
-  --http01-listen "127.0.0.1:$H1" --tlsalpn01-listen "127.0.0.1:$TA" "$@"
-rc=$?
-t1=$(date +%s.%N)
 hz=$(getconf CLK_TCK)
 names=(signd ocspd acmed dns)
-i=0
-for p in "${P[@]}"; do
-  echo "${names[$i]}: $(python3 -c "print(f'{($(cpu "$p") - ${before[$p]}) / $hz:.2f}')") s CPU over $(python3 -c "print(f'{$t1 - $t0:.1f}')") s"
-  i=$((i + 1))
+mapfile -t P < <(for n in signd ocspd acmed signet-testdns; do pgrep -f "$SIGNET_BIN_DIR/$n .*$STATE" | head -1; done)
+
+# bench SERVER OUT ARGS...: one acme-bench run against SERVER (acmed or
+# pebble), its JSON report (when asked for) in OUT, then each process's CPU.
+bench() {
+  local server="$1" out="$2" directory bundle procs pnames rc t0 t1 i
+  shift 2
+  if [ "$server" = pebble ]; then
+    directory="https://127.0.0.1:$PEB/dir"; bundle="$SIGNET_PEBBLE_DIR/test/certs/pebble.minica.pem"
+    procs=("$PEBBLE_PID" "${P[3]}"); pnames=(pebble dns)
+  else
+    directory="https://127.0.0.1:$ACME/directory"; bundle="$STATE/acmed/tls-ca.pem"
+    procs=("${P[@]}"); pnames=("${names[@]}")
+  fi
+  declare -A before
+  for p in "${procs[@]}"; do before[$p]=$(cpu "$p"); done
+  t0=$(date +%s.%N)
+  /usr/bin/time -f "acme-bench: %U s user %S s system %e s wall" "$SIGNET_BIN_DIR/acme-bench" \
+    --directory "$directory" --ca-bundle "$bundle" \
+    --domain-suffix signet.test --dns-zone "$STATE/dns/zone" \
+    --http01-listen "127.0.0.1:$H1" --tlsalpn01-listen "127.0.0.1:$TA" "$@" > "$out" 2> "$out.time"
+  rc=$?
+  t1=$(date +%s.%N)
+  cat "$out.time" >&2
+  i=0
+  for p in "${procs[@]}"; do
+    echo "${pnames[$i]}: $(python3 -c "print(f'{($(cpu "$p") - ${before[$p]}) / $hz:.2f}')") s CPU over $(python3 -c "print(f'{$t1 - $t0:.1f}')") s" >&2
+    i=$((i + 1))
+  done
+  return $rc
+}
+
+if [ "$HANDLERS" = 1 ]; then
+  servers="acmed=https://127.0.0.1:$ACME/directory|$STATE/acmed/tls-ca.pem"
+  if [ "$PEBBLE" = 1 ]; then
+    start_pebble || exit 1
+    servers="$servers;pebble=https://127.0.0.1:$PEB/dir|$SIGNET_PEBBLE_DIR/test/certs/pebble.minica.pem"
+  fi
+  (cd "$root" && SIGNET_ACME_BENCH_SERVERS="$servers" SIGNET_ACME_BENCH_HTTP01="127.0.0.1:$H1" \
+    SIGNET_ACME_BENCH_DOMAIN=signet.test cargo bench --locked -p signet-bench --bench acme_handlers -- "$@")
+  exit $?
+fi
+
+if [ "$PEBBLE" != 1 ]; then
+  bench acmed "$STATE/acme-bench.out" "$@"
+  rc=$?
+  cat "$STATE/acme-bench.out"
+  exit $rc
+fi
+
+# Same-run comparison: JSON reports under $STATE/compare, then a table.
+OUTDIR="$STATE/compare"
+mkdir -p "$OUTDIR"
+failed=0
+for r in $(seq 1 "$ROUNDS"); do
+  for s in acmed pebble; do
+    echo "== round $r: $s" >&2
+    if [ "$s" = pebble ]; then start_pebble || { failed=1; continue; }; fi
+    bench "$s" "$OUTDIR/$s-$r.json" --output json --label "$s-$r" "$@" || failed=1
+    if [ "$s" = pebble ]; then stop_pebble; fi
+  done
 done
-exit $rc
+python3 - "$OUTDIR" "$ROUNDS" <<'EOF'
+import json, statistics, sys
+outdir, rounds = sys.argv[1], int(sys.argv[2])
+phases = ["new_order", "authz", "challenge", "finalize", "download"]
+med = {}
+print(f"{'run':<10} {'iss/s':>7} {'mean ms':>8} {'p99 ms':>8}  " + " ".join(f"{p:>9}" for p in phases) + "  errors")
+for s in ["acmed", "pebble"]:
+    tput = []
+    for r in range(1, rounds + 1):
+        try:
+            rep = json.load(open(f"{outdir}/{s}-{r}.json"))
+        except (OSError, ValueError) as e:
+            print(f"{s}-{r}: no report ({e})")
+            continue
+        sm = rep["summary"]
+        tput.append(sm["throughput_per_sec"])
+        errs = sum(e["count"] for e in rep["errors"].values()) if rep["errors"] else 0
+        print(f"{s + '-' + str(r):<10} {sm['throughput_per_sec']:>7.0f} {sm['latency_ms']['mean']:>8.1f} {sm['latency_ms']['p99']:>8.1f}  "
+              + " ".join(f"{sm['phase_mean_ms'].get(p, 0):>9.1f}" for p in phases) + f"  {errs}")
+    if tput:
+        med[s] = statistics.median(tput)
+if len(med) == 2 and med["pebble"] > 0:
+    print(f"median issuances/s: acmed {med['acmed']:.0f}, Pebble {med['pebble']:.0f}: acmed/Pebble = {med['acmed'] / med['pebble']:.2f}")
+EOF
+exit $failed

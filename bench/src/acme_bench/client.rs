@@ -85,6 +85,31 @@ impl Client {
         self.conn.opened
     }
 
+    /// The server's directory.
+    pub fn directory(&self) -> &Directory {
+        &self.directory
+    }
+
+    /// Drops the account: a new key, no account URL (the next
+    /// [`Client::create_account`] makes a new account).
+    pub fn forget_account(&mut self) -> Result<(), Error> {
+        let key = KeyType::EcP256.generate().map_err(Error::crypto)?;
+        let jwk = sign::public_jwk(&key).map_err(Error::crypto)?;
+        self.account = Account { key, jwk, url: None };
+        Ok(())
+    }
+
+    /// A POST-as-GET of `url` (`accept`: the media type asked for).
+    pub async fn post_as_get(&mut self, url: &str, accept: Option<&'static str>) -> Result<Response, Error> {
+        self.post(url, b"", accept).await
+    }
+
+    /// An unsigned GET of `url` (the directory, renewalInfo).
+    pub async fn get(&mut self, url: &str) -> Result<Response, Error> {
+        let response = self.conn.send(Method::GET, url, None, None, Bytes::new()).await?;
+        success(url, response)
+    }
+
     /// newAccount, agreeing to the terms of service; remembers the account URL.
     pub async fn create_account(&mut self) -> Result<(), Error> {
         let url = self.directory.new_account.clone();
@@ -218,7 +243,7 @@ impl Client {
     }
 
     /// A fresh nonce from newNonce (HEAD).
-    async fn new_nonce(&mut self) -> Result<String, Error> {
+    pub async fn new_nonce(&mut self) -> Result<String, Error> {
         let url = self.directory.new_nonce.clone();
         let response = self.conn.send(Method::HEAD, &url, None, None, Bytes::new()).await?;
         let response = success(&url, response)?;
