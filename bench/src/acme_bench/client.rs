@@ -235,7 +235,8 @@ impl Client {
             Some(kid) => Signer::Kid(kid),
             None => Signer::Jwk,
         };
-        let jws = sign::request(Algorithm::Es256, &self.account.key, signer, Some(&nonce), url, payload).map_err(Error::crypto)?;
+        let jws = sign::request_with_jwk(Algorithm::Es256, &self.account.key, &self.account.jwk, signer, Some(&nonce), url, payload)
+            .map_err(Error::crypto)?;
         let body = Bytes::from(serde_json::to_vec(&jws).map_err(Error::crypto)?);
         let response = self.conn.send(Method::POST, url, Some(JOSE), accept, body).await?;
         self.nonce = response.header("replay-nonce").map(str::to_owned);

@@ -145,7 +145,18 @@ impl Algorithm {
         let internal = |e: openssl::error::ErrorStack| JwsError::Internal(e.to_string());
         let public = PKey::public_key_from_der(&key.public_key_to_der().map_err(internal)?)
             .map_err(internal)?;
-        let jwk = Jwk::from_public_key(&public)?;
+        self.sign_with_jwk(key, &Jwk::from_public_key(&public)?, signing_input)
+    }
+
+    /// [`Algorithm::sign`] with the key's public JWK already at hand (it must
+    /// be `key`'s): deriving it costs more than an ECDSA signature.
+    pub fn sign_with_jwk(
+        self,
+        key: &PKeyRef<Private>,
+        jwk: &Jwk,
+        signing_input: &[u8],
+    ) -> Result<Vec<u8>, JwsError> {
+        let internal = |e: openssl::error::ErrorStack| JwsError::Internal(e.to_string());
         if !self.fits(jwk.kind()) {
             return Err(JwsError::AlgorithmKeyMismatch {
                 alg: self.name(),

@@ -28,11 +28,25 @@ pub fn request(
     url: &str,
     payload: &[u8],
 ) -> Result<Value, JwsError> {
+    request_with_jwk(alg, key, &public_jwk(key)?, signer, nonce, url, payload)
+}
+
+/// [`request`] with `key`'s public JWK already at hand (`jwk` must be
+/// `key`'s): a client signing many requests derives it once.
+pub fn request_with_jwk(
+    alg: Algorithm,
+    key: &PKeyRef<Private>,
+    jwk: &Jwk,
+    signer: Signer<'_>,
+    nonce: Option<&str>,
+    url: &str,
+    payload: &[u8],
+) -> Result<Value, JwsError> {
     let mut header = Map::new();
     header.insert("alg".into(), alg.name().into());
     match signer {
         Signer::Jwk => {
-            header.insert("jwk".into(), public_jwk(key)?.to_json());
+            header.insert("jwk".into(), jwk.to_json());
         }
         Signer::Kid(kid) => {
             header.insert("kid".into(), kid.into());
@@ -42,7 +56,9 @@ pub fn request(
         header.insert("nonce".into(), nonce.into());
     }
     header.insert("url".into(), url.into());
-    with_header(alg, key, &Value::Object(header), payload)
+    assemble(&Value::Object(header).to_string(), payload, |input| {
+        alg.sign_with_jwk(key, jwk, input)
+    })
 }
 
 /// Signs `payload` under an arbitrary protected header (which need not even

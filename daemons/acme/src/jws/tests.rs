@@ -824,3 +824,30 @@ fn external_account_binding_refusals() {
         Err(JwsError::Structure(_))
     ));
 }
+
+#[test]
+fn request_with_a_derived_jwk_equals_request() {
+    for alg in Algorithm::ALL {
+        let key = key_for(alg);
+        let jwk = sign::public_jwk(&key).unwrap();
+        for signer in [Signer::Jwk, Signer::Kid(KID)] {
+            let jws =
+                sign::request_with_jwk(alg, &key, &jwk, signer, Some(NONCE), URL, b"{}").unwrap();
+            let plain = sign::request(alg, &key, signer, Some(NONCE), URL, b"{}").unwrap();
+            // The same protected header and payload (signatures differ: ECDSA is randomised).
+            assert_eq!(jws["protected"], plain["protected"], "{alg}");
+            assert_eq!(jws["payload"], plain["payload"], "{alg}");
+            let request = SignedRequest::parse(&body(&jws)).unwrap();
+            request
+                .verify(&jwk)
+                .unwrap_or_else(|e| panic!("{alg}: {e}"));
+        }
+    }
+    // A JWK of another kind than the algorithm's is refused before signing.
+    let p256 = ec(Nid::X9_62_PRIME256V1);
+    let jwk = sign::public_jwk(&p256).unwrap();
+    assert!(matches!(
+        sign::request_with_jwk(Algorithm::Es384, &p256, &jwk, Signer::Jwk, None, URL, b""),
+        Err(JwsError::AlgorithmKeyMismatch { .. })
+    ));
+}
