@@ -20,6 +20,8 @@
 # state in memory and does no OCSP recording; acmed commits to LMDB and
 # records every certificate in ocspd before answering.
 #
+# RUN_LIMIT (seconds, default 600) bounds each acme-bench run.
+#
 # --handlers runs the criterion bench of single handlers
 # (bench/benches/acme_handlers.rs) against acmed, and against Pebble in the
 # same run with --pebble, instead of acme-bench.
@@ -143,7 +145,9 @@ bench() {
   declare -A before
   for p in "${procs[@]}"; do before[$p]=$(cpu "$p"); done
   t0=$(date +%s.%N)
-  /usr/bin/time -f "acme-bench: %U s user %S s system %e s wall" "$SIGNET_BIN_DIR/acme-bench" \
+  # A server that stops answering would hold every client for --timeout per
+  # issuance: the whole run gets RUN_LIMIT seconds (default 600).
+  timeout "${RUN_LIMIT:-600}" /usr/bin/time -f "acme-bench: %U s user %S s system %e s wall" "$SIGNET_BIN_DIR/acme-bench" \
     --directory "$directory" --ca-bundle "$bundle" \
     --domain-suffix signet.test --dns-zone "$STATE/dns/zone" \
     --http01-listen "127.0.0.1:$H1" --tlsalpn01-listen "127.0.0.1:$TA" "$@" > "$out" 2> "$out.time"
