@@ -123,6 +123,11 @@ stop_pebble() {
   PEBBLE_PID=
 }
 
+# What acme-bench trusts: acmed's TLS certificate (--ca-bundle) and, for
+# --verify-cert, the demo CA's root (with an ML-DSA CA, acmed's TLS
+# certificate is self-signed P-256 and the two differ).
+cat "$STATE/acmed/tls-ca.pem" "$STATE/ca/root.pem" > "$STATE/bench-roots.pem"
+
 cpu() { # pid -> utime+stime in clock ticks
   awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
 }
@@ -139,7 +144,7 @@ bench() {
     directory="https://127.0.0.1:$PEB/dir"; bundle="$SIGNET_PEBBLE_DIR/test/certs/pebble.minica.pem"
     procs=("$PEBBLE_PID" "${P[3]}"); pnames=(pebble dns)
   else
-    directory="https://127.0.0.1:$ACME/directory"; bundle="$STATE/acmed/tls-ca.pem"
+    directory="https://127.0.0.1:$ACME/directory"; bundle="$STATE/bench-roots.pem"
     procs=("${P[@]}"); pnames=("${names[@]}")
   fi
   declare -A before
