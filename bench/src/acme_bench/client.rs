@@ -85,6 +85,11 @@ impl Client {
         self.conn.opened
     }
 
+    /// The account URL, once the account is made.
+    pub fn account_url(&self) -> Option<&str> {
+        self.account.url.as_deref()
+    }
+
     /// The server's directory.
     pub fn directory(&self) -> &Directory {
         &self.directory

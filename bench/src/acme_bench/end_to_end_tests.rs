@@ -124,6 +124,12 @@ async fn dns01_zone_file() {
 }
 
 #[tokio::test]
+async fn dns_persist01_zone_file() {
+    let report = run(Run { challenge: ChallengeKind::DnsPersist01, ..Run::default() }).await;
+    assert_passed(&report, 6);
+}
+
+#[tokio::test]
 async fn http01_ip_address() {
     let report = run(Run { identifier: IdentifierKind::Ip, clients: 2, requests: 3, warmup: 0, ..Run::default() }).await;
     assert_passed(&report, 3);

@@ -66,12 +66,22 @@ pub async fn issue(client: &mut Client, plan: &Plan<'_>, identifier: Identifier)
             .iter()
             .find(|c| c.kind == wanted)
             .ok_or_else(|| Error::Protocol(format!("{url}: no {wanted} challenge offered")))?;
-        let token = challenge.token.as_deref().ok_or_else(|| Error::Protocol(format!("{}: no token", challenge.url)))?;
-        // The token goes into a URL path, a DNS name's record and a digest:
-        // only base64url is acceptable.
-        signet_acme::validate::token(token).map_err(|e| Error::Protocol(format!("{}: {e}", challenge.url)))?;
-        let key_authorization = signet_acme::validate::key_authorization(token, client.jwk());
-        let published = plan.responder.publish(&authz.identifier, token, &key_authorization).await?;
+        let published = if plan.challenge == ChallengeKind::DnsPersist01 {
+            let issuer = challenge
+                .issuer_domain_names
+                .as_ref()
+                .and_then(|names| names.first())
+                .ok_or_else(|| Error::Protocol(format!("{}: no issuer-domain-names", challenge.url)))?;
+            let account = client.account_url().ok_or_else(|| Error::Protocol("no account URL yet".into()))?;
+            plan.responder.publish_persist(&authz.identifier, issuer, account).await?
+        } else {
+            let token = challenge.token.as_deref().ok_or_else(|| Error::Protocol(format!("{}: no token", challenge.url)))?;
+            // The token goes into a URL path, a DNS name's record and a digest:
+            // only base64url is acceptable.
+            signet_acme::validate::token(token).map_err(|e| Error::Protocol(format!("{}: {e}", challenge.url)))?;
+            let key_authorization = signet_acme::validate::key_authorization(token, client.jwk());
+            plan.responder.publish(&authz.identifier, token, &key_authorization).await?
+        };
         let validated = async {
             let (status, retry) = client.respond(&challenge.url).await?;
             match status {

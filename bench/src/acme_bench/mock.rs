@@ -295,8 +295,10 @@ async fn signed(state: &Arc<State>, path: &str, body: &[u8]) -> Result<Reply, Pr
         };
         let key_authorization = signet_acme::validate::key_authorization(&token, &jwk);
         let state2 = Arc::clone(state);
+        let account = kid.clone();
         tokio::spawn(async move {
-            let outcome = validate(&state2.targets, &kind, &identifier, &token, &key_authorization).await;
+            let proof = Proof { token: &token, key_authorization: &key_authorization, account: &account };
+            let outcome = validate(&state2.targets, &kind, &identifier, proof).await;
             let mut authzs = state2.authzs.lock().unwrap();
             if let Some(a) = authzs.get_mut(&n) {
                 match outcome {
@@ -407,7 +409,7 @@ fn authz_json(state: &State, n: u64) -> Value {
         Status::Processing => Status::Pending,
         s => s,
     };
-    let challenges: Vec<Value> = ["http-01", "tls-alpn-01", "dns-01"]
+    let challenges: Vec<Value> = ["http-01", "tls-alpn-01", "dns-01", "dns-persist-01"]
         .iter()
         .map(|kind| {
             let mut c = json!({
@@ -416,6 +418,9 @@ fn authz_json(state: &State, n: u64) -> Value {
                 "status": if status == Status::Pending { "pending" } else { status.name() },
                 "token": a.token,
             });
+            if *kind == "dns-persist-01" {
+                c["issuer-domain-names"] = json!([MOCK_ISSUER_DOMAIN]);
+            }
             if let Some(error) = &a.error {
                 c["error"] = serde_json::to_value(error).unwrap();
             }
@@ -425,8 +430,20 @@ fn authz_json(state: &State, n: u64) -> Value {
     json!({"identifier": a.identifier, "status": status.name(), "challenges": challenges})
 }
 
+/// The issuer domain name the mock's dns-persist-01 challenges name.
+const MOCK_ISSUER_DOMAIN: &str = "mock-ca.test";
+
+/// What a challenge response proves: the token, the key authorization and
+/// the account (dns-persist-01 names the account, not a token).
+struct Proof<'a> {
+    token: &'a str,
+    key_authorization: &'a str,
+    account: &'a str,
+}
+
 /// Checks the challenge response the way a validator does.
-async fn validate(targets: &Targets, kind: &str, identifier: &Identifier, token: &str, key_authorization: &str) -> Result<(), Problem> {
+async fn validate(targets: &Targets, kind: &str, identifier: &Identifier, proof: Proof<'_>) -> Result<(), Problem> {
+    let Proof { token, key_authorization, account } = proof;
     let incorrect = |d: String| Problem::new(ProblemType::IncorrectResponse, d);
     let connection = |d: String| Problem::new(ProblemType::Connection, d);
     match kind {
@@ -476,6 +493,14 @@ async fn validate(targets: &Targets, kind: &str, identifier: &Identifier, token:
             );
             if !zone.lines().any(|l| l == line) {
                 return Err(incorrect("dns-01: no such TXT record".into()));
+            }
+            Ok(())
+        }
+        "dns-persist-01" => {
+            let zone = std::fs::read_to_string(&targets.zone).unwrap_or_default();
+            let line = format!("_validation-persist.{} TXT \"{MOCK_ISSUER_DOMAIN}; accounturi={account}\"", identifier.value);
+            if !zone.lines().any(|l| l == line) {
+                return Err(incorrect("dns-persist-01: no such TXT record".into()));
             }
             Ok(())
         }

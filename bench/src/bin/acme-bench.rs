@@ -134,6 +134,9 @@ enum Challenge {
     /// dns-01 (RFC 8555 §8.4), written to --dns-zone.
     #[value(name = "dns-01")]
     Dns01,
+    /// dns-persist-01 (draft-ietf-acme-dns-persist), written to --dns-zone.
+    #[value(name = "dns-persist-01")]
+    DnsPersist01,
 }
 
 /// The identifier types.
@@ -194,17 +197,19 @@ fn config(args: &Args) -> anyhow::Result<Config> {
         Challenge::Http01 => ChallengeKind::Http01,
         Challenge::TlsAlpn01 => ChallengeKind::TlsAlpn01,
         Challenge::Dns01 => ChallengeKind::Dns01,
+        Challenge::DnsPersist01 => ChallengeKind::DnsPersist01,
     };
     let identifier = match args.identifier {
         Ident::Dns => IdentifierKind::Dns,
         Ident::Ip => IdentifierKind::Ip,
     };
-    if challenge == ChallengeKind::Dns01 {
+    if matches!(challenge, ChallengeKind::Dns01 | ChallengeKind::DnsPersist01) {
+        let name = challenge.name();
         if identifier == IdentifierKind::Ip {
-            bail!("dns-01 cannot validate IP addresses (RFC 8738 §7): use http-01 or tls-alpn-01");
+            bail!("{name} cannot validate IP addresses (RFC 8738 §7): use http-01 or tls-alpn-01");
         }
         if args.dns_zone.is_none() {
-            bail!("--challenge dns-01 needs --dns-zone FILE");
+            bail!("--challenge {name} needs --dns-zone FILE");
         }
     }
     if let Some(bundle) = &args.ca_bundle {

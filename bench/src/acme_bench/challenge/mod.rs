@@ -25,6 +25,9 @@ pub enum ChallengeKind {
     TlsAlpn01,
     /// dns-01 (RFC 8555 §8.4).
     Dns01,
+    /// dns-persist-01 (draft-ietf-acme-dns-persist): a TXT record at
+    /// `_validation-persist.<name>` naming the CA and the account.
+    DnsPersist01,
 }
 
 impl ChallengeKind {
@@ -34,6 +37,7 @@ impl ChallengeKind {
             ChallengeKind::Http01 => "http-01",
             ChallengeKind::TlsAlpn01 => "tls-alpn-01",
             ChallengeKind::Dns01 => "dns-01",
+            ChallengeKind::DnsPersist01 => "dns-persist-01",
         }
     }
 
@@ -97,8 +101,11 @@ impl Responder {
                 let server = tokio::spawn(tls_alpn01::serve(listener, acceptor));
                 Ok(Responder { inner: Inner::TlsAlpn01(certs), server: Some(server) })
             }
-            ChallengeKind::Dns01 => {
-                let path = config.dns_zone.as_ref().ok_or_else(|| Error::ChallengeSetup("dns-01 needs --dns-zone".into()))?;
+            ChallengeKind::Dns01 | ChallengeKind::DnsPersist01 => {
+                let path = config
+                    .dns_zone
+                    .as_ref()
+                    .ok_or_else(|| Error::ChallengeSetup(format!("{} needs --dns-zone", kind.name())))?;
                 let zone = dns01::Zone::open(path).map_err(|e| setup(&path.display().to_string(), &e))?;
                 Ok(Responder { inner: Inner::Dns01(Arc::new(zone)), server: None })
             }
@@ -127,6 +134,22 @@ impl Responder {
                 Ok(Published(PublishedInner::Dns01(id)))
             }
         }
+    }
+
+    /// Publishes a dns-persist-01 record for `identifier`: the CA's
+    /// `issuer_domain` and this client's `account_url`.
+    pub async fn publish_persist(&self, identifier: &Identifier, issuer_domain: &str, account_url: &str) -> Result<Published, Error> {
+        let Inner::Dns01(zone) = &self.inner else {
+            return Err(Error::ChallengeSetup("dns-persist-01 records go to the DNS zone (--dns-zone)".into()));
+        };
+        let name = format!("_validation-persist.{}", identifier.value);
+        let value = format!("{issuer_domain}; accounturi={account_url}");
+        let zone = Arc::clone(zone);
+        let id = tokio::task::spawn_blocking(move || zone.add_txt(&name, &value))
+            .await
+            .map_err(|e| Error::ChallengeSetup(e.to_string()))?
+            .map_err(|e| Error::ChallengeSetup(format!("writing the zone: {e}")))?;
+        Ok(Published(PublishedInner::Dns01(id)))
     }
 
     /// Takes a published response down.
