@@ -11,7 +11,7 @@
 //! - [`http`]: the connection (hyper over tokio-openssl).
 //! - [`client`]: nonces, JWS (signet-acme), the ACME resources.
 //! - [`issue`]: one issuance and the checks of its certificate.
-//! - [`challenge`]: the http-01, tls-alpn-01 and dns-01 responders.
+//! - [`challenge`]: the http-01, tls-alpn-01, dns-01 and dns-persist-01 responders.
 //! - [`keys`]: key types, CSRs.
 //! - [`stats`]: summaries, text and JSON.
 //! - [`runner`]: the tasks and the stages of a run.
