@@ -125,13 +125,7 @@ impl Responder {
             }
             Inner::Dns01(zone) => {
                 let name = format!("_acme-challenge.{}", identifier.value);
-                let value = signet_acme::validate::dns01_txt_value(key_authorization);
-                let zone = Arc::clone(zone);
-                let id = tokio::task::spawn_blocking(move || zone.add_txt(&name, &value))
-                    .await
-                    .map_err(|e| Error::ChallengeSetup(e.to_string()))?
-                    .map_err(|e| Error::ChallengeSetup(format!("writing the zone: {e}")))?;
-                Ok(Published(PublishedInner::Dns01(id)))
+                add_txt(zone, name, signet_acme::validate::dns01_txt_value(key_authorization)).await
             }
         }
     }
@@ -143,13 +137,7 @@ impl Responder {
             return Err(Error::ChallengeSetup("dns-persist-01 records go to the DNS zone (--dns-zone)".into()));
         };
         let name = format!("_validation-persist.{}", identifier.value);
-        let value = format!("{issuer_domain}; accounturi={account_url}");
-        let zone = Arc::clone(zone);
-        let id = tokio::task::spawn_blocking(move || zone.add_txt(&name, &value))
-            .await
-            .map_err(|e| Error::ChallengeSetup(e.to_string()))?
-            .map_err(|e| Error::ChallengeSetup(format!("writing the zone: {e}")))?;
-        Ok(Published(PublishedInner::Dns01(id)))
+        add_txt(zone, name, format!("{issuer_domain}; accounturi={account_url}")).await
     }
 
     /// Takes a published response down.
@@ -180,6 +168,16 @@ impl Responder {
         }
         Ok(())
     }
+}
+
+/// Adds a TXT record to the zone file (a blocking write, off the runtime).
+async fn add_txt(zone: &Arc<dns01::Zone>, name: String, value: String) -> Result<Published, Error> {
+    let zone = Arc::clone(zone);
+    let id = tokio::task::spawn_blocking(move || zone.add_txt(&name, &value))
+        .await
+        .map_err(|e| Error::ChallengeSetup(e.to_string()))?
+        .map_err(|e| Error::ChallengeSetup(format!("writing the zone: {e}")))?;
+    Ok(Published(PublishedInner::Dns01(id)))
 }
 
 impl Drop for Responder {
