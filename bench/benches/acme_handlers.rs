@@ -28,7 +28,6 @@
 //!   servers' resolver answers `*.<zone> A 127.0.0.1`).
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)]
 
-use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion};
@@ -49,37 +48,38 @@ struct Server {
 
 /// One server's client, its responder's shared state and the names it has used.
 struct Target<'a> {
-    name: &'a str,
+    server: &'a Server,
     client: Client,
     responder: &'a Responder,
     domain: &'a str,
-    next: Cell<u64>,
+    next: u64,
 }
 
 impl Target<'_> {
-    fn fresh_name(&self) -> Identifier {
-        let n = self.next.get();
-        self.next.set(n + 1);
-        let nonce = std::process::id();
-        Identifier { kind: IdentifierType::Dns, value: format!("h{nonce}-{n}.{}", self.domain) }
+    fn fresh_name(&mut self) -> Identifier {
+        self.next += 1;
+        Identifier {
+            kind: IdentifierType::Dns,
+            value: format!("h{}-{}.{}", std::process::id(), self.next, self.domain),
+        }
     }
 
     /// A new order for a fresh name: (order URL, order).
     async fn pending_order(&mut self) -> (String, Order) {
-        self.client.new_order(self.fresh_name()).await.expect("newOrder")
+        let name = self.fresh_name();
+        self.client.new_order(name).await.expect("newOrder")
     }
 
     /// A new order, validated: (order URL, order in state `ready`).
     async fn ready_order(&mut self) -> (String, Order) {
-        let (url, _) = self.pending_order().await;
-        let (order_url, order) = (url.clone(), self.order(&url).await);
+        let (order_url, order) = self.pending_order().await;
         let authz_url = order.authorizations[0].clone();
         let (challenge_url, published) = self.publish(&authz_url).await;
         let (_, retry) = self.client.respond(&challenge_url).await.expect("challenge");
         self.client.poll_authorization(&authz_url, retry).await.expect("authorization valid");
         self.responder.retract(published).await.expect("retract");
         let order = self.order(&order_url).await;
-        assert_eq!(order.status, OrderStatus::Ready, "{}: order not ready after validation", self.name);
+        assert_eq!(order.status, OrderStatus::Ready, "{}: order not ready after validation", self.server.name);
         (order_url, order)
     }
 
@@ -113,6 +113,20 @@ impl Target<'_> {
         let order = self.client.poll_order(&order_url, order, retry).await.expect("order valid");
         (order_url, order.certificate.expect("certificate URL"))
     }
+}
+
+/// A client of `server` with a fresh account key (no account yet).
+fn connect(rt: &tokio::runtime::Runtime, server: &Server, polling: Polling) -> Client {
+    let tls = tls_connector(Some(std::path::Path::new(&server.ca_bundle))).expect("CA bundle");
+    let origin = Origin::of(&server.directory).expect("directory URL");
+    let conn = Connection::new(origin, Some(tls), Duration::from_secs(30));
+    rt.block_on(Client::new(conn, &server.directory, polling)).expect("directory")
+}
+
+/// The sum over `iters` iterations of what `one` timed (each iteration does
+/// its own untimed setup and cleanup around the request it times).
+fn sum_over(iters: u64, mut one: impl FnMut() -> Duration) -> Duration {
+    (0..iters).map(|_| one()).sum()
 }
 
 fn servers() -> Option<(Vec<Server>, String, String)> {
@@ -159,51 +173,44 @@ fn main() {
 
     let mut targets: Vec<Target> = servers
         .iter()
-        .map(|s| {
-            let tls = tls_connector(Some(std::path::Path::new(&s.ca_bundle))).expect("CA bundle");
-            let conn =
-                Connection::new(Origin::of(&s.directory).expect("directory URL"), Some(tls), Duration::from_secs(30));
-            let mut client = rt.block_on(Client::new(conn, &s.directory, polling)).expect("directory");
+        .map(|server| {
+            let mut client = connect(&rt, server, polling);
             rt.block_on(client.create_account()).expect("account");
-            Target { name: &s.name, client, responder: &responder, domain: &domain, next: Cell::new(0) }
+            Target { server, client, responder: &responder, domain: &domain, next: 0 }
         })
         .collect();
 
     let mut g = c.benchmark_group("acme_handler");
     for t in &mut targets {
-        let name = t.name.to_owned();
+        let name = t.server.name.clone();
         g.bench_function(BenchmarkId::new("new_nonce", &name), |b| {
             b.iter(|| rt.block_on(t.client.new_nonce()).unwrap())
         });
     }
-    for (t, s) in targets.iter_mut().zip(&servers) {
-        let name = t.name.to_owned();
+    for t in &mut targets {
+        let name = t.server.name.clone();
+        let directory = t.server.directory.clone();
         g.bench_function(BenchmarkId::new("directory", &name), |b| {
-            b.iter(|| rt.block_on(t.client.get(&s.directory)).unwrap())
+            b.iter(|| rt.block_on(t.client.get(&directory)).unwrap())
         });
     }
     for t in &mut targets {
-        let name = t.name.to_owned();
+        let name = t.server.name.clone();
         // Its own client, so the targets' accounts stay as they are.
-        let s = servers.iter().find(|s| s.name == name).unwrap();
-        let tls = tls_connector(Some(std::path::Path::new(&s.ca_bundle))).unwrap();
-        let conn = Connection::new(Origin::of(&s.directory).unwrap(), Some(tls), Duration::from_secs(30));
-        let mut fresh = rt.block_on(Client::new(conn, &s.directory, polling)).unwrap();
+        let mut fresh = connect(&rt, t.server, polling);
         g.bench_function(BenchmarkId::new("new_account", &name), |b| {
             b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
+                sum_over(iters, || {
                     fresh.forget_account().unwrap();
                     let start = Instant::now();
                     rt.block_on(fresh.create_account()).unwrap();
-                    total += start.elapsed();
-                }
-                total
+                    start.elapsed()
+                })
             })
         });
     }
     for t in &mut targets {
-        let name = t.name.to_owned();
+        let name = t.server.name.clone();
         g.bench_function(BenchmarkId::new("new_order", &name), |b| {
             b.iter(|| {
                 let id = t.fresh_name();
@@ -217,43 +224,41 @@ fn main() {
         });
     }
     for t in &mut targets {
-        let name = t.name.to_owned();
+        let name = t.server.name.clone();
         g.bench_function(BenchmarkId::new("challenge", &name), |b| {
             b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
+                sum_over(iters, || {
                     let (_, order) = rt.block_on(t.pending_order());
                     let authz_url = order.authorizations[0].clone();
                     let (challenge_url, published) = rt.block_on(t.publish(&authz_url));
                     let start = Instant::now();
                     let (_, retry) = rt.block_on(t.client.respond(&challenge_url)).unwrap();
-                    total += start.elapsed();
+                    let took = start.elapsed();
                     rt.block_on(t.client.poll_authorization(&authz_url, retry)).expect("authorization valid");
                     rt.block_on(t.responder.retract(published)).unwrap();
-                }
-                total
+                    took
+                })
             })
         });
     }
     for t in &mut targets {
-        let name = t.name.to_owned();
+        let name = t.server.name.clone();
         g.bench_function(BenchmarkId::new("finalize", &name), |b| {
             b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
+                sum_over(iters, || {
                     let (order_url, order) = rt.block_on(t.ready_order());
                     let csr = t.csr(&order.identifiers[0].value);
                     let start = Instant::now();
                     let (order, retry) = rt.block_on(t.client.finalize(&order.finalize, &csr)).unwrap();
-                    total += start.elapsed();
+                    let took = start.elapsed();
                     rt.block_on(t.client.poll_order(&order_url, order, retry)).expect("order valid");
-                }
-                total
+                    took
+                })
             })
         });
     }
     for t in &mut targets {
-        let name = t.name.to_owned();
+        let name = t.server.name.clone();
         let (order_url, cert_url) = rt.block_on(t.issued());
         g.bench_function(BenchmarkId::new("order", &name), |b| {
             b.iter(|| rt.block_on(t.client.post_as_get(&order_url, None)).unwrap())

@@ -51,6 +51,15 @@ struct Account {
     url: Option<String>,
 }
 
+impl Account {
+    /// A new key, no account yet.
+    fn generate() -> Result<Account, Error> {
+        let key = KeyType::EcP256.generate().map_err(Error::crypto)?;
+        let jwk = sign::public_jwk(&key).map_err(Error::crypto)?;
+        Ok(Account { key, jwk, url: None })
+    }
+}
+
 /// An ACME client with one account and one connection.
 pub struct Client {
     conn: Connection,
@@ -69,10 +78,8 @@ impl Client {
         let response = conn.send(Method::GET, directory_url, None, None, Bytes::new()).await?;
         let response = success(directory_url, response)?;
         let directory: Directory = decode(directory_url, &response)?;
-        let key = KeyType::EcP256.generate().map_err(Error::crypto)?;
-        let jwk = sign::public_jwk(&key).map_err(Error::crypto)?;
         let nonce = response.header("replay-nonce").map(str::to_owned);
-        Ok(Client { conn, directory, account: Account { key, jwk, url: None }, nonce, polling, bad_nonce_retries: 0 })
+        Ok(Client { conn, directory, account: Account::generate()?, nonce, polling, bad_nonce_retries: 0 })
     }
 
     /// The account key's public JWK (for key authorizations).
@@ -98,9 +105,7 @@ impl Client {
     /// Drops the account: a new key, no account URL (the next
     /// [`Client::create_account`] makes a new account).
     pub fn forget_account(&mut self) -> Result<(), Error> {
-        let key = KeyType::EcP256.generate().map_err(Error::crypto)?;
-        let jwk = sign::public_jwk(&key).map_err(Error::crypto)?;
-        self.account = Account { key, jwk, url: None };
+        self.account = Account::generate()?;
         Ok(())
     }
 
