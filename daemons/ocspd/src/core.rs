@@ -19,7 +19,7 @@ use signet_ipc::{
     SigndClient,
 };
 use signet_runtime::principals::ResolvedPrincipals;
-use signet_store::StoreError;
+use signet_store::{StoreError, WriteTxn};
 use tokio::sync::Notify;
 
 use crate::config::{ClientRate, IssuerSettings};
@@ -184,6 +184,16 @@ fn status_name(s: &CertStatusInfo) -> &'static str {
     }
 }
 
+/// Commits `f` through the store's group commit: concurrent registrars'
+/// writes share one transaction and one disk flush, and each returns once
+/// its own writes are durable.
+async fn commit<R: Send + 'static>(
+    db: &Db,
+    f: impl for<'t> FnOnce(&mut WriteTxn<'t>) -> Result<R, StoreError> + Send + 'static,
+) -> Result<R, IpcError> {
+    db.store.write_grouped(f).await.map_err(store_err)
+}
+
 /// Runs a blocking store operation off the async threads.
 async fn blocking<R: Send + 'static>(f: impl FnOnce() -> Result<R, StoreError> + Send + 'static) -> Result<R, IpcError> {
     tokio::task::spawn_blocking(f)
@@ -304,8 +314,9 @@ impl Core {
         }
         // Validates the serial's encoding before anything is stored.
         Self::cert_id(&iss, OcspHash::Sha1, &cert.serial)?;
-        let (db, id, serial) = (self.db.clone(), iss.id, cert.serial.clone());
-        let existing = blocking(move || db.store.read(|t| db.cert_and_release(t, id, &serial))).await?;
+        let (db, id) = (&self.db, iss.id);
+        // A read is a memory lookup in the map: no need to leave this thread.
+        let existing = db.store.read(|t| db.cert_and_release(t, id, &cert.serial)).map_err(store_err)?;
         if let Some((rec, released)) = existing {
             return if rec.not_after == cert.not_after_unix_secs && rec.shard == cert.crl_shard {
                 Ok(rec.status(&cert.serial, released.as_ref()))
@@ -318,21 +329,19 @@ impl Core {
         }
         let rec = CertRecord { not_after: cert.not_after_unix_secs, shard: cert.crl_shard, recorded: now_secs(), revoked: None };
         let signed = self.sign_all(&iss, &cert.serial, &rec, &[OcspHash::Sha1]).await;
-        let (db, serial, rec2) = (self.db.clone(), cert.serial.clone(), rec.clone());
-        let stored = blocking(move || {
-            db.store.write(|t| {
-                if let Some(now) = db.cert_w(t, id, &serial)? {
-                    // Recorded concurrently: keep what is there.
-                    return Ok(now);
+        let (db, serial) = (self.db.clone(), cert.serial.clone());
+        let stored = commit(&self.db, move |t| {
+            if let Some(now) = db.cert_w(t, id, &serial)? {
+                // Recorded concurrently: keep what is there.
+                return Ok(now);
+            }
+            db.put_cert(t, id, &serial, &rec)?;
+            for (key, r) in &signed {
+                if let Some(r) = r {
+                    db.put_response(t, key, r)?;
                 }
-                db.put_cert(t, id, &serial, &rec2)?;
-                for (key, r) in &signed {
-                    if let Some(r) = r {
-                        db.put_response(t, key, r)?;
-                    }
-                }
-                Ok(rec2)
-            })
+            }
+            Ok(rec)
         })
         .await?;
         // A record found here was recorded a moment ago, so it has no release yet.
@@ -379,28 +388,26 @@ impl Core {
         }
         let signed = self.sign_all(&iss, &rev.serial, &rec, &hashes).await;
         let (db, serial) = (self.db.clone(), rev.serial.clone());
-        let stored = blocking(move || {
-            db.store.write(|t| {
-                let mut state = db.state_w(t, id)?;
-                state.revocation_seq += 1;
-                if let Some(r) = rec.revoked.as_mut() {
-                    r.seq = state.revocation_seq;
-                }
-                db.put_state(t, id, &state)?;
-                db.put_cert(t, id, &serial, &rec)?;
-                // Revoked (or on hold) again after a release: no longer released.
-                db.delete_released(t, id, &serial)?;
-                for (key, r) in &signed {
-                    match r {
-                        Some(r) => db.put_response(t, key, r)?,
-                        // Never leave a "good" response behind a revocation.
-                        None => {
-                            db.delete_response(t, key)?;
-                        }
+        let stored = commit(&self.db, move |t| {
+            let mut state = db.state_w(t, id)?;
+            state.revocation_seq += 1;
+            if let Some(r) = rec.revoked.as_mut() {
+                r.seq = state.revocation_seq;
+            }
+            db.put_state(t, id, &state)?;
+            db.put_cert(t, id, &serial, &rec)?;
+            // Revoked (or on hold) again after a release: no longer released.
+            db.delete_released(t, id, &serial)?;
+            for (key, r) in &signed {
+                match r {
+                    Some(r) => db.put_response(t, key, r)?,
+                    // Never leave a "good" response behind a revocation.
+                    None => {
+                        db.delete_response(t, key)?;
                     }
                 }
-                Ok(rec)
-            })
+            }
+            Ok(rec)
         })
         .await?;
         iss.crl_dirty.notify_one();
@@ -449,29 +456,27 @@ impl Core {
             }
             let signed = self.sign_all(&iss, &serial, &rec, &hashes).await;
             let (db, s, now) = (self.db.clone(), serial.clone(), now_secs());
-            let committed = blocking(move || {
-                db.store.write(|t| {
-                    if db.cert_w(t, id, &s)?.as_ref() != Some(&held) {
-                        return Ok(None);
-                    }
-                    let mut state = db.state_w(t, id)?;
-                    state.revocation_seq += 1;
-                    db.put_state(t, id, &state)?;
-                    // Leaves the revoked index: the next full CRL and shard omit it.
-                    db.put_cert(t, id, &s, &rec)?;
-                    let released = Released { time: now, held_since: hold.time, seq: state.revocation_seq };
-                    db.put_released(t, id, &s, &released)?;
-                    for (key, r) in &signed {
-                        match r {
-                            Some(r) => db.put_response(t, key, r)?,
-                            // Never leave a "revoked" response behind a release.
-                            None => {
-                                db.delete_response(t, key)?;
-                            }
+            let committed = commit(&self.db, move |t| {
+                if db.cert_w(t, id, &s)?.as_ref() != Some(&held) {
+                    return Ok(None);
+                }
+                let mut state = db.state_w(t, id)?;
+                state.revocation_seq += 1;
+                db.put_state(t, id, &state)?;
+                // Leaves the revoked index: the next full CRL and shard omit it.
+                db.put_cert(t, id, &s, &rec)?;
+                let released = Released { time: now, held_since: hold.time, seq: state.revocation_seq };
+                db.put_released(t, id, &s, &released)?;
+                for (key, r) in &signed {
+                    match r {
+                        Some(r) => db.put_response(t, key, r)?,
+                        // Never leave a "revoked" response behind a release.
+                        None => {
+                            db.delete_response(t, key)?;
                         }
                     }
-                    Ok(Some(rec.status(&s, Some(&released))))
-                })
+                }
+                Ok(Some(rec.status(&s, Some(&released))))
             })
             .await?;
             if let Some(status) = committed {

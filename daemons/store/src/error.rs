@@ -24,6 +24,16 @@ pub enum StoreError {
     #[error("cannot start the store flush thread: {0}")]
     FlushThread(#[source] io::Error),
 
+    /// The writer thread of [`Store::write_grouped`](crate::Store::write_grouped)
+    /// could not be started.
+    #[error("cannot start the store writer thread: {0}")]
+    WriterThread(#[source] io::Error),
+
+    /// A grouped write got no answer: its closure panicked (its writes were
+    /// taken back) or the store's writer thread has stopped.
+    #[error("the grouped write was not committed: its closure panicked or the store is closing")]
+    WriterGone,
+
     /// This process already has the environment in this directory open.
     ///
     /// LMDB must not be opened twice by one process: closing either handle

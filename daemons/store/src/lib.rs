@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod group;
 mod key;
 mod store;
 mod txn;

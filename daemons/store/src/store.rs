@@ -7,7 +7,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -15,6 +15,7 @@ use lmdb::{DatabaseFlags, Environment, EnvironmentFlags, Transaction, WriteFlags
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::group::GroupWriter;
 use crate::txn::{ReadTxn, WriteTxn};
 use crate::{Key, StoreError, Table};
 
@@ -162,7 +163,9 @@ impl Store {
             inner: Arc::new(Inner {
                 id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
                 application: opts.application,
+                write_map: opts.write_map,
                 env,
+                writer: OnceLock::new(),
                 flusher,
                 _registration: registration,
             }),
@@ -245,6 +248,46 @@ impl Store {
         Ok(out)
     }
 
+    /// [`Store::try_write`] for many concurrent writers: the closure runs on
+    /// the store's writer thread, in one transaction with the other writes
+    /// queued meanwhile (each in its own nested transaction), and the
+    /// returned future resolves once that transaction is committed, as
+    /// durable as [`StoreOptions::durability`] promises. With
+    /// [`Durability::Sync`] a group shares one disk flush instead of paying
+    /// one each, and the caller's thread never blocks: call it from async
+    /// code.
+    ///
+    /// The closure's `Err` (or panic, reported as
+    /// [`StoreError::WriterGone`]) takes back its own writes only; if the
+    /// group's commit fails, every closure in it gets the error and nothing
+    /// of it is stored. With [`StoreOptions::write_map`] (no nested
+    /// transactions in LMDB) each write is committed on its own.
+    pub fn write_grouped<R, E, F>(
+        &self,
+        f: F,
+    ) -> impl std::future::Future<Output = Result<R, E>> + Send + 'static
+    where
+        F: for<'t> FnOnce(&mut WriteTxn<'t>) -> Result<R, E> + Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        let inner = &self.inner;
+        let writer = inner.writer.get_or_init(|| {
+            GroupWriter::start(Arc::clone(&inner.env), inner.id, !inner.write_map)
+                .map_err(|e| e.to_string())
+        });
+        let submitted = match writer {
+            Ok(writer) => Ok(writer.submit(f)),
+            Err(e) => Err(StoreError::WriterThread(std::io::Error::other(e.clone()))),
+        };
+        async move {
+            match submitted {
+                Ok(done) => done.await,
+                Err(e) => Err(E::from(e)),
+            }
+        }
+    }
+
     /// Flushes all committed transactions to disk (`fsync`). Needed only with
     /// [`Durability::Process`], e.g. before reporting a batch as safe.
     ///
@@ -280,9 +323,12 @@ static OPEN_PATHS: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
 struct Inner {
     id: u64,
     application: &'static str,
-    // Field order is drop order: stop the flusher (it syncs one last time),
-    // close the environment once its Arc count reaches zero, then release
-    // the path so the directory may be opened again.
+    write_map: bool,
+    // Field order is drop order: stop the writer thread (it commits what is
+    // queued), then the flusher (it syncs one last time), close the
+    // environment once its Arc count reaches zero, then release the path so
+    // the directory may be opened again.
+    writer: OnceLock<Result<GroupWriter, String>>,
     flusher: Option<Flusher>,
     env: Arc<Environment>,
     _registration: Registration,

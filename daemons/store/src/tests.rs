@@ -721,3 +721,136 @@ fn commits_survive_sigkill(write_map: bool) {
         assert_eq!(record, &Record::new(*id));
     }
 }
+
+/// Opens a store whose writer thread is held inside a first grouped write
+/// until the returned sender is used, so that the writes queued meanwhile
+/// are committed as one group.
+fn held_writer(
+    store: &Store,
+) -> (
+    std::sync::mpsc::Sender<()>,
+    impl std::future::Future<Output = Result<(), StoreError>>,
+) {
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let (entered_tx, entered) = std::sync::mpsc::channel::<()>();
+    let first = store.write_grouped(move |_txn| {
+        entered_tx.send(()).expect("test waits");
+        held.recv().expect("test releases");
+        Ok::<(), StoreError>(())
+    });
+    entered.recv().expect("the writer runs the first write");
+    (release, first)
+}
+
+#[test]
+fn a_grouped_write_that_fails_or_panics_takes_back_only_its_own_writes() {
+    let (_dir, store) = fresh();
+    let t = store.table::<u64, String>("t").expect("table");
+    let (release, first) = held_writer(&store);
+    // Queued while the writer is busy: one group, one commit.
+    let ok1 = store.write_grouped(move |txn| txn.put(&t, &1, &"one".to_string()).map(|()| 1));
+    let failed = store.write_grouped(move |txn| {
+        txn.put(&t, &2, &"two".to_string())?;
+        Err::<u64, StoreError>(StoreError::MapFull)
+    });
+    let panicked = store.write_grouped(move |txn| -> Result<u64, StoreError> {
+        txn.put(&t, &3, &"three".to_string())?;
+        panic!("a closure that panics mid-write");
+    });
+    let ok2 = store.write_grouped(move |txn| {
+        // Sees the earlier write of its group, not the taken-back ones.
+        assert_eq!(txn.get(&t, &1)?.as_deref(), Some("one"));
+        assert_eq!(txn.get(&t, &2)?, None);
+        txn.put(&t, &4, &"four".to_string()).map(|()| 4)
+    });
+    release.send(()).expect("writer waits");
+    futures::executor::block_on(first).expect("first");
+    assert_eq!(futures::executor::block_on(ok1).expect("ok1"), 1);
+    assert!(matches!(
+        futures::executor::block_on(failed),
+        Err(StoreError::MapFull)
+    ));
+    assert!(matches!(
+        futures::executor::block_on(panicked),
+        Err(StoreError::WriterGone)
+    ));
+    assert_eq!(futures::executor::block_on(ok2).expect("ok2"), 4);
+    let stored = store.read(|txn| txn.range(&t, None, usize::MAX)).expect("read");
+    assert_eq!(
+        stored,
+        vec![(1, "one".to_string()), (4, "four".to_string())]
+    );
+    // The writer thread survived the panic.
+    futures::executor::block_on(
+        store.write_grouped(move |txn| txn.put(&t, &5, &"five".to_string())),
+    )
+    .expect("later write");
+}
+
+#[test]
+fn grouped_writes_from_many_threads_all_commit_in_order_of_their_keys() {
+    for write_map in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = StoreOptions {
+            write_map,
+            ..StoreOptions::new("testd", 1)
+        };
+        let store = Store::open(dir.path(), opts).expect("open");
+        let t = store.table::<u64, u64>("t").expect("table");
+        std::thread::scope(|s| {
+            for thread in 0..4u64 {
+                let store = store.clone();
+                s.spawn(move || {
+                    let pending: Vec<_> = (0..50)
+                        .map(|_| {
+                            store.write_grouped(move |txn| {
+                                let id = txn.next_u64_key(&t)?;
+                                txn.insert_new(&t, &id, &thread)?;
+                                Ok::<u64, StoreError>(id)
+                            })
+                        })
+                        .collect();
+                    for p in pending {
+                        let id = futures::executor::block_on(p).expect("grouped write");
+                        // Committed before the future resolved: visible to a new reader.
+                        assert_eq!(
+                            store.read(|txn| txn.get(&t, &id)).expect("read"),
+                            Some(thread)
+                        );
+                    }
+                });
+            }
+        });
+        let all = store.read(|txn| txn.range(&t, None, usize::MAX)).expect("read");
+        assert_eq!(
+            all.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            (1..=200).collect::<Vec<_>>(),
+            "write_map {write_map}"
+        );
+        for thread in 0..4 {
+            assert_eq!(all.iter().filter(|(_, v)| *v == thread).count(), 50);
+        }
+    }
+}
+
+#[test]
+fn grouped_writes_queued_when_the_last_handle_drops_are_committed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(dir.path());
+    let t = store.table::<u64, u64>("t").expect("table");
+    let (release, first) = held_writer(&store);
+    let queued: Vec<_> = (0..10u64)
+        .map(|i| store.write_grouped(move |txn| txn.put(&t, &i, &i)))
+        .collect();
+    // Dropping joins the writer, which must first be let go.
+    let dropper = std::thread::spawn(move || drop(store));
+    release.send(()).expect("writer waits");
+    dropper.join().expect("drop");
+    futures::executor::block_on(first).expect("first");
+    for q in queued {
+        futures::executor::block_on(q).expect("queued write");
+    }
+    let store = open(dir.path());
+    let t = store.table::<u64, u64>("t").expect("table");
+    assert_eq!(store.read(|txn| txn.len(&t)).expect("len"), 10);
+}

@@ -1,0 +1,218 @@
+//! Group commit: several callers' writes share one LMDB transaction, and so
+//! one disk flush, without weakening what a returned write promises.
+//!
+//! With [`Durability::Sync`](crate::Durability::Sync) every commit costs two
+//! disk flushes (the data pages, then the meta page). Writers that arrive
+//! while a commit is flushing queue up; the writer thread then runs all of
+//! them in one transaction, each closure in its own nested transaction (so a
+//! closure that fails or panics takes back only its own writes), and commits
+//! once. Each caller learns its result only after that commit returned, so
+//! "returned `Ok`" means exactly what it means for [`Store::write`](crate::Store::write).
+//!
+//! Nothing waits on purpose to gather a group: a lone writer is committed at
+//! once, and the group is whatever queued meanwhile.
+
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::{JoinHandle, ThreadId};
+
+use futures_channel::oneshot;
+use lmdb::{Environment, RwTransaction, Transaction};
+
+use crate::txn::WriteTxn;
+use crate::StoreError;
+
+/// Most writes in one group: bounds the time the write lock is held and the
+/// size of one commit.
+const MAX_GROUP: usize = 256;
+
+/// Called with the group's commit outcome, once.
+type Finish = Box<dyn FnOnce(Result<(), lmdb::Error>) + Send>;
+
+/// One caller's queued write.
+type Job = Box<dyn Queued>;
+
+trait Queued: Send {
+    /// Runs the closure in a (nested) transaction: `Some` means "commit my
+    /// writes and tell me the outcome", `None` means the closure failed (its
+    /// error is already delivered) and its writes are to be dropped.
+    fn run(self: Box<Self>, txn: &mut WriteTxn<'_>) -> Option<Finish>;
+    /// Reports that no transaction could be begun for it.
+    fn fail(self: Box<Self>, e: lmdb::Error);
+}
+
+struct Pending<F, R, E> {
+    f: F,
+    tx: oneshot::Sender<Result<R, E>>,
+}
+
+impl<F, R, E> Queued for Pending<F, R, E>
+where
+    F: for<'t> FnOnce(&mut WriteTxn<'t>) -> Result<R, E> + Send + 'static,
+    R: Send + 'static,
+    E: From<StoreError> + Send + 'static,
+{
+    fn run(self: Box<Self>, txn: &mut WriteTxn<'_>) -> Option<Finish> {
+        let Pending { f, tx } = *self;
+        match f(txn) {
+            Ok(value) => Some(Box::new(move |committed: Result<(), lmdb::Error>| {
+                let out = committed
+                    .map(|()| value)
+                    .map_err(|e| E::from(StoreError::lmdb("commit")(e)));
+                // The caller may have stopped waiting; the commit stands.
+                let _ = tx.send(out);
+            })),
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                None
+            }
+        }
+    }
+
+    fn fail(self: Box<Self>, e: lmdb::Error) {
+        let _ = self
+            .tx
+            .send(Err(E::from(StoreError::lmdb("begin write")(e))));
+    }
+}
+
+/// The writer thread of one store, started on the first grouped write.
+#[derive(Debug)]
+pub(crate) struct GroupWriter {
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+    thread_id: ThreadId,
+}
+
+impl GroupWriter {
+    /// Starts the thread. Nested transactions are not available with
+    /// `MDB_WRITEMAP`; then (`nested == false`) each write gets its own
+    /// transaction, still off the caller's thread.
+    pub(crate) fn start(
+        env: Arc<Environment>,
+        store_id: u64,
+        nested: bool,
+    ) -> Result<Self, StoreError> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let thread = std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || {
+                while let Ok(first) = queue.recv() {
+                    let mut group = vec![first];
+                    if nested {
+                        group.extend(queue.try_iter().take(MAX_GROUP - 1));
+                        commit_group(&env, store_id, group);
+                    } else {
+                        commit_each(&env, store_id, group);
+                    }
+                }
+            })
+            .map_err(StoreError::WriterThread)?;
+        Ok(Self {
+            jobs: Some(jobs),
+            thread_id: thread.thread().id(),
+            thread: Some(thread),
+        })
+    }
+
+    /// Queues `f`; the future resolves once its writes are committed (or
+    /// dropped, with the error).
+    pub(crate) fn submit<R, E, F>(
+        &self,
+        f: F,
+    ) -> impl Future<Output = Result<R, E>> + Send + 'static
+    where
+        F: for<'t> FnOnce(&mut WriteTxn<'t>) -> Result<R, E> + Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<Result<R, E>>();
+        let job: Job = Box::new(Pending { f, tx });
+        let queued = self.jobs.as_ref().map(|jobs| jobs.send(job).is_ok());
+        async move {
+            if queued != Some(true) {
+                return Err(E::from(StoreError::WriterGone));
+            }
+            // Dropped unanswered: the closure panicked (its writes were
+            // taken back) or the thread is gone.
+            rx.await
+                .unwrap_or_else(|_| Err(E::from(StoreError::WriterGone)))
+        }
+    }
+}
+
+impl Drop for GroupWriter {
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(thread) = self.thread.take() {
+            // The last handle can be dropped by a closure's captures on the
+            // writer thread itself: it exits on its own once the queue is
+            // empty, so there is nothing to wait for.
+            if std::thread::current().id() != self.thread_id {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+/// Runs `job` in `txn`; a panic counts as a failure (its sender is dropped,
+/// so the caller sees [`StoreError::WriterGone`]).
+fn run(job: Job, txn: &mut WriteTxn<'_>) -> Option<Finish> {
+    catch_unwind(AssertUnwindSafe(|| job.run(txn))).unwrap_or(None)
+}
+
+fn commit_group(env: &Environment, store_id: u64, group: Vec<Job>) {
+    let mut parent = match env.begin_rw_txn() {
+        Ok(txn) => txn,
+        Err(e) => return fail_all(group, e),
+    };
+    let mut finishers: Vec<Finish> = Vec::with_capacity(group.len());
+    let mut jobs = group.into_iter();
+    while let Some(job) = jobs.next() {
+        let child = match parent.begin_nested_txn() {
+            Ok(child) => child,
+            Err(e) => {
+                // The parent is unusable: nothing in it is committed.
+                finishers.into_iter().for_each(|f| f(Err(e)));
+                return fail_all(std::iter::once(job).chain(jobs).collect(), e);
+            }
+        };
+        let mut txn = WriteTxn::new(child, store_id);
+        match run(job, &mut txn) {
+            Some(finish) => match txn.into_inner().commit() {
+                Ok(()) => finishers.push(finish),
+                Err(e) => finish(Err(e)),
+            },
+            // Dropping the child aborts it.
+            None => drop(txn),
+        }
+    }
+    if finishers.is_empty() {
+        return;
+    }
+    let committed = parent.commit();
+    finishers.into_iter().for_each(|f| f(committed));
+}
+
+fn commit_each(env: &Environment, store_id: u64, group: Vec<Job>) {
+    for job in group {
+        let txn: RwTransaction<'_> = match env.begin_rw_txn() {
+            Ok(txn) => txn,
+            Err(e) => {
+                fail_all(vec![job], e);
+                continue;
+            }
+        };
+        let mut txn = WriteTxn::new(txn, store_id);
+        if let Some(finish) = run(job, &mut txn) {
+            finish(txn.into_inner().commit());
+        }
+    }
+}
+
+/// Reports `e` to every job without running it.
+fn fail_all(group: Vec<Job>, e: lmdb::Error) {
+    group.into_iter().for_each(|job| job.fail(e));
+}
