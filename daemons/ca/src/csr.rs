@@ -47,7 +47,10 @@ pub fn parse_csr(input: &[u8]) -> Result<ParsedCsr, CaError> {
         return Err(CaError::CsrVersion);
     }
     let key_algorithm = alg::key_algorithm_of_spki(&req.info.public_key)?;
-    verify_self_signature(&der)?;
+    match verify_ecdsa(&der, &req, key_algorithm) {
+        Some(verified) => verified?,
+        None => verify_self_signature(&der)?,
+    }
 
     let mut ext_reqs = req.info.attributes.iter().filter(|a| a.oid == oid::EXTENSION_REQUEST);
     let requested_extensions = match (ext_reqs.next(), ext_reqs.next()) {
@@ -112,6 +115,72 @@ pub(crate) fn san_entry(name: GeneralName) -> Result<SanEntry, CaError> {
 
 /// Verifies the CSR's signature with its own key. OpenSSL (vendored 3.5) covers
 /// every algorithm signd has, ML-DSA included.
+/// ECDSA over a named curve with SHA-2, the common case (an ACME finalize
+/// carries one): verified on an `EC_KEY` made from the raw point, which skips
+/// what OpenSSL 3's generic path pays per call (decoding the SPKI through
+/// its decoder framework, fetching the algorithms). `None` for any other
+/// key or signature algorithm, which [`verify_self_signature`] handles.
+///
+/// As strict as the generic path: the signature must be DER (it is
+/// re-encoded and compared, as OpenSSL's own ECDSA verification does) and
+/// the point on the curve (`EC_POINT_oct2point` checks it).
+fn verify_ecdsa(der: &[u8], req: &CertReq, key: KeyAlgorithm) -> Option<Result<(), CaError>> {
+    use openssl::bn::BigNumContext;
+    use openssl::ec::{EcGroup, EcKey, EcPoint};
+    use openssl::ecdsa::EcdsaSig;
+    use openssl::hash::{hash, MessageDigest};
+    use openssl::nid::Nid;
+
+    let digest = match (&req.algorithm.oid, &req.algorithm.parameters) {
+        (&oid::ECDSA_SHA256, None) => MessageDigest::sha256(),
+        (&oid::ECDSA_SHA384, None) => MessageDigest::sha384(),
+        (&oid::ECDSA_SHA512, None) => MessageDigest::sha512(),
+        _ => return None,
+    };
+    let curve = match key {
+        KeyAlgorithm::EcP256 => Nid::X9_62_PRIME256V1,
+        KeyAlgorithm::EcP384 => Nid::SECP384R1,
+        KeyAlgorithm::EcP521 => Nid::SECP521R1,
+        _ => return None,
+    };
+    let mismatch = || CaError::CsrSignature("signature mismatch".into());
+    let verify = || -> Result<(), CaError> {
+        let fail = |e: openssl::error::ErrorStack| CaError::CsrSignature(e.to_string());
+        // The signed bytes are the CertificationRequestInfo exactly as sent.
+        let tbs = signed_info(der).map_err(CaError::malformed("CSR"))?;
+        let (Some(point), Some(sig_der)) =
+            (req.info.public_key.subject_public_key.as_bytes(), req.signature.as_bytes())
+        else {
+            return Err(mismatch());
+        };
+        let group = EcGroup::from_curve_name(curve).map_err(fail)?;
+        let mut ctx = BigNumContext::new().map_err(fail)?;
+        let point = EcPoint::from_bytes(&group, point, &mut ctx).map_err(fail)?;
+        let key = EcKey::from_public_key(&group, &point).map_err(fail)?;
+        let sig = EcdsaSig::from_der(sig_der).map_err(|_| mismatch())?;
+        if sig.to_der().map_err(fail)? != sig_der {
+            return Err(mismatch());
+        }
+        let digest = hash(digest, tbs).map_err(fail)?;
+        match sig.verify(&digest, &key) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(mismatch()),
+            Err(e) => Err(fail(e)),
+        }
+    };
+    Some(verify())
+}
+
+/// The DER of the CertificationRequestInfo inside a CertificationRequest.
+fn signed_info(der: &[u8]) -> der::Result<&[u8]> {
+    use der::{Reader, SliceReader};
+    let mut outer = SliceReader::new(der)?;
+    let header = outer.peek_header()?;
+    header.tag.assert_eq(der::Tag::Sequence)?;
+    let _ = der::Header::decode(&mut outer)?;
+    outer.tlv_bytes()
+}
+
 fn verify_self_signature(der: &[u8]) -> Result<(), CaError> {
     let fail = |e: openssl::error::ErrorStack| CaError::CsrSignature(e.to_string());
     let req = openssl::x509::X509Req::from_der(der).map_err(fail)?;
@@ -191,5 +260,61 @@ mod tests {
         let good = csr(&key, MessageDigest::sha256());
         let cert_pem = der::pem::encode_string("CERTIFICATE", der::pem::LineEnding::LF, &good).unwrap();
         assert!(matches!(parse_csr(cert_pem.as_bytes()), Err(CaError::CsrPem(_))));
+    }
+
+    /// The ECDSA fast path and OpenSSL's generic X509_REQ_verify agree, on
+    /// good CSRs of every curve and digest and on each kind of tampering.
+    #[test]
+    fn ecdsa_fast_path_agrees_with_openssl() {
+        for (alg, digest) in [
+            (KeyAlgorithm::EcP256, MessageDigest::sha256()),
+            (KeyAlgorithm::EcP256, MessageDigest::sha512()),
+            (KeyAlgorithm::EcP384, MessageDigest::sha384()),
+            (KeyAlgorithm::EcP521, MessageDigest::sha512()),
+        ] {
+            let key = TestKey::new(alg, SignatureScheme::Default);
+            let good = csr(&key, digest);
+            let req = CertReq::from_der(&good).unwrap();
+            assert!(matches!(verify_ecdsa(&good, &req, alg), Some(Ok(()))), "{alg:?}");
+            verify_self_signature(&good).unwrap();
+
+            // A byte of the subject changed: same length, still parses.
+            let at = good.windows(15).position(|w| w == b"csr.example.com").unwrap();
+            let mut tampered = good.clone();
+            tampered[at] ^= 0x01;
+            let req = CertReq::from_der(&tampered).unwrap();
+            assert!(matches!(verify_ecdsa(&tampered, &req, alg), Some(Err(CaError::CsrSignature(_)))));
+            assert!(verify_self_signature(&tampered).is_err());
+
+            // The signature's INTEGER r with a redundant leading zero: BER, not DER.
+            let sig = req.signature.as_bytes().unwrap().to_vec();
+            let sig = openssl::ecdsa::EcdsaSig::from_der(&sig).unwrap();
+            let (r, s_) = (sig.r().to_vec(), sig.s().to_vec());
+            let int = |v: &[u8], pad: bool| {
+                let mut body = Vec::new();
+                if pad {
+                    body.push(0);
+                }
+                if v[0] & 0x80 != 0 {
+                    body.push(0);
+                }
+                body.extend_from_slice(v);
+                der::asn1::AnyRef::new(der::Tag::Integer, &body).unwrap().to_der().unwrap()
+            };
+            let mut seq_body = int(&r, true);
+            seq_body.extend(int(&s_, false));
+            let ber_sig = der::asn1::AnyRef::new(der::Tag::Sequence, &seq_body).unwrap().to_der().unwrap();
+            let mut ber = CertReq::from_der(&good).unwrap();
+            ber.signature = der::asn1::BitString::from_bytes(&ber_sig).unwrap();
+            let ber_der = ber.to_der().unwrap();
+            let got = verify_ecdsa(&ber_der, &ber, alg);
+            assert!(matches!(got, Some(Err(CaError::CsrSignature(_)))), "{alg:?} {got:?}");
+            assert!(verify_self_signature(&ber_der).is_err(), "OpenSSL refuses BER signatures too");
+        }
+        // Other algorithms take the generic path.
+        let key = TestKey::new(KeyAlgorithm::Ed25519, SignatureScheme::Default);
+        let der = csr(&key, MessageDigest::null());
+        let req = CertReq::from_der(&der).unwrap();
+        assert!(verify_ecdsa(&der, &req, KeyAlgorithm::Ed25519).is_none());
     }
 }

@@ -10,7 +10,8 @@
 //! ```
 //!
 //! The first line on stdout is `listening ADDR` (the bound address, useful with
-//! port 0); logs go to stderr (`RUST_LOG` filters them, default `info`).
+//! port 0); logs go to stderr (`RUST_LOG` filters them, default `info`; each
+//! query is logged at `debug`).
 //!
 //! Zone file: one record per line, `NAME TYPE VALUE`, TYPE one of A, AAAA,
 //! TXT, CAA, CNAME; `#` starts a comment (outside quotes, at the start of a
@@ -228,8 +229,9 @@ fn respond(zone: &Zone, ttl: u32, packet: &[u8], transport: Transport, peer: Soc
         return None;
     }
     let reply = answer(zone, ttl, &request);
+    // Per query: debug (RUST_LOG=debug), or the log costs more than the answer.
     if let Some(q) = request.queries().first() {
-        tracing::info!(
+        tracing::debug!(
             %peer, name = %q.name(), qtype = %q.query_type(), rcode = ?reply.response_code(),
             answers = reply.answers().len(), ?transport, "query"
         );
