@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use serde_json::json;
+use serde_json::{json, Value};
 use signet_acme::jws::sign::{self, Signer};
 use signet_acme::jws::Algorithm;
+use signet_acme::validate;
 use signet_ipc::{block_on, CertState};
 use signet_tests::acme::{p256, AcmeStack, Client, HttpResponder, Route};
 use signet_tests::{bin, run};
@@ -653,4 +654,45 @@ fn serial_content(x: &openssl::x509::X509) -> Vec<u8> {
         v.insert(0, 0);
     }
     v
+}
+
+/// RFC 8659's climb, end to end: the first non-empty CAA RRset from the name
+/// up decides (asked at every level at once, beside the challenge), a record
+/// at the name itself overrides its parent's, and a refusal is a `caa`
+/// problem on the authorization.
+#[test]
+fn caa_is_checked_up_the_tree_and_the_closest_rrset_decides() {
+    let stack = AcmeStack::start("");
+    stack.dns.add(
+        "forbidden.signet.test CAA 0 issue \"other.example\"\n\
+         parent-ok.signet.test CAA 0 issue \"signet.test\"\n\
+         parent-no.signet.test CAA 0 issue \"other.example\"\n\
+         allow.parent-no.signet.test CAA 0 issue \"signet.test\"\n\
+         wild.signet.test CAA 0 issuewild \"other.example\"",
+    );
+    let mut c = Client::new(&stack);
+    c.register();
+    let mut outcome = |name: &str| -> Value {
+        let (_, order) = c.new_order(&[name]);
+        let authz_url = order["authorizations"][0].as_str().unwrap().to_owned();
+        let authz = c.post(&authz_url, None).json();
+        let ch = authz["challenges"].as_array().unwrap().iter().find(|c| c["type"] == "dns-01").unwrap().clone();
+        let ka = validate::key_authorization(ch["token"].as_str().unwrap(), &c.jwk());
+        let owner = name.trim_start_matches("*.");
+        stack.add_txt(&format!("_acme-challenge.{owner}"), &validate::dns01_txt_value(&ka));
+        c.respond_and_wait(ch["url"].as_str().unwrap(), &authz_url)
+    };
+    let refused = |a: &Value| {
+        assert_eq!(a["status"], "invalid", "{a}");
+        let ch = a["challenges"].as_array().unwrap().iter().find(|c| c["type"] == "dns-01").unwrap();
+        assert_eq!(ch["error"]["type"], "urn:ietf:params:acme:error:caa", "{a}");
+    };
+    refused(&outcome("forbidden.signet.test"));
+    refused(&outcome("deep.leaf.parent-no.signet.test"));
+    assert_eq!(outcome("leaf.parent-ok.signet.test")["status"], "valid");
+    assert_eq!(outcome("allow.parent-no.signet.test")["status"], "valid");
+    // issuewild binds wildcards only; no record anywhere: no restriction.
+    assert_eq!(outcome("wild.signet.test")["status"], "valid");
+    refused(&outcome("*.wild.signet.test"));
+    assert_eq!(outcome("free.signet.test")["status"], "valid");
 }

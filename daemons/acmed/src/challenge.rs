@@ -129,36 +129,46 @@ impl Validator {
         }
     }
 
+    /// The challenge and the CAA check run at once (as Boulder's VA does):
+    /// neither depends on the other, and both must pass. When both fail, the
+    /// challenge's error is the one reported.
     async fn validate_inner(&self, a: &Attempt<'_>) -> Result<(), AcmeError> {
-        match a.kind {
-            ChallengeType::Http01 => self.http01(a).await?,
-            ChallengeType::Dns01 => self.dns01(a).await?,
-            ChallengeType::TlsAlpn01 => self.tls_alpn01(a).await?,
-            ChallengeType::DnsPersist01 => self.dns_persist01(a).await?,
-            other => return Err(AcmeError::new(ProblemType::Malformed, format!("challenge type {other} is not offered"))),
+        let challenge = async {
+            match a.kind {
+                ChallengeType::Http01 => self.http01(a).await,
+                ChallengeType::Dns01 => self.dns01(a).await,
+                ChallengeType::TlsAlpn01 => self.tls_alpn01(a).await,
+                ChallengeType::DnsPersist01 => self.dns_persist01(a).await,
+                other => Err(AcmeError::new(ProblemType::Malformed, format!("challenge type {other} is not offered"))),
+            }
+        };
+        if a.identifier.kind != IdentifierType::Dns {
+            return challenge.await;
         }
-        if a.identifier.kind == IdentifierType::Dns {
-            self.check_caa(&a.identifier.value, a.wildcard, a.account_url, a.kind.as_str()).await?;
-        }
-        Ok(())
+        let caa = self.check_caa(&a.identifier.value, a.wildcard, a.account_url, a.kind.as_str());
+        let (challenge, caa) = tokio::join!(challenge, caa);
+        challenge?;
+        caa
     }
 
-    /// RFC 8659 §3: the first non-empty CAA RRset climbing from the name to the root.
+    /// RFC 8659 §3: the first non-empty CAA RRset climbing from the name to
+    /// the root. Every level is asked at once (as Boulder does) and the
+    /// answers taken in order, so the result is the climb's: a DNS failure
+    /// above the first non-empty RRset does not matter, one below it does.
     pub async fn check_caa(&self, name: &str, wildcard: bool, account_url: &str, method: &str) -> Result<(), AcmeError> {
         if self.caa_identities.is_empty() {
             return Ok(());
         }
-        let mut labels: &str = name;
-        loop {
-            let records = self.caa_rrset(labels).await?;
+        let levels = std::iter::successors(Some(name), |n| n.split_once('.').map(|(_, parent)| parent))
+            .filter(|n| !n.is_empty());
+        let answers = futures::future::join_all(levels.map(|n| self.caa_rrset(n))).await;
+        for records in answers {
+            let records = records?;
             if !records.is_empty() {
                 return caa::check(&records, &self.caa_identities, wildcard, account_url, method);
             }
-            match labels.split_once('.') {
-                Some((_, parent)) if !parent.is_empty() => labels = parent,
-                _ => return Ok(()),
-            }
         }
+        Ok(())
     }
 
     async fn caa_rrset(&self, name: &str) -> Result<Vec<CaaRecord>, AcmeError> {
