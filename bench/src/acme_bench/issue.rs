@@ -107,13 +107,13 @@ pub async fn issue(client: &mut Client, plan: &Plan<'_>, identifier: Identifier)
         _ => IdentifierKind::Dns,
     };
     let value = identifier.value.clone();
-    // Key generation is CPU work (seconds for RSA-4096): off the async threads.
-    let csr = tokio::task::spawn_blocking(move || {
-        let key = key_type.generate()?;
-        keys::csr(&key, key_type, kind, &value)
-    })
-    .await
-    .map_err(Error::crypto)?
+    let make_csr = move || key_type.generate().and_then(|key| keys::csr(&key, key_type, kind, &value));
+    let csr = if key_type.is_quick() {
+        make_csr()
+    } else {
+        // Seconds for RSA-4096: off the async threads.
+        tokio::task::spawn_blocking(make_csr).await.map_err(Error::crypto)?
+    }
     .map_err(Error::crypto)?;
     let (order, retry) = client.finalize(&order.finalize, &csr).await?;
     let order = client.poll_order(&order_url, order, retry).await?;

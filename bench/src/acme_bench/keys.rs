@@ -93,6 +93,13 @@ impl KeyType {
         }
     }
 
+    /// Whether making a key and its CSR is cheap enough (tens of
+    /// microseconds) to do on the client's own thread rather than hand to a
+    /// blocking thread and back, which costs more than the work.
+    pub fn is_quick(self) -> bool {
+        matches!(self, KeyType::EcP256 | KeyType::EcP384 | KeyType::Ed25519)
+    }
+
     /// The digest a CSR self-signature uses with this key: none for the
     /// algorithms that sign the message itself (Ed25519, ML-DSA).
     pub fn csr_digest(self) -> MessageDigest {
