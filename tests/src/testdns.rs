@@ -23,13 +23,15 @@ pub struct TestDns {
 
 impl TestDns {
     /// Writes `records` to the zone file `zone` and starts signet-testdns on
-    /// 127.0.0.1 (a free port, UDP and TCP) with it; its log goes to `zone`.log.
+    /// 127.0.0.1 (a free port, UDP and TCP) with it; its log, each query
+    /// included, goes to `zone`.log.
     pub fn start(zone: &Path, records: &str) -> TestDns {
         std::fs::write(zone, records).unwrap();
         let log = zone.with_extension("log");
         let mut child = Command::new(crate::bin("signet-testdns"))
             .args(["--listen", "127.0.0.1:0", "--zone"])
             .arg(zone)
+            .env("RUST_LOG", "info,signet_testdns=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
