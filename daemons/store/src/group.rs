@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::thread::{JoinHandle, ThreadId};
 
 use futures_channel::oneshot;
-use lmdb::{Environment, RwTransaction, Transaction};
+use lmdb::{Environment, Transaction};
 
 use crate::txn::WriteTxn;
 use crate::StoreError;
@@ -198,10 +198,10 @@ fn commit_group(env: &Environment, store_id: u64, group: Vec<Job>) {
 
 fn commit_each(env: &Environment, store_id: u64, group: Vec<Job>) {
     for job in group {
-        let txn: RwTransaction<'_> = match env.begin_rw_txn() {
+        let txn = match env.begin_rw_txn() {
             Ok(txn) => txn,
             Err(e) => {
-                fail_all(vec![job], e);
+                job.fail(e);
                 continue;
             }
         };
