@@ -5,9 +5,13 @@
 //! - (b) `softokn`: keys on NSS's softokn,
 //! - (c) `softhsm`: keys on a SoftHSM2 token through NSS,
 //!
-//! and (d) `raw_softokn`, `raw_softhsm`: the NSS calls signd's backend makes
-//! (`NssKey::raw_sign_loop`: hash, sign with the cached session copy, DER),
-//! in a loop in this process on one thread, on keys of the same kind.
+//! and (d) `raw_softokn`, `raw_softhsm`: the NSS call
+//! (`NssKey::raw_sign_loop`: hash, PK11_SignWithMechanism with the cached
+//! session copy, DER), in a loop in this process on one thread, on keys of
+//! the same kind. The summary adds (d'): the calls signd itself makes
+//! (`NssKey::raw_sign_loop_direct`: the token's C_SignInit and C_Sign in
+//! signd's own sessions, which NSS's call replaces with a session opened and
+//! closed per signature), and the ratio against it.
 //!
 //! After criterion, a summary pass (lines starting `SUMMARY`) measures each
 //! configuration again with plain timed loops (`SIGNET_BENCH_SECONDS` each,
@@ -148,12 +152,24 @@ fn main() {
                 start.elapsed()
             });
             println!("SUMMARY {l} {name}, raw NSS calls, two threads: {two:.0}/s (for scale: does the token sign in parallel?)");
+            // The calls signd itself makes (C_SignInit + C_Sign in its own
+            // sessions, where the module allows it), for a second baseline.
+            let mut direct = false;
+            let own = timed(budget, |n| {
+                let start = Instant::now();
+                direct = key.raw_sign_loop_direct(scheme, &msg, n as usize).expect("raw PKCS #11 sign");
+                start.elapsed()
+            });
+            let how = if direct { "C_Sign in signd's own sessions" } else { "through NSS (no own sessions)" };
+            println!("SUMMARY {l} (d') {name}, raw signd calls ({how}), one thread: {own:.0}/s");
             let signd_label = name.trim_start_matches("raw_");
             let through_rate = rates.iter().find(|(t, _)| *t == signd_label).map(|(_, r)| *r).unwrap_or(0.0);
             let which = if signd_label == "softokn" { "(b)/(d)" } else { "(c)/(d)" };
             let ratio = through_rate / rate;
             let verdict = if ratio >= 1.0 / 1.2 { "within 1.2x" } else { "NOT within 1.2x" };
             println!("SUMMARY {label} {which} {signd_label}: signd {through_rate:.0}/s / raw {rate:.0}/s = {ratio:.2} ({verdict})");
+            let own_ratio = through_rate / own;
+            println!("SUMMARY {label} {which}' {signd_label}: signd {through_rate:.0}/s / raw signd calls {own:.0}/s = {own_ratio:.2}");
         }
     }
     drop((signd_a, signd_c));

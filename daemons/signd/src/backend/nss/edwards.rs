@@ -1,5 +1,13 @@
 //! Ed25519 keys on tokens whose PKCS #11 module has CKM_EC_EDWARDS_KEY_PAIR_GEN
-//! and CKM_EDDSA (SoftHSM2), below NSS's key layer.
+//! and CKM_EDDSA (SoftHSM2), below NSS's key layer; and the signing sessions
+//! of every other NSS key ([`Handle::borrowing`]).
+//!
+//! NSS's PK11_SignWithMechanism opens a PKCS #11 session for each signature
+//! and closes it after. On SoftHSM2 that costs a fifth of a P-256 signature
+//! (one thread in a loop: 17.5k signatures/s through NSS, 22.5k/s in kept
+//! sessions), and more with two signing threads. The other NSS keys
+//! therefore sign here too, with the object of NSS's session copy, in a pool
+//! of signd's own sessions (docs/performance.md, session 10).
 //!
 //! NSS 3.87 has no Edwards key type (keythi.h): PK11_GenerateKeyPair refuses
 //! the mechanism and SECKEY_ConvertToPublicKey cannot describe such a key. For
@@ -303,9 +311,10 @@ impl super::SigningKey for EdKey {
 }
 
 /// A key's signing handle: the token's functions, the key object (a session
-/// copy, or the token object if the token refuses to copy it) and the idle
-/// sessions to sign in.
-struct Handle {
+/// copy, or the token object if the token refuses to copy it, or for NSS's
+/// keys the object of NSS's own session copy) and the idle sessions to sign
+/// in.
+pub(super) struct Handle {
     token: Token,
     key: CK_OBJECT_HANDLE,
     idle: Mutex<Vec<CK_SESSION_HANDLE>>,
@@ -329,21 +338,39 @@ impl Handle {
         Self { token, key, idle: Mutex::new(vec![session]), lost: AtomicBool::new(false) }
     }
 
+    /// A handle signing with `key` as it is: an object signd does not own
+    /// (NSS's session copy of one of its keys), which stays when the handle
+    /// goes. Sessions are opened as signatures need them.
+    pub(super) fn borrowing(token: Token, key: CK_OBJECT_HANDLE) -> Self {
+        Self { token, key, idle: Mutex::new(Vec::new()), lost: AtomicBool::new(false) }
+    }
+
     /// Whether modules were re-initialised, or NSS initialised the token
     /// again, since this handle was made.
-    fn is_stale(&self) -> bool {
+    pub(super) fn is_stale(&self) -> bool {
         self.token.restarts != RESTARTS.load(Ordering::Acquire) || self.token.series() != self.token.series
     }
 
-    /// Signs in an idle session (the caller holds MODULES for reading and
-    /// has checked that the handle is not stale).
+    /// A pure Ed25519 signature (CKM_EDDSA without parameters) of `message`
+    /// (as [`Handle::sign_with`]).
     fn sign(&self, message: &[u8]) -> Result<Vec<u8>, P11Error> {
+        let signature = self.sign_with(&Mechanism::new(CKM_EDDSA, None), message, SIGNATURE_LEN)?;
+        if signature.len() != SIGNATURE_LEN {
+            return Err(P11Error::Other(format!("the token returned a {}-byte Ed25519 signature", signature.len())));
+        }
+        Ok(signature)
+    }
+
+    /// Signs `input` with `mechanism` in an idle session, into at most
+    /// `max_len` bytes (the caller holds MODULES for reading and has checked
+    /// that the handle is not stale).
+    pub(super) fn sign_with(&self, mechanism: &Mechanism<'_>, input: &[u8], max_len: usize) -> Result<Vec<u8>, P11Error> {
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let session = match idle {
             Some(session) => session,
             None => self.token.open_session().map_err(|e| self.failed(e))?,
         };
-        match self.token.sign(session, self.key, message) {
+        match self.token.sign(session, self.key, mechanism, input, max_len) {
             Ok(signature) => {
                 self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(session);
                 Ok(signature)
@@ -415,7 +442,7 @@ impl Drop for Session<'_> {
 
 /// A token's own PKCS #11 functions on the slot NSS found, and the module
 /// generation and slot series they belong to.
-struct Token {
+pub(super) struct Token {
     /// Keeps the slot, and with it the module, loaded.
     slot: Slot,
     functions: NonNull<CK_FUNCTION_LIST>,
@@ -451,6 +478,16 @@ impl Token {
         if !Self::has_mechanisms(slot) {
             return Err(unsupported(""));
         }
+        Self::module(slot, label).map_err(|e| match e.kind {
+            ErrorKind::Unsupported => unsupported(": its PKCS #11 module is not thread-safe"),
+            _ => e,
+        })
+    }
+
+    /// The module behind `slot`, for signing in signd's own sessions (call
+    /// with MODULES held for reading); `Unsupported` if NSS did not
+    /// initialise it for threads.
+    pub(super) fn module(slot: &Slot, label: &str) -> Result<Self, IpcError> {
         let p = slot.0.as_ptr();
         // SAFETY: live slot; the module pointer stays valid while the slot
         // reference is held, and the id is a plain field read.
@@ -469,7 +506,10 @@ impl Token {
             )));
         }
         if thread_safe == PR_FALSE {
-            return Err(unsupported(": its PKCS #11 module is not thread-safe"));
+            return Err(IpcError::new(
+                ErrorKind::Unsupported,
+                format!("the PKCS #11 module of NSS token \"{label}\" is not thread-safe"),
+            ));
         }
         let functions =
             NonNull::new(functions.cast_mut()).ok_or_else(|| backend_err("the token's module has no function list"))?;
@@ -639,26 +679,56 @@ impl Token {
         check("C_DestroyObject", unsafe { f(session, object) })
     }
 
-    /// A pure Ed25519 signature (CKM_EDDSA without parameters) of `message`.
-    fn sign(&self, session: CK_SESSION_HANDLE, key: CK_OBJECT_HANDLE, message: &[u8]) -> Result<Vec<u8>, P11Error> {
+    /// C_SignInit with `mechanism` and `key`, then C_Sign of `input` into at
+    /// most `max_len` bytes.
+    fn sign(
+        &self,
+        session: CK_SESSION_HANDLE,
+        key: CK_OBJECT_HANDLE,
+        mechanism: &Mechanism<'_>,
+        input: &[u8],
+        max_len: usize,
+    ) -> Result<Vec<u8>, P11Error> {
         let fns = self.functions();
         let (init, sign) = (function(fns.C_SignInit, "C_SignInit")?, function(fns.C_Sign, "C_Sign")?);
-        let mut mechanism = CK_MECHANISM { mechanism: CKM_EDDSA, pParameter: ptr::null_mut(), ulParameterLen: 0 };
+        let mut mechanism = mechanism.raw();
         // SAFETY: the module's C_SignInit in a session only this thread uses
-        // now; the mechanism has no parameter.
+        // now; the mechanism's parameter (if any) lives for the call (the
+        // Mechanism's lifetime) and is only read.
         check("C_SignInit", unsafe { init(session, &mut mechanism, key) })?;
-        let mut signature = vec![0u8; SIGNATURE_LEN];
-        let mut len = SIGNATURE_LEN as CK_ULONG;
-        // SAFETY: `message` is valid for its length and only read;
+        let mut signature = vec![0u8; max_len];
+        let mut len = max_len as CK_ULONG;
+        // SAFETY: `input` is valid for its length and only read;
         // `signature` has room for `len` bytes, which the module updates.
         let rv = unsafe {
-            sign(session, message.as_ptr().cast_mut(), message.len() as CK_ULONG, signature.as_mut_ptr(), &mut len)
+            sign(session, input.as_ptr().cast_mut(), input.len() as CK_ULONG, signature.as_mut_ptr(), &mut len)
         };
         check("C_Sign", rv)?;
-        if len as usize != SIGNATURE_LEN {
-            return Err(P11Error::Other(format!("the token returned a {len}-byte Ed25519 signature")));
-        }
+        signature.truncate((len as usize).min(max_len));
         Ok(signature)
+    }
+}
+
+/// A signing mechanism and its parameter, borrowed for one call.
+pub(super) struct Mechanism<'a> {
+    mechanism: CK_MECHANISM_TYPE,
+    parameter: Option<&'a CK_RSA_PKCS_PSS_PARAMS>,
+}
+
+impl<'a> Mechanism<'a> {
+    pub(super) fn new(mechanism: CK_MECHANISM_TYPE, parameter: Option<&'a CK_RSA_PKCS_PSS_PARAMS>) -> Self {
+        Self { mechanism, parameter }
+    }
+
+    fn raw(&self) -> CK_MECHANISM {
+        match self.parameter {
+            None => CK_MECHANISM { mechanism: self.mechanism, pParameter: ptr::null_mut(), ulParameterLen: 0 },
+            Some(p) => CK_MECHANISM {
+                mechanism: self.mechanism,
+                pParameter: ptr::from_ref(p).cast_mut().cast::<c_void>(),
+                ulParameterLen: std::mem::size_of::<CK_RSA_PKCS_PSS_PARAMS>() as CK_ULONG,
+            },
+        }
     }
 }
 
@@ -703,7 +773,7 @@ impl<'a> Template<'a> {
 
 /// A failed PKCS #11 call, or a result signd cannot use.
 #[derive(Debug)]
-enum P11Error {
+pub(super) enum P11Error {
     Call(&'static str, CK_RV),
     Other(String),
 }

@@ -188,6 +188,10 @@ impl NssBackend {
         let (algorithm, spki) = key.public()?;
         let plans = Plans::new(&slot, algorithm, &spki, preference)?;
         let key = if session_copy { slot.signing_copy(key) } else { key };
+        let key = {
+            let _modules = modules_read();
+            SigningHandle::new(&slot, &token, key)
+        };
         Ok(NssKey::new(self.inner.clone(), token, id, key, algorithm, spki, plans))
     }
 
@@ -276,7 +280,7 @@ impl Backend for NssBackend {
             Ok((cka_id, spki, plans)) => {
                 drop(public);
                 let location = location(&token, &cka_id);
-                let private = slot.signing_copy(private);
+                let private = SigningHandle::new(&slot, &token, slot.signing_copy(private));
                 let key = NssKey::new(self.inner.clone(), token, cka_id, private, algorithm, spki, plans);
                 Ok(NewKey { key: Arc::new(key), location })
             }
@@ -425,8 +429,9 @@ struct PrivateKey(NonNull<SECKEYPrivateKey>, u64);
 // a fresh PKCS #11 session per operation (or the slot's monitor when the
 // module is not thread-safe), which is how NSS's own servers (libssl) share
 // one server key between connections. signd never mutates the struct after
-// creation; it only passes the pointer to PK11_SignWithMechanism, and the
-// handle is destroyed once, by Drop, when the last reference goes.
+// creation; it only passes the pointer to PK11_SignWithMechanism and reads
+// its object handle (PK11_GetObjectHandle), and the handle is destroyed
+// once, by Drop, when the last reference goes.
 unsafe impl Send for PrivateKey {}
 // SAFETY: see Send: concurrent use is read-only.
 unsafe impl Sync for PrivateKey {}
@@ -478,6 +483,38 @@ impl Drop for PrivateKey {
         }
         // SAFETY: we own this handle and destroy it exactly once.
         unsafe { SECKEY_DestroyPrivateKey(self.0.as_ptr()) }
+    }
+}
+
+/// What a key signs with: its session copy, and where the token's module
+/// allows it, signd's own sessions to sign in ([`edwards::Handle`] over the
+/// copy's object). NSS's PK11_SignWithMechanism opens and closes a PKCS #11
+/// session for every signature; a token that serialises session management
+/// (SoftHSM2) then spends more on the session than on the signature.
+struct SigningHandle {
+    key: PrivateKey,
+    direct: Option<edwards::Handle>,
+}
+
+impl SigningHandle {
+    /// Call with MODULES held for reading.
+    fn new(slot: &Slot, label: &str, key: PrivateKey) -> Self {
+        // SAFETY: live key handle; type 1 (PK11_TypePrivKey) matches it; the
+        // slot out pointer may be NULL.
+        let object = unsafe { PK11_GetObjectHandle(1, key.0.as_ptr().cast(), ptr::null_mut()) };
+        let direct = match edwards::Token::module(slot, label) {
+            Ok(token) if object != CK_INVALID_HANDLE => Some(edwards::Handle::borrowing(token, object)),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::debug!(error = %e, "signing through NSS's own sessions");
+                None
+            }
+        };
+        Self { key, direct }
+    }
+
+    fn is_stale(&self) -> bool {
+        self.key.is_stale() || self.direct.as_ref().is_some_and(|d| d.is_stale())
     }
 }
 
@@ -683,7 +720,7 @@ impl Slot {
 
 /// One signing attempt: the signature, or NSS's error and the handle that
 /// failed (to be dropped from the cache).
-type Attempt = Result<Vec<u8>, (String, Arc<PrivateKey>)>;
+type Attempt = Result<Vec<u8>, (String, Arc<SigningHandle>)>;
 
 /// A key on an NSS token, with its handle cached.
 pub struct NssKey {
@@ -694,7 +731,7 @@ pub struct NssKey {
     spki: Vec<u8>,
     plans: Plans,
     /// The cached handle; None after a failure until the key is found again.
-    handle: RwLock<Option<Arc<PrivateKey>>>,
+    handle: RwLock<Option<Arc<SigningHandle>>>,
 }
 
 impl NssKey {
@@ -702,7 +739,7 @@ impl NssKey {
         inner: Arc<Inner>,
         token: String,
         cka_id: Vec<u8>,
-        key: PrivateKey,
+        key: SigningHandle,
         algorithm: KeyAlgorithm,
         spki: Vec<u8>,
         plans: Plans,
@@ -721,9 +758,31 @@ impl NssKey {
         let plan = self.plans.get(scheme)?;
         let key = self.handle()?;
         for _ in 0..n {
-            plan.sign(&key, message).map_err(backend_err)?;
+            plan.sign_nss(&key.key, message).map_err(backend_err)?;
         }
         Ok(())
+    }
+
+    /// As [`raw_sign_loop`](Self::raw_sign_loop), with the calls signd makes:
+    /// the token's C_SignInit and C_Sign in signd's own sessions where the
+    /// module allows it (else the NSS call); returns whether it did.
+    pub fn raw_sign_loop_direct(&self, scheme: SignatureScheme, message: &[u8], n: usize) -> Result<bool, IpcError> {
+        let plan = self.plans.get(scheme)?;
+        let key = self.handle()?;
+        let _modules = modules_read();
+        for _ in 0..n {
+            plan.sign(&key, message).map_err(backend_err)?;
+        }
+        Ok(key.direct.is_some())
+    }
+
+    /// Test hook: one signature through NSS's PK11_SignWithMechanism, which
+    /// `sign` replaces with signd's own sessions where the module allows.
+    #[doc(hidden)]
+    pub fn sign_through_nss_for_test(&self, scheme: SignatureScheme, message: &[u8]) -> Result<Vec<u8>, IpcError> {
+        let plan = self.plans.get(scheme)?;
+        let key = self.handle()?;
+        plan.sign_nss(&key.key, message).map_err(backend_err)
     }
 
     /// Which mechanism signs `scheme` (for logs and benchmarks).
@@ -741,7 +800,7 @@ impl NssKey {
         Ok(())
     }
 
-    fn handle(&self) -> Result<Arc<PrivateKey>, IpcError> {
+    fn handle(&self) -> Result<Arc<SigningHandle>, IpcError> {
         if let Some(h) = self.handle.read().unwrap_or_else(|p| p.into_inner()).as_ref().filter(|h| !h.is_stale()) {
             return Ok(h.clone());
         }
@@ -749,7 +808,7 @@ impl NssKey {
     }
 
     /// Looks the key up again on its token and checks it is the same key.
-    fn refind(&self) -> Result<Arc<PrivateKey>, IpcError> {
+    fn refind(&self) -> Result<Arc<SigningHandle>, IpcError> {
         let mut cached = self.handle.write().unwrap_or_else(|p| p.into_inner());
         if let Some(h) = cached.as_ref().filter(|h| !h.is_stale()) {
             return Ok(h.clone());
@@ -764,7 +823,7 @@ impl NssKey {
 
     /// Finds the key on its token (logging in again if the token forgot the
     /// login), checks its public key, and makes the signing copy.
-    fn lookup(&self) -> Result<PrivateKey, IpcError> {
+    fn lookup(&self) -> Result<SigningHandle, IpcError> {
         let slot = self.inner.slot(&self.token)?;
         let _modules = modules_read();
         let mut found = slot.find_key(&self.cka_id);
@@ -785,7 +844,7 @@ impl NssKey {
                 format!("the key found at {} is not the recorded key", self.location()),
             ));
         }
-        Ok(slot.signing_copy(key))
+        Ok(SigningHandle::new(&slot, &self.token, slot.signing_copy(key)))
     }
 
     /// Signs with the cached handle under the module lock, unless a module
@@ -805,7 +864,7 @@ impl NssKey {
         ))
     }
 
-    fn invalidate(&self, stale: &Arc<PrivateKey>) {
+    fn invalidate(&self, stale: &Arc<SigningHandle>) {
         let mut cached = self.handle.write().unwrap_or_else(|p| p.into_inner());
         if cached.as_ref().is_some_and(|h| Arc::ptr_eq(h, stale)) {
             *cached = None;

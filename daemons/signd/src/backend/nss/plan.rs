@@ -8,7 +8,8 @@ use openssl::pkey::PKey;
 use signet_ipc::{ErrorKind, IpcError, KeyAlgorithm, SignatureScheme};
 
 use super::ffi::*;
-use super::{backend_err, item_bytes, last_error, Preference, PrivateKey, Slot};
+use super::edwards::Mechanism;
+use super::{backend_err, item_bytes, last_error, Preference, PrivateKey, SigningHandle, Slot};
 
 /// How to sign one scheme with one key, decided when the key is loaded.
 #[derive(Clone, Copy)]
@@ -119,13 +120,56 @@ fn hash_of(scheme: SignatureScheme) -> Hash {
 }
 
 impl Plan {
-    pub(super) fn sign(&self, key: &PrivateKey, message: &[u8]) -> Result<Vec<u8>, String> {
+    /// Signs `message` with `key`: in signd's own session where the handle
+    /// has them, else through NSS (the caller holds MODULES for reading).
+    pub(super) fn sign(&self, key: &SigningHandle, message: &[u8]) -> Result<Vec<u8>, String> {
+        match &key.direct {
+            Some(direct) => self.sign_with(message, |input| {
+                let mechanism = Mechanism::new(self.mechanism, self.pss.as_ref());
+                direct.sign_with(&mechanism, input, self.sig_len).map_err(|e| format!("signing: {e}"))
+            }),
+            None => self.sign_nss(&key.key, message),
+        }
+    }
+
+    /// Signs `message` with NSS's PK11_SignWithMechanism, which opens a
+    /// session on the token for the call.
+    pub(super) fn sign_nss(&self, key: &PrivateKey, message: &[u8]) -> Result<Vec<u8>, String> {
+        self.sign_with(message, |input| {
+            let param = self.pss.as_ref().map(|p| SECItem {
+                type_: 0,
+                data: ptr::from_ref(p).cast_mut().cast(),
+                len: std::mem::size_of::<CK_RSA_PKCS_PSS_PARAMS>() as u32,
+            });
+            let input = SECItem::borrowed(input);
+            let mut sig = vec![0u8; self.sig_len];
+            let mut out = SECItem::out(&mut sig);
+            // SAFETY: live key; `param` (if any) points at a
+            // CK_RSA_PKCS_PSS_PARAMS in `self`, `input` at the
+            // digest/DigestInfo/message, `out` at a buffer of sig_len bytes,
+            // all alive for the call; NSS writes at most out.len bytes and sets
+            // out.len to the signature length.
+            let status = unsafe {
+                PK11_SignWithMechanism(key.0.as_ptr(), self.mechanism, param.as_ref().map_or(ptr::null(), ptr::from_ref), &mut out, &input)
+            };
+            if status != SEC_SUCCESS {
+                return Err(last_error("signing"));
+            }
+            let len = out.len as usize;
+            sig.truncate(len);
+            Ok(sig)
+        })
+    }
+
+    /// Hashes (and wraps in a DigestInfo) as the plan says, has `sign` sign
+    /// the result, and DER-encodes an ECDSA signature.
+    fn sign_with(&self, message: &[u8], sign: impl FnOnce(&[u8]) -> Result<Vec<u8>, String>) -> Result<Vec<u8>, String> {
         let len = u32::try_from(message.len()).map_err(|_| "message over 4 GiB".to_owned())?;
         let mut digest = [0u8; 64];
-        // A DigestInfo NSS allocated, freed at the end.
+        // A DigestInfo NSS allocated, freed once signed.
         let mut encoded: *mut SECItem = ptr::null_mut();
-        let input = match self.hash {
-            None => SECItem::borrowed(message),
+        let input: &[u8] = match self.hash {
+            None => message,
             Some(h) => {
                 // SAFETY: `digest` has room for the largest digest (64
                 // bytes); `message` is valid for `len` bytes.
@@ -135,7 +179,9 @@ impl Plan {
                 if self.digest_info {
                     // SAFETY: NSS copies the digest into a new DigestInfo,
                     // encodes it into a new item (NULL pool: heap), and the
-                    // DigestInfo is destroyed right after.
+                    // DigestInfo is destroyed right after. The slice borrows
+                    // the item's data, which lives until it is freed below,
+                    // after the last use of `input`.
                     unsafe {
                         let info = SGN_CreateDigestInfo(h.oid, digest.as_ptr(), h.len as u32);
                         if info.is_null() {
@@ -147,37 +193,21 @@ impl Plan {
                         if encoded.is_null() {
                             return Err(last_error("encoding the DigestInfo"));
                         }
-                        SECItem { type_: 0, data: (*encoded).data, len: (*encoded).len }
+                        std::slice::from_raw_parts((*encoded).data, (*encoded).len as usize)
                     }
                 } else {
-                    SECItem::borrowed(&digest[..h.len])
+                    &digest[..h.len]
                 }
             }
         };
-        let param = self.pss.as_ref().map(|p| SECItem {
-            type_: 0,
-            data: ptr::from_ref(p).cast_mut().cast(),
-            len: std::mem::size_of::<CK_RSA_PKCS_PSS_PARAMS>() as u32,
-        });
-        let mut sig = vec![0u8; self.sig_len];
-        let mut out = SECItem::out(&mut sig);
-        // SAFETY: live key; `param` (if any) points at a CK_RSA_PKCS_PSS_PARAMS
-        // in `self`, `input` at the digest/DigestInfo/message, `out` at a
-        // buffer of sig_len bytes, all alive for the call; NSS writes at most
-        // out.len bytes and sets out.len to the signature length.
-        let status = unsafe {
-            PK11_SignWithMechanism(key.0.as_ptr(), self.mechanism, param.as_ref().map_or(ptr::null(), ptr::from_ref), &mut out, &input)
-        };
-        let error = (status != SEC_SUCCESS).then(|| last_error("signing"));
+        let signed = sign(input);
         if !encoded.is_null() {
             // SAFETY: `encoded` came from SEC_ASN1EncodeItem with a NULL
-            // pool, so it and its data are heap allocations we free once.
+            // pool, so it and its data are heap allocations we free once;
+            // `input` is not used after this.
             unsafe { SECITEM_FreeItem(encoded, PR_TRUE) };
         }
-        if let Some(e) = error {
-            return Err(e);
-        }
-        sig.truncate(out.len as usize);
+        let mut sig = signed?;
         if self.ecdsa_raw_len == 0 {
             return Ok(sig);
         }
