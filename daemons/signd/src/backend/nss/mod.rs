@@ -486,11 +486,13 @@ impl Drop for PrivateKey {
     }
 }
 
-/// What a key signs with: its session copy, and where the token's module
-/// allows it, signd's own sessions to sign in ([`edwards::Handle`] over the
-/// copy's object). NSS's PK11_SignWithMechanism opens and closes a PKCS #11
-/// session for every signature; a token that serialises session management
-/// (SoftHSM2) then spends more on the session than on the signature.
+/// What a key signs with: its session copy, and on a token of a PKCS #11
+/// module other than NSS's own softokn, signd's own sessions to sign in
+/// ([`edwards::Handle`] over the copy's object). NSS's
+/// PK11_SignWithMechanism opens and closes a session for every signature,
+/// which costs SoftHSM2 about a fifth of a P-256 signature; softokn's
+/// sessions cost nothing, and through signd its keys measured faster with
+/// NSS's call (docs/performance.md, session 10).
 struct SigningHandle {
     key: PrivateKey,
     direct: Option<edwards::Handle>,
@@ -502,6 +504,10 @@ impl SigningHandle {
         // SAFETY: live key handle; type 1 (PK11_TypePrivKey) matches it; the
         // slot out pointer may be NULL.
         let object = unsafe { PK11_GetObjectHandle(1, key.0.as_ptr().cast(), ptr::null_mut()) };
+        // SAFETY: live slot.
+        if unsafe { PK11_IsInternal(slot.0.as_ptr()) } != PR_FALSE {
+            return Self { key, direct: None };
+        }
         let direct = match edwards::Token::module(slot, label) {
             Ok(token) if object != CK_INVALID_HANDLE => Some(edwards::Handle::borrowing(token, object)),
             Ok(_) => None,
