@@ -494,29 +494,30 @@ impl Drop for PrivateKey {
 /// sessions cost nothing, and through signd its keys measured faster with
 /// NSS's call (docs/performance.md, session 10).
 struct SigningHandle {
-    key: PrivateKey,
+    /// Declared first: signd's sessions close before the copy is destroyed.
     direct: Option<edwards::Handle>,
+    key: PrivateKey,
 }
 
 impl SigningHandle {
     /// Call with MODULES held for reading.
     fn new(slot: &Slot, label: &str, key: PrivateKey) -> Self {
+        // SAFETY: live slot.
+        if unsafe { PK11_IsInternal(slot.0.as_ptr()) } != PR_FALSE {
+            return Self { direct: None, key };
+        }
         // SAFETY: live key handle; type 1 (PK11_TypePrivKey) matches it; the
         // slot out pointer may be NULL.
         let object = unsafe { PK11_GetObjectHandle(1, key.0.as_ptr().cast(), ptr::null_mut()) };
-        // SAFETY: live slot.
-        if unsafe { PK11_IsInternal(slot.0.as_ptr()) } != PR_FALSE {
-            return Self { key, direct: None };
-        }
         let direct = match edwards::Token::module(slot, label) {
             Ok(token) if object != CK_INVALID_HANDLE => Some(edwards::Handle::borrowing(token, object)),
             Ok(_) => None,
             Err(e) => {
-                tracing::debug!(error = %e, "signing through NSS's own sessions");
+                tracing::debug!(error = %e, "signing with NSS's call, a session per signature");
                 None
             }
         };
-        Self { key, direct }
+        Self { direct, key }
     }
 
     fn is_stale(&self) -> bool {
