@@ -16,13 +16,13 @@
 //!
 //! Ed25519 keys, which NSS 3.87 cannot describe, are made and used through
 //! the token's own PKCS #11 functions where its module has the Edwards
-//! mechanisms (see `edwards`); elsewhere they are `Unsupported`.
+//! mechanisms (see `pkcs11`); elsewhere they are `Unsupported`.
 //!
 //! Everything `unsafe` in signd's NSS support is in this module and its
-//! submodules (`ffi`, `plan`, `edwards`).
+//! submodules (`ffi`, `plan`, `pkcs11`).
 
-mod edwards;
 mod ffi;
+mod pkcs11;
 mod plan;
 
 use std::ffi::{CStr, CString};
@@ -218,7 +218,7 @@ impl Backend for NssBackend {
         let slot = self.inner.slot(&token)?;
         if algorithm == KeyAlgorithm::Ed25519 {
             // Below NSS, on the token's own PKCS #11 functions (takes MODULES itself).
-            let (key, location) = edwards::generate(&self.inner, &slot, &token, id)?;
+            let (key, location) = pkcs11::generate(&self.inner, &slot, &token, id)?;
             return Ok(NewKey { key: Arc::new(key), location });
         }
         let _modules = modules_read();
@@ -305,7 +305,7 @@ impl Backend for NssBackend {
     fn load(&self, location: &str) -> Result<Arc<dyn SigningKey>, IpcError> {
         let (token, id) = parse_location(location)?;
         let slot = self.inner.slot(&token)?;
-        if let Some(key) = edwards::load(&self.inner, &slot, &token, &id)? {
+        if let Some(key) = pkcs11::load(&self.inner, &slot, &token, &id)? {
             return Ok(Arc::new(key));
         }
         Ok(Arc::new(self.load_key(location, Preference::Prehash)?))
@@ -314,7 +314,7 @@ impl Backend for NssBackend {
     fn discard(&self, location: &str) {
         if let Ok((token, id)) = parse_location(location) {
             if let Ok(slot) = self.inner.slot(&token) {
-                edwards::discard(&slot, &token, &id);
+                pkcs11::discard(&slot, &token, &id);
                 // Session copies carry the same CKA_ID and may be found first:
                 // delete until the token object is gone too.
                 for _ in 0..8 {
@@ -488,14 +488,14 @@ impl Drop for PrivateKey {
 
 /// What a key signs with: its session copy, and on a token of a PKCS #11
 /// module other than NSS's own softokn, signd's own sessions to sign in
-/// ([`edwards::Handle`] over the copy's object). NSS's
+/// ([`pkcs11::Handle`] over the copy's object). NSS's
 /// PK11_SignWithMechanism opens and closes a session for every signature,
 /// which costs SoftHSM2 about a fifth of a P-256 signature; softokn's
 /// sessions cost nothing, and through signd its keys measured faster with
 /// NSS's call (docs/performance.md, session 10).
 struct SigningHandle {
     /// Declared first: signd's sessions close before the copy is destroyed.
-    direct: Option<edwards::Handle>,
+    direct: Option<pkcs11::Handle>,
     key: PrivateKey,
 }
 
@@ -509,8 +509,8 @@ impl SigningHandle {
         // SAFETY: live key handle; type 1 (PK11_TypePrivKey) matches it; the
         // slot out pointer may be NULL.
         let object = unsafe { PK11_GetObjectHandle(1, key.0.as_ptr().cast(), ptr::null_mut()) };
-        let direct = match edwards::Token::module(slot, label) {
-            Ok(token) if object != CK_INVALID_HANDLE => Some(edwards::Handle::borrowing(token, object)),
+        let direct = match pkcs11::Token::module(slot, label) {
+            Ok(token) if object != CK_INVALID_HANDLE => Some(pkcs11::Handle::borrowing(token, object)),
             Ok(_) => None,
             Err(e) => {
                 tracing::debug!(error = %e, "signing with NSS's call, a session per signature");

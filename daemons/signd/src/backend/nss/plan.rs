@@ -8,7 +8,7 @@ use openssl::pkey::PKey;
 use signet_ipc::{ErrorKind, IpcError, KeyAlgorithm, SignatureScheme};
 
 use super::ffi::*;
-use super::edwards::Mechanism;
+use super::pkcs11::Mechanism;
 use super::{backend_err, item_bytes, last_error, Preference, PrivateKey, SigningHandle, Slot};
 
 /// How to sign one scheme with one key, decided when the key is loaded.

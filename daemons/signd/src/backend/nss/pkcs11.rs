@@ -1,6 +1,7 @@
-//! Ed25519 keys on tokens whose PKCS #11 module has CKM_EC_EDWARDS_KEY_PAIR_GEN
-//! and CKM_EDDSA (SoftHSM2), below NSS's key layer; and the signing sessions
-//! of the other NSS keys on external modules ([`Handle::borrowing`]).
+//! The token's own PKCS #11 functions, below NSS's key layer: Ed25519 keys
+//! on tokens whose module has CKM_EC_EDWARDS_KEY_PAIR_GEN and CKM_EDDSA
+//! (SoftHSM2), and the signing sessions of the other NSS keys on external
+//! modules ([`Handle::borrowing`]).
 //!
 //! NSS's PK11_SignWithMechanism opens a PKCS #11 session for each signature
 //! and closes it after. On SoftHSM2 that costs a fifth of a P-256 signature
