@@ -135,6 +135,7 @@ struct KeyResult       { union { ok @0 :KeyInfo;             err @1 :Error; } }
 struct KeyListResult   { union { ok @0 :List(KeyInfo);       err @1 :Error; } }
 struct SignResult      { union { ok @0 :Data;                err @1 :Error; } }
 struct SignBatchResult { union { ok @0 :List(Data);          err @1 :Error; } }
+struct SignEachResult  { union { ok @0 :List(SignResult);    err @1 :Error; } }
 struct AuditResult     { union { ok @0 :List(AuditRecord);   err @1 :Error; } }
 struct IssuerResult    { union { ok @0 :Issuer;              err @1 :Error; } }
 struct CrlSignerResult { union { ok @0 :CrlSigner;           err @1 :Error; } }
@@ -177,6 +178,13 @@ interface Signer {
   sign @2 (keyId :Text, scheme :SignatureScheme, message :Data) -> (result :SignResult);
   # Signs every message with the same key; the signatures come back in order.
   signBatch @3 (keyId :Text, scheme :SignatureScheme, messages :List(Data)) -> (result :SignBatchResult);
+  # Several separate `sign` calls with the same key and scheme, carried in one
+  # message: what the client sends when such calls queue up together. Each is
+  # checked, signed and audited ("sign") exactly as its own `sign` call would
+  # be, and each has its own outcome; `ok` holds them in order. `err` only
+  # when the message as a whole is refused (malformed, or more calls than the
+  # batch limit).
+  signEach @4 (keyId :Text, scheme :SignatureScheme, messages :List(Data)) -> (result :SignEachResult);
 }
 
 # Key management for admin roles.

@@ -64,6 +64,8 @@ enum Request {
     PublicKey { role: String, key_id: String },
     Sign { role: String, key_id: String, scheme: SignatureScheme, message: Vec<u8> },
     SignBatch { role: String, key_id: String, scheme: SignatureScheme, messages: Vec<Vec<u8>> },
+    /// `sign` calls that queued up together (see [`coalesce`]).
+    SignEach { role: String, key_id: String, scheme: SignatureScheme, messages: Vec<Vec<u8>> },
     AdminListKeys,
     AdminKey { key_id: String },
     GenerateKey(KeySpec),
@@ -110,6 +112,7 @@ enum Response {
     Key(KeyInfo),
     Signature(Vec<u8>),
     Signatures(Vec<Vec<u8>>),
+    SignEach(Vec<Result<Vec<u8>, IpcError>>),
     Audit(Vec<AuditRecord>),
     Der(Vec<u8>),
     Text(String),
@@ -226,6 +229,25 @@ impl SigndClient {
         let request = Request::SignBatch { role: role.into(), key_id: key_id.into(), scheme, messages };
         match self.call(request).await? {
             Response::Signatures(s) => Ok(s),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Signs each message in a separate `sign` call, all carried in one
+    /// message: each is checked and audited as its own call and has its own
+    /// outcome, in order. The `Err` is for the message as a whole (signd
+    /// unreachable, more calls than its batch limit). [`SigndClient::sign`]
+    /// calls that are in flight together travel this way by themselves.
+    pub async fn sign_each(
+        &self,
+        role: &str,
+        key_id: &str,
+        scheme: SignatureScheme,
+        messages: Vec<Vec<u8>>,
+    ) -> Result<Vec<Result<Vec<u8>, IpcError>>, IpcError> {
+        let request = Request::SignEach { role: role.into(), key_id: key_id.into(), scheme, messages };
+        match self.call(request).await? {
+            Response::SignEach(each) => Ok(each),
             other => Err(unexpected(&other)),
         }
     }
@@ -487,13 +509,114 @@ fn run(path: PathBuf, service: &'static str, mut jobs: mpsc::UnboundedReceiver<J
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
         let state = Rc::new(ConnState::new(&path, service, false));
-        while let Some((request, reply)) = jobs.recv().await {
-            let state = state.clone();
-            tokio::task::spawn_local(async move {
-                let _ = reply.send(state.execute(request).await);
-            });
+        let mut queued = Vec::new();
+        while let Some(job) = jobs.recv().await {
+            // Everything that queued up while this thread was busy goes out now.
+            queued.push(job);
+            while let Ok(job) = jobs.try_recv() {
+                queued.push(job);
+            }
+            for work in coalesce(queued.drain(..)) {
+                let state = state.clone();
+                tokio::task::spawn_local(async move { work.run(&state).await });
+            }
         }
     });
+}
+
+/// The most `sign` calls carried in one `signEach`.
+const MAX_SIGN_EACH: usize = 256;
+/// A `sign` call with a larger message travels on its own.
+const MAX_SIGN_EACH_MESSAGE: usize = 64 << 10;
+
+type Reply = oneshot::Sender<Result<Response, IpcError>>;
+
+/// What the connection thread sends for the calls that queued up together.
+enum Work {
+    One(Request, Reply),
+    /// `sign` calls with the same role, key and scheme.
+    Signs { role: String, key_id: String, scheme: SignatureScheme, calls: Vec<(Vec<u8>, Reply)> },
+}
+
+/// Gathers the `sign` calls among `jobs` that share a role, key and scheme,
+/// so they travel as one `signEach` message: one write and one read on each
+/// side, and signd gets them all at once to share among its signing threads
+/// (each still signed and audited as its own call). Under load the answers
+/// of one message come back together, so their callers' next calls queue up
+/// together too. Nothing waits to be gathered: a lone call goes out at once.
+fn coalesce(jobs: impl Iterator<Item = Job>) -> Vec<Work> {
+    let mut out: Vec<Work> = Vec::new();
+    for (request, reply) in jobs {
+        match request {
+            Request::Sign { role, key_id, scheme, message } if message.len() <= MAX_SIGN_EACH_MESSAGE => {
+                let open = out.iter_mut().rev().find_map(|w| match w {
+                    Work::Signs { role: r, key_id: k, scheme: s, calls }
+                        if *r == role && *k == key_id && *s == scheme && calls.len() < MAX_SIGN_EACH =>
+                    {
+                        Some(calls)
+                    }
+                    _ => None,
+                });
+                match open {
+                    Some(calls) => calls.push((message, reply)),
+                    None => out.push(Work::Signs { role, key_id, scheme, calls: vec![(message, reply)] }),
+                }
+            }
+            request => out.push(Work::One(request, reply)),
+        }
+    }
+    out
+}
+
+impl Work {
+    async fn run(self, state: &ConnState) {
+        let (role, key_id, scheme, mut calls) = match self {
+            Work::One(request, reply) => {
+                let _ = reply.send(state.execute(request).await);
+                return;
+            }
+            Work::Signs { role, key_id, scheme, calls } => (role, key_id, scheme, calls),
+        };
+        if calls.len() == 1 {
+            let (message, reply) = calls.remove(0);
+            let _ = reply.send(state.execute(Request::Sign { role, key_id, scheme, message }).await);
+            return;
+        }
+        let (messages, replies): (Vec<Vec<u8>>, Vec<Reply>) = calls.into_iter().unzip();
+        let request = Request::SignEach { role: role.clone(), key_id: key_id.clone(), scheme, messages };
+        let outcome = state.execute_ref(&request).await;
+        let messages = match request {
+            Request::SignEach { messages, .. } => messages,
+            _ => Vec::new(),
+        };
+        match outcome {
+            Ok(Response::SignEach(each)) => {
+                for (reply, signed) in replies.into_iter().zip(each) {
+                    let _ = reply.send(signed.map(Response::Signature));
+                }
+            }
+            // An older signd without `signEach`, or a batch limit set below
+            // this many: the calls go one by one, as they were made.
+            Err(e) if matches!(e.kind, ErrorKind::Unsupported | ErrorKind::TooLarge) => {
+                let calls = messages.into_iter().zip(replies).map(|(message, reply)| {
+                    let request = Request::Sign { role: role.clone(), key_id: key_id.clone(), scheme, message };
+                    async move { drop(reply.send(state.execute(request).await)) }
+                });
+                futures::future::join_all(calls).await;
+            }
+            Err(e) => {
+                for reply in replies {
+                    let _ = reply.send(Err(e.clone()));
+                }
+            }
+            Ok(other) => {
+                let e = unexpected(&other);
+                for reply in replies {
+                    let _ = reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
 }
 
 struct ConnState {
@@ -542,6 +665,9 @@ impl From<capnp::Error> for Attempt {
         let disconnected = matches!(e.kind, capnp::ErrorKind::Disconnected | capnp::ErrorKind::PrematureEndOfFile);
         let kind = if disconnected {
             ErrorKind::Unavailable
+        } else if e.kind == capnp::ErrorKind::Unimplemented {
+            // A method this signd does not have (an older one).
+            ErrorKind::Unsupported
         } else if e.extra.contains("which is too large") {
             // signd refused the frame (ServeOptions::max_frame_bytes) and closed
             // the connection; the next call reconnects.
@@ -580,13 +706,17 @@ impl ConnState {
     }
 
     async fn execute(&self, request: Request) -> Result<Response, IpcError> {
+        self.execute_ref(&request).await
+    }
+
+    async fn execute_ref(&self, request: &Request) -> Result<Response, IpcError> {
         let conn = self.connection().await?;
-        match attempt(&conn, &request).await {
+        match attempt(&conn, request).await {
             Ok(r) => Ok(r),
             Err(a) if a.disconnected && request.retry_safe() => {
                 conn.broken.set(true);
                 let conn = self.connection().await?;
-                attempt(&conn, &request).await.map_err(|a| a.error)
+                attempt(&conn, request).await.map_err(|a| a.error)
             }
             Err(a) => Err(a.error),
         }
@@ -783,6 +913,35 @@ async fn attempt(conn: &Conn, request: &Request) -> Result<Response, Attempt> {
                 Response::Signatures(convert::read_data_list(s, usize::MAX)?)
             })
         }
+        Request::SignEach { role, key_id, scheme, messages } => {
+            let mut req = conn.signer(role).await?.sign_each_request();
+            {
+                let mut p = req.get();
+                p.set_key_id(key_id.as_str());
+                p.set_scheme(convert::scheme_to_wire(*scheme));
+                convert::write_data_list(p.init_messages(messages.len() as u32), messages);
+            }
+            let response = req.send().promise.await?;
+            unpack!(response.get()?.get_result()?, sign_each_result, |list| {
+                let list = list?;
+                if list.len() as usize != messages.len() {
+                    return Err(IpcError::internal(format!(
+                        "signd answered {} of {} calls sent together",
+                        list.len(),
+                        messages.len()
+                    ))
+                    .into());
+                }
+                let mut each = Vec::with_capacity(list.len() as usize);
+                for r in list.iter() {
+                    each.push(match r.which().map_err(|e| convert::malformed("sign result", e))? {
+                        wire::sign_result::Ok(s) => convert::data(s, "signature"),
+                        wire::sign_result::Err(e) => Err(convert::read_error(e)),
+                    });
+                }
+                Response::SignEach(each)
+            })
+        }
         Request::AdminListKeys => {
             let response = conn.admin().await?.list_keys_request().send().promise.await?;
             unpack!(response.get()?.get_result()?, key_list_result, |k| Response::Keys(convert::read_key_list(k)?))
@@ -889,5 +1048,66 @@ async fn attempt(conn: &Conn, request: &Request) -> Result<Response, Attempt> {
             Ok(Response::IssuerInfo(oconv::read_info_result(response.get()?.get_result()?)?))
         }
         Request::Acmed(r) => acmed::attempt(conn, r).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Answer = oneshot::Receiver<Result<Response, IpcError>>;
+
+    fn sign(role: &str, key: &str, scheme: SignatureScheme, len: usize) -> (Job, Answer) {
+        let (tx, rx) = oneshot::channel();
+        let request = Request::Sign { role: role.into(), key_id: key.into(), scheme, message: vec![1; len] };
+        ((request, tx), rx)
+    }
+
+    /// Describes each piece of work: "sign r/k xN" or the request's name.
+    fn shapes(work: &[Work]) -> Vec<String> {
+        work.iter()
+            .map(|w| match w {
+                Work::One(request, _) => format!("{request:?}").split([' ', '{']).next().unwrap_or("").to_owned(),
+                Work::Signs { role, key_id, calls, .. } => format!("sign {role}/{key_id} x{}", calls.len()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sign_calls_for_one_key_travel_together_and_nothing_else_does() {
+        let p = SignatureScheme::EcdsaSha256;
+        let mut jobs = Vec::new();
+        let mut keep = Vec::new();
+        for (role, key, scheme, len) in [
+            ("r", "a", p, 10),
+            ("r", "b", p, 10),
+            ("r", "a", p, 10),
+            ("s", "a", p, 10),
+            ("r", "a", SignatureScheme::Default, 10),
+            ("r", "a", p, MAX_SIGN_EACH_MESSAGE + 1),
+            ("r", "a", p, MAX_SIGN_EACH_MESSAGE),
+        ] {
+            let (job, rx) = sign(role, key, scheme, len);
+            jobs.push(job);
+            keep.push(rx);
+        }
+        let (tx, _rx) = oneshot::channel();
+        jobs.push((Request::Health, tx));
+        let work = coalesce(jobs.into_iter());
+        assert_eq!(
+            shapes(&work),
+            ["sign r/a x3", "sign r/b x1", "sign s/a x1", "sign r/a x1", "Sign", "Health"],
+            "same role, key and scheme together; a large message and other requests alone"
+        );
+    }
+
+    #[test]
+    fn a_signeach_message_carries_at_most_its_limit() {
+        let jobs: Vec<Job> = (0..MAX_SIGN_EACH * 2 + 1)
+            .map(|_| sign("r", "k", SignatureScheme::Default, 1).0)
+            .collect();
+        let work = coalesce(jobs.into_iter());
+        let full = format!("sign r/k x{MAX_SIGN_EACH}");
+        assert_eq!(shapes(&work), [full.clone(), full, "sign r/k x1".into()]);
     }
 }

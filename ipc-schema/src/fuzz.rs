@@ -100,6 +100,8 @@ pub fn recorded_client_session() -> Vec<u8> {
         let _ = crate::block_on(client.health());
         let _ = crate::block_on(client.sign("r", "k", SignatureScheme::EcdsaSha256, b"message".to_vec()));
         let _ = crate::block_on(client.sign_batch("r", "k", SignatureScheme::Default, vec![b"a".to_vec(), b"b".to_vec()]));
+        let each = vec![b"c".to_vec(), b"d".to_vec()];
+        let _ = crate::block_on(client.sign_each("r", "k", SignatureScheme::Default, each));
         let _ = crate::block_on(client.list_keys("r"));
         let _ = crate::block_on(client.public_key("r", "k"));
         let _ = crate::block_on(client.generate_key(spec.clone()));
@@ -268,6 +270,48 @@ mod tests {
     fn write_seed() {
         let out = std::env::var("SIGNET_FUZZ_SEED_OUT").expect("set SIGNET_FUZZ_SEED_OUT");
         std::fs::write(out, recorded_client_session()).unwrap();
+    }
+
+    /// A stand-in server on a socket in a fresh directory, on its own thread.
+    fn stand_in_server(opts: ServeOptions) -> std::path::PathBuf {
+        let path = tempfile_dir().unwrap().join("standin.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, async move {
+                let listener = tokio::net::UnixListener::from_std(listener).unwrap();
+                let token = tokio_util::sync::CancellationToken::new();
+                server::serve(listener, Rc::new(StandIn), opts, token).await
+            })
+        });
+        path
+    }
+
+    #[test]
+    fn sign_each_answers_every_call_on_its_own() {
+        let opts = ServeOptions { max_message_bytes: 16, max_batch: 4, ..ServeOptions::default() };
+        let path = stand_in_server(opts);
+        let client = crate::SigndClient::new(&path).unwrap();
+        let messages = vec![b"abc".to_vec(), vec![7; 17], b"xyz".to_vec()];
+        let each = crate::block_on(client.sign_each("r", "k", SignatureScheme::Default, messages)).unwrap();
+        assert_eq!(each.len(), 3);
+        // The stand-in "signs" by reversing; the oversized message fails alone.
+        assert_eq!(each[0].as_deref(), Ok(&b"cba"[..]));
+        assert_eq!(each[1].as_ref().unwrap_err().kind, ErrorKind::TooLarge);
+        assert_eq!(each[2].as_deref(), Ok(&b"zyx"[..]));
+        // More calls than the batch limit: the message as a whole is refused.
+        let over = crate::block_on(client.sign_each("r", "k", SignatureScheme::Default, vec![b"m".to_vec(); 5]));
+        assert_eq!(over.unwrap_err().kind, ErrorKind::TooLarge);
+        // Many `sign` calls in flight at once from one client (carried in
+        // `signEach` messages of at most the batch limit, or one by one).
+        let calls = (0..64u8).map(|i| client.sign("r", "k", SignatureScheme::Default, vec![i, 1, 2]));
+        let answers = crate::block_on(futures::future::join_all(calls));
+        for (i, answer) in answers.into_iter().enumerate() {
+            assert_eq!(answer.unwrap(), vec![2, 1, i as u8]);
+        }
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 
     #[test]

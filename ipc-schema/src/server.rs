@@ -108,6 +108,19 @@ pub trait SignerService: 'static {
         scheme: SignatureScheme,
         messages: Vec<Vec<u8>>,
     ) -> LocalResult<Vec<Vec<u8>>>;
+    /// Several separate `sign` calls with one key and scheme, arrived
+    /// together; an outcome for each, in order. Each must be treated exactly
+    /// as its own [`SignerService::sign`] (checks, audit). The default makes
+    /// those calls, all started before any is awaited.
+    fn sign_each(
+        &self,
+        key_id: String,
+        scheme: SignatureScheme,
+        messages: Vec<Vec<u8>>,
+    ) -> LocalBoxFuture<'static, Vec<Result<Vec<u8>, IpcError>>> {
+        let calls: Vec<_> = messages.into_iter().map(|m| self.sign(key_id.clone(), scheme, m)).collect();
+        Box::pin(futures::future::join_all(calls))
+    }
 }
 
 /// Key management and audit for admin roles.
@@ -595,6 +608,52 @@ impl wire::signer::Server for SignerServer {
             outcome,
             |r: &mut wire::sign_batch_result::Builder<'_>, sigs: Vec<Vec<u8>>| {
                 convert::write_data_list(r.reborrow().init_ok(sigs.len() as u32), &sigs)
+            }
+        );
+        Ok(())
+    }
+
+    async fn sign_each(
+        self: CapRc<Self>,
+        params: wire::signer::SignEachParams,
+        mut results: wire::signer::SignEachResults,
+    ) -> capnp::Result<()> {
+        let _call = self.in_flight.enter();
+        let request = (|| {
+            let p = params.get().map_err(|e| malformed("sign each request", e))?;
+            let messages = convert::read_data_list(p.get_messages(), self.opts.max_batch)?;
+            Ok((convert::text(p.get_key_id(), "key id")?, convert::scheme_from_wire(p.get_scheme())?, messages))
+        })();
+        drop(params);
+        let outcome = match request {
+            Ok((id, scheme, messages)) => {
+                // An oversized message fails alone, as its own `sign` would.
+                let sizes: Vec<Result<(), IpcError>> = messages.iter().map(|m| self.check_size(m.len())).collect();
+                let fit: Vec<Vec<u8>> =
+                    messages.into_iter().zip(&sizes).filter(|(_, size)| size.is_ok()).map(|(m, _)| m).collect();
+                let signed = if fit.is_empty() { Vec::new() } else { self.inner.sign_each(id, scheme, fit).await };
+                let mut signed = signed.into_iter();
+                Ok(sizes
+                    .into_iter()
+                    .map(|size| match size {
+                        Ok(()) => signed.next().unwrap_or_else(|| Err(IpcError::internal("no outcome for this call"))),
+                        Err(e) => Err(e),
+                    })
+                    .collect::<Vec<_>>())
+            }
+            Err(e) => Err(e),
+        };
+        write_result!(
+            results.get().init_result(),
+            outcome,
+            |r: &mut wire::sign_each_result::Builder<'_>, each: Vec<Result<Vec<u8>, IpcError>>| {
+                let mut list = r.reborrow().init_ok(each.len() as u32);
+                for (i, outcome) in each.into_iter().enumerate() {
+                    let r = list.reborrow().get(i as u32);
+                    write_result!(r, outcome, |r: &mut wire::sign_result::Builder<'_>, sig: Vec<u8>| {
+                        r.set_ok(&sig[..])
+                    });
+                }
             }
         );
         Ok(())

@@ -46,6 +46,7 @@ per_backend!(
     every_algorithm_and_scheme_verifies_independently,
     openssl_cli_verifies_signatures,
     batch_signatures_verify_and_match_single_ones,
+    calls_in_flight_together_are_each_their_own_call,
     policy_refuses_and_audits,
     kill9_during_signing_loses_nothing_acknowledged,
     bad_input_gets_typed_errors_and_signd_keeps_serving,
@@ -150,6 +151,52 @@ fn batch_signatures_verify_and_match_single_ones(backend: Backend) {
     let audit = block_on(client.audit(AuditQuery { after_seq: 0, limit: 10_000, newest_first: false })).unwrap();
     let supported = algs.into_iter().filter(|a| backend.supports(*a)).count();
     assert_eq!(audit.iter().filter(|r| r.operation == "sign-batch" && r.ok).count(), 100 * supported);
+}
+
+/// `sign` calls in flight together from one client travel together
+/// (`signEach`), yet each is signed, audited and answered as its own call:
+/// one that fails fails alone.
+fn calls_in_flight_together_are_each_their_own_call(backend: Backend) {
+    let signd = SigndProcess::start_backend(backend, "[limits]\nmax_message_bytes = 1024\n");
+    let client = signd.client();
+    let info = generate(&signd, "k", KeyAlgorithm::EcP256).unwrap();
+    let scheme = KeyAlgorithm::EcP256.default_scheme();
+
+    let messages = vec![b"first".to_vec(), vec![0; 1025], b"third".to_vec()];
+    let each = block_on(client.sign_each("", "k", S::Default, messages.clone())).unwrap();
+    assert_eq!(each.len(), 3);
+    assert!(openssl_verify(&info.spki, scheme, &messages[0], each[0].as_ref().unwrap()));
+    assert_eq!(each[1].as_ref().unwrap_err().kind, ErrorKind::TooLarge);
+    assert!(openssl_verify(&info.spki, scheme, &messages[2], each[2].as_ref().unwrap()));
+    let unknown = block_on(client.sign_each("", "nope", S::Default, vec![b"x".to_vec(); 2])).unwrap();
+    assert!(unknown.iter().all(|r| r.as_ref().unwrap_err().kind == ErrorKind::UnknownKey), "{unknown:?}");
+
+    // 300 calls at once from one client, one of them too large.
+    let mut messages: Vec<Vec<u8>> = (0..300).map(|i| format!("in flight {i}").into_bytes()).collect();
+    messages[150] = vec![1; 1025];
+    let calls = messages.iter().map(|m| client.sign("", "k", S::Default, m.clone()));
+    let answers = block_on(futures::future::join_all(calls));
+    for (i, (m, answer)) in messages.iter().zip(&answers).enumerate() {
+        match answer {
+            Err(e) if i == 150 => assert_eq!(e.kind, ErrorKind::TooLarge),
+            Ok(sig) if i != 150 => assert!(openssl_verify(&info.spki, scheme, m, sig), "call {i}"),
+            other => panic!("call {i}: {other:?}"),
+        }
+    }
+
+    // One "sign" record per signature, with its message's hash, and the
+    // unknown key's refusals.
+    let audit = block_on(client.audit(AuditQuery { after_seq: 0, limit: 10_000, newest_first: false })).unwrap();
+    let signed: Vec<Vec<u8>> = audit
+        .iter()
+        .filter(|r| r.operation == "sign" && r.ok && r.key_id == "k")
+        .map(|r| r.message_sha256.clone())
+        .collect();
+    assert_eq!(signed.len(), 2 + 299, "{:?}", audit.iter().map(|r| &r.operation).collect::<Vec<_>>());
+    for (i, m) in messages.iter().enumerate().filter(|(i, _)| *i != 150) {
+        assert!(signed.contains(&openssl::sha::sha256(m).to_vec()), "no audit record for call {i}");
+    }
+    assert_eq!(audit.iter().filter(|r| r.operation == "sign" && !r.ok && r.key_id == "nope").count(), 2);
 }
 
 /// A caller whose uid is not in policy is refused, with a typed error and an
