@@ -272,27 +272,12 @@ mod tests {
         std::fs::write(out, recorded_client_session()).unwrap();
     }
 
-    /// A stand-in server on a socket in a fresh directory, on its own thread.
-    fn stand_in_server(opts: ServeOptions) -> std::path::PathBuf {
-        let path = tempfile_dir().unwrap().join("standin.sock");
-        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        listener.set_nonblocking(true).unwrap();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            let local = tokio::task::LocalSet::new();
-            local.block_on(&rt, async move {
-                let listener = tokio::net::UnixListener::from_std(listener).unwrap();
-                let token = tokio_util::sync::CancellationToken::new();
-                server::serve(listener, Rc::new(StandIn), opts, token).await
-            })
-        });
-        path
-    }
-
     #[test]
     fn sign_each_answers_every_call_on_its_own() {
         let opts = ServeOptions { max_message_bytes: 16, max_batch: 4, ..ServeOptions::default() };
-        let path = stand_in_server(opts);
+        let (_dir, path) = server::serve_on_thread("standin.sock", move |listener| {
+            server::serve(listener, Rc::new(StandIn), opts, tokio_util::sync::CancellationToken::new())
+        });
         let client = crate::SigndClient::new(&path).unwrap();
         let messages = vec![b"abc".to_vec(), vec![7; 17], b"xyz".to_vec()];
         let each = crate::block_on(client.sign_each("r", "k", SignatureScheme::Default, messages)).unwrap();
@@ -311,7 +296,6 @@ mod tests {
         for (i, answer) in answers.into_iter().enumerate() {
             assert_eq!(answer.unwrap(), vec![2, 1, i as u8]);
         }
-        let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 
     #[test]

@@ -1118,3 +1118,23 @@ impl owire::registry::Server for RegistryServer {
         Ok(())
     }
 }
+
+/// Tests: a Unix socket in a fresh directory, served by `serve` on a thread
+/// of its own (a current-thread runtime and a `LocalSet`, as the daemons do).
+#[cfg(test)]
+pub(crate) fn serve_on_thread<F, Fut>(name: &str, serve: F) -> (tempfile::TempDir, std::path::PathBuf)
+where
+    F: FnOnce(UnixListener) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async move { serve(UnixListener::from_std(listener).unwrap()).await });
+    });
+    (dir, path)
+}

@@ -210,19 +210,10 @@ mod tests {
     }
 
     fn serve(admit: bool) -> (tempfile::TempDir, std::path::PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("acmed.sock");
-        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        listener.set_nonblocking(true).unwrap();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            let local = tokio::task::LocalSet::new();
-            local.block_on(&rt, async move {
-                let listener = tokio::net::UnixListener::from_std(listener).unwrap();
-                serve_acmed(listener, Rc::new(Stub { admit }), ServeOptions::default(), tokio_util::sync::CancellationToken::new()).await;
-            });
-        });
-        (dir, path)
+        crate::server::serve_on_thread("acmed.sock", move |listener| async move {
+            let stub = Rc::new(Stub { admit });
+            serve_acmed(listener, stub, ServeOptions::default(), tokio_util::sync::CancellationToken::new()).await;
+        })
     }
 
     #[test]
