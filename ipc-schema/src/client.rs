@@ -1101,6 +1101,55 @@ mod tests {
         );
     }
 
+    /// A signd from before `signEach`: its Signer has only `sign`, which
+    /// "signs" by reversing the message.
+    struct OldSignd;
+    struct OldSigner;
+
+    impl wire::signd::Server for OldSignd {
+        async fn signer(
+            self: capnp::capability::Rc<Self>,
+            _: wire::signd::SignerParams,
+            mut results: wire::signd::SignerResults,
+        ) -> capnp::Result<()> {
+            results.get().init_result().set_ok(capnp_rpc::new_client(OldSigner));
+            Ok(())
+        }
+    }
+
+    impl wire::signer::Server for OldSigner {
+        async fn sign(
+            self: capnp::capability::Rc<Self>,
+            params: wire::signer::SignParams,
+            mut results: wire::signer::SignResults,
+        ) -> capnp::Result<()> {
+            let signature: Vec<u8> = params.get()?.get_message()?.iter().rev().copied().collect();
+            results.get().init_result().set_ok(&signature[..]);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn calls_in_flight_together_still_work_against_a_signd_without_signeach() {
+        let (_dir, path) = crate::server::serve_on_thread("old.sock", |listener| async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (read, write) = stream.into_split();
+                let bootstrap: wire::signd::Client = capnp_rpc::new_client(OldSignd);
+                let network = vat_network(read, write, Side::Server, 1 << 20);
+                tokio::task::spawn_local(RpcSystem::new(network, Some(bootstrap.client)));
+            }
+        });
+        let client = SigndClient::new(&path).unwrap();
+        // The method itself: refused as unsupported, a typed error.
+        let each = block_on(client.sign_each("r", "k", SignatureScheme::Default, vec![vec![1], vec![2]]));
+        assert_eq!(each.unwrap_err().kind, ErrorKind::Unsupported);
+        // Calls in flight together: sent as `signEach`, refused, then sent one by one.
+        let calls = (0..64u8).map(|i| client.sign("r", "k", SignatureScheme::Default, vec![i, 1, 2]));
+        for (i, answer) in block_on(futures::future::join_all(calls)).into_iter().enumerate() {
+            assert_eq!(answer.unwrap(), vec![2, 1, i as u8]);
+        }
+    }
+
     #[test]
     fn a_signeach_message_carries_at_most_its_limit() {
         let jobs: Vec<Job> = (0..MAX_SIGN_EACH * 2 + 1)
