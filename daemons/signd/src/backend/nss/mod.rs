@@ -21,6 +21,7 @@
 //! Everything `unsafe` in signd's NSS support is in this module and its
 //! submodules (`ffi`, `plan`, `pkcs11`).
 
+mod cached;
 mod ffi;
 mod pkcs11;
 mod plan;
@@ -38,6 +39,7 @@ use openssl::pkey::{Id, PKey, Public};
 use signet_ipc::{ErrorKind, IpcError, KeyAlgorithm, SignatureScheme};
 
 use super::{Backend, NewKey, SigningKey};
+use cached::{Cached, Stale};
 use ffi::*;
 use plan::Plans;
 
@@ -520,6 +522,9 @@ impl SigningHandle {
         Self { direct, key }
     }
 
+}
+
+impl Stale for SigningHandle {
     fn is_stale(&self) -> bool {
         self.key.is_stale() || self.direct.as_ref().is_some_and(|d| d.is_stale())
     }
@@ -725,9 +730,6 @@ impl Slot {
     }
 }
 
-/// One signing attempt: the signature, or NSS's error and the handle that
-/// failed (to be dropped from the cache).
-type Attempt = Result<Vec<u8>, (String, Arc<SigningHandle>)>;
 
 /// A key on an NSS token, with its handle cached.
 pub struct NssKey {
@@ -737,8 +739,7 @@ pub struct NssKey {
     algorithm: KeyAlgorithm,
     spki: Vec<u8>,
     plans: Plans,
-    /// The cached handle; None after a failure until the key is found again.
-    handle: RwLock<Option<Arc<SigningHandle>>>,
+    handle: Cached<SigningHandle>,
 }
 
 impl NssKey {
@@ -751,7 +752,7 @@ impl NssKey {
         spki: Vec<u8>,
         plans: Plans,
     ) -> Self {
-        Self { inner, token, cka_id, algorithm, spki, plans, handle: RwLock::new(Some(Arc::new(key))) }
+        Self { inner, token, cka_id, algorithm, spki, plans, handle: Cached::new(key) }
     }
 
     /// Where the key lives (as recorded).
@@ -803,28 +804,19 @@ impl NssKey {
     #[doc(hidden)]
     pub fn poison_handle_for_test(&self, other: &NssKey) -> Result<(), IpcError> {
         let stale = other.handle()?;
-        *self.handle.write().unwrap_or_else(|p| p.into_inner()) = Some(stale);
+        self.handle.replace(stale);
         Ok(())
     }
 
     fn handle(&self) -> Result<Arc<SigningHandle>, IpcError> {
-        if let Some(h) = self.handle.read().unwrap_or_else(|p| p.into_inner()).as_ref().filter(|h| !h.is_stale()) {
-            return Ok(h.clone());
-        }
-        self.refind()
+        self.handle.get(|| self.find_again())
     }
 
     /// Looks the key up again on its token and checks it is the same key.
-    fn refind(&self) -> Result<Arc<SigningHandle>, IpcError> {
-        let mut cached = self.handle.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(h) = cached.as_ref().filter(|h| !h.is_stale()) {
-            return Ok(h.clone());
-        }
+    fn find_again(&self) -> Result<SigningHandle, IpcError> {
         // (Inner::slot re-initialises a module that stopped answering.)
         let key = self.lookup()?;
         tracing::info!(location = %self.location(), "NSS key found again");
-        let key = Arc::new(key);
-        *cached = Some(key.clone());
         Ok(key)
     }
 
@@ -853,30 +845,6 @@ impl NssKey {
         }
         Ok(SigningHandle::new(&slot, &self.token, slot.signing_copy(key)))
     }
-
-    /// Signs with the cached handle under the module lock, unless a module
-    /// restart made the handle stale meanwhile (then it is looked up again).
-    fn sign_once(&self, plan: &plan::Plan, message: &[u8]) -> Result<Attempt, IpcError> {
-        for _ in 0..3 {
-            let key = self.handle()?;
-            let _modules = modules_read();
-            if key.is_stale() {
-                continue;
-            }
-            return Ok(plan.sign(&key, message).map_err(|e| (e, key.clone())));
-        }
-        Err(IpcError::new(
-            ErrorKind::KeyUnavailable,
-            format!("key {}: the token's module keeps restarting", self.location()),
-        ))
-    }
-
-    fn invalidate(&self, stale: &Arc<SigningHandle>) {
-        let mut cached = self.handle.write().unwrap_or_else(|p| p.into_inner());
-        if cached.as_ref().is_some_and(|h| Arc::ptr_eq(h, stale)) {
-            *cached = None;
-        }
-    }
 }
 
 impl SigningKey for NssKey {
@@ -890,23 +858,7 @@ impl SigningKey for NssKey {
 
     fn sign(&self, scheme: SignatureScheme, message: &[u8]) -> Result<Vec<u8>, IpcError> {
         let plan = self.plans.get(scheme)?;
-        match self.sign_once(plan, message)? {
-            Ok(sig) => Ok(sig),
-            Err((first, key)) => {
-                // The token may have gone away or lost its session: drop the
-                // handle and look the key up once more before giving up.
-                tracing::warn!(location = %self.location(), error = %first, "NSS sign failed; looking the key up again");
-                self.invalidate(&key);
-                drop(key);
-                match self
-                    .sign_once(plan, message)
-                    .map_err(|e| IpcError::new(e.kind, format!("{first}; then {}", e.detail)))?
-                {
-                    Ok(sig) => Ok(sig),
-                    Err((e, _)) => Err(backend_err(e)),
-                }
-            }
-        }
+        self.handle.sign(|| self.location(), || self.find_again(), |key| plan.sign(key, message))
     }
 }
 

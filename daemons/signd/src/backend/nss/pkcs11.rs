@@ -50,7 +50,7 @@ use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock, TryLockError};
+use std::sync::{Arc, Mutex, TryLockError};
 
 use der::asn1::{ObjectIdentifier, OctetStringRef, PrintableStringRef};
 use der::{Decode, Encode};
@@ -58,6 +58,7 @@ use openssl::pkey::{Id, PKey};
 use openssl::sign::Verifier;
 use signet_ipc::{ErrorKind, IpcError, KeyAlgorithm, SignatureScheme};
 
+use super::cached::{Cached, Stale};
 use super::ffi::*;
 use super::{backend_err, location, modules_read, Inner, Slot, MODULES, RESTARTS};
 
@@ -202,38 +203,20 @@ pub(super) struct EdKey {
     token: String,
     cka_id: Vec<u8>,
     spki: Vec<u8>,
-    /// The cached handle; None after a failure until the key is found again.
-    handle: RwLock<Option<Arc<Handle>>>,
+    handle: Cached<Handle>,
 }
-
-/// One signing attempt: the signature, or the token's error and the handle
-/// that failed (to be dropped from the cache).
-type Attempt = Result<Vec<u8>, (P11Error, Arc<Handle>)>;
 
 impl EdKey {
     fn new(inner: Arc<Inner>, token: String, cka_id: Vec<u8>, spki: Vec<u8>, handle: Handle) -> Self {
-        Self { inner, token, cka_id, spki, handle: RwLock::new(Some(Arc::new(handle))) }
+        Self { inner, token, cka_id, spki, handle: Cached::new(handle) }
     }
 
     fn location(&self) -> String {
         location(&self.token, &self.cka_id)
     }
 
-    fn handle(&self) -> Result<Arc<Handle>, IpcError> {
-        if let Some(h) = self.handle.read().unwrap_or_else(|p| p.into_inner()).as_ref().filter(|h| !h.is_stale()) {
-            return Ok(h.clone());
-        }
-        self.refind()
-    }
-
     /// Looks the key up again on its token and checks it is the same key.
-    fn refind(&self) -> Result<Arc<Handle>, IpcError> {
-        let mut cached = self.handle.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(h) = cached.as_ref().filter(|h| !h.is_stale()) {
-            return Ok(h.clone());
-        }
-        // A stale handle is dropped here (its Drop leaves the token alone).
-        *cached = None;
+    fn find_again(&self) -> Result<Handle, IpcError> {
         // (Inner::slot re-initialises a module that stopped answering.)
         let slot = self.inner.slot(&self.token)?;
         let (handle, spki) = find(&self.inner, &slot, &self.token, &self.cka_id)?.ok_or_else(|| {
@@ -246,33 +229,7 @@ impl EdKey {
             ));
         }
         tracing::info!(location = %self.location(), "NSS key found again");
-        let handle = Arc::new(handle);
-        *cached = Some(handle.clone());
         Ok(handle)
-    }
-
-    /// Signs with the cached handle under the module lock, unless a module
-    /// restart made the handle stale meanwhile (then it is looked up again).
-    fn sign_once(&self, message: &[u8]) -> Result<Attempt, IpcError> {
-        for _ in 0..3 {
-            let handle = self.handle()?;
-            let _modules = modules_read();
-            if handle.is_stale() {
-                continue;
-            }
-            return Ok(handle.sign(message).map_err(|e| (e, handle.clone())));
-        }
-        Err(IpcError::new(
-            ErrorKind::KeyUnavailable,
-            format!("key {}: the token's module keeps restarting", self.location()),
-        ))
-    }
-
-    fn invalidate(&self, failed: &Arc<Handle>) {
-        let mut cached = self.handle.write().unwrap_or_else(|p| p.into_inner());
-        if cached.as_ref().is_some_and(|h| Arc::ptr_eq(h, failed)) {
-            *cached = None;
-        }
     }
 }
 
@@ -292,23 +249,7 @@ impl super::SigningKey for EdKey {
                 format!("{} is unsupported by this token", scheme.name()),
             ));
         }
-        match self.sign_once(message)? {
-            Ok(sig) => Ok(sig),
-            Err((first, handle)) => {
-                // The token may have gone away or lost its sessions: drop the
-                // handle and look the key up once more before giving up.
-                tracing::warn!(location = %self.location(), error = %first, "NSS sign failed; looking the key up again");
-                self.invalidate(&handle);
-                drop(handle);
-                match self
-                    .sign_once(message)
-                    .map_err(|e| IpcError::new(e.kind, format!("signing failed: {first}; then {}", e.detail)))?
-                {
-                    Ok(sig) => Ok(sig),
-                    Err((e, _)) => Err(backend_err(format!("signing failed: {e}"))),
-                }
-            }
-        }
+        self.handle.sign(|| self.location(), || self.find_again(), |handle| handle.sign(message))
     }
 }
 
@@ -393,6 +334,12 @@ impl Handle {
             self.lost.store(true, Ordering::Release);
         }
         e
+    }
+}
+
+impl Stale for Handle {
+    fn is_stale(&self) -> bool {
+        Handle::is_stale(self)
     }
 }
 
