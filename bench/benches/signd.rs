@@ -30,9 +30,7 @@ use openssl::hash::MessageDigest;
 use openssl::pkey::{PKey, Private};
 use openssl::sign::Signer;
 use signd::backend::openssl::{generate, OpensslKey};
-use signet_bench::{
-    generate_keys, message, percentile, run_inflight, self_cpu_time, Case, SigndProcess, CASES, P256,
-};
+use signet_bench::{generate_keys, message, percentile, run_inflight, self_cpu_time, Case, SigndProcess, CASES, P256};
 use signet_ipc::{block_on, SignatureScheme, SigndClient};
 
 const BATCH: usize = 256;
@@ -62,7 +60,9 @@ fn main() {
     {
         let mut g = c.benchmark_group("direct_prealloc");
         g.throughput(Throughput::Elements(1));
-        for (case, pkey) in keys.iter().filter(|(c, _)| matches!(c.label, "p256" | "ed25519" | "mldsa44" | "mldsa65" | "mldsa87")) {
+        for (case, pkey) in
+            keys.iter().filter(|(c, _)| matches!(c.label, "p256" | "ed25519" | "mldsa44" | "mldsa65" | "mldsa87"))
+        {
             let mut buf = vec![0u8; 8192];
             g.bench_function(case.label, |b| {
                 b.iter(|| {
@@ -199,7 +199,10 @@ fn summary(
     client_sync: &SigndClient,
     msg: &[u8],
 ) {
-    println!("SUMMARY begin date_unix={}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs());
+    println!(
+        "SUMMARY begin date_unix={}",
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+    );
     if let Ok(l) = std::fs::read_to_string("/proc/loadavg") {
         println!("SUMMARY loadavg {}", l.trim());
     }

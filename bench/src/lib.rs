@@ -112,8 +112,7 @@ impl SigndProcess {
         let socket = dir.path().join("signd.sock");
         let uid = nix::unistd::Uid::current().as_raw();
         // SIGNET_BENCH_SIGND_WORKERS: signd's signing threads (default 0, one per CPU).
-        let workers: usize =
-            std::env::var("SIGNET_BENCH_SIGND_WORKERS").ok().and_then(|w| w.parse().ok()).unwrap_or(0);
+        let workers: usize = std::env::var("SIGNET_BENCH_SIGND_WORKERS").ok().and_then(|w| w.parse().ok()).unwrap_or(0);
         let config = format!(
             "socket = \"{d}/signd.sock\"\nsocket_mode = \"0600\"\nstate_dir = \"{d}/state\"\nworkers = {workers}\n\
              [audit]\ndurability = \"{durability}\"\n\

@@ -17,18 +17,18 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::future::Future;
 use std::sync::Arc;
 
 use capnp_rpc::{rpc_twoparty_capnp::Side, RpcSystem};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::convert;
-use crate::server::vat_network;
 use crate::convert::ocspd as oconv;
 use crate::ocspd_capnp as owire;
+use crate::server::vat_network;
 use crate::signd_capnp as wire;
 use crate::types::*;
 
@@ -60,32 +60,90 @@ type Job = (Request, oneshot::Sender<Result<Response, IpcError>>);
 enum Request {
     Whoami,
     Health,
-    ListKeys { role: String },
-    PublicKey { role: String, key_id: String },
-    Sign { role: String, key_id: String, scheme: SignatureScheme, message: Vec<u8> },
-    SignBatch { role: String, key_id: String, scheme: SignatureScheme, messages: Vec<Vec<u8>> },
+    ListKeys {
+        role: String,
+    },
+    PublicKey {
+        role: String,
+        key_id: String,
+    },
+    Sign {
+        role: String,
+        key_id: String,
+        scheme: SignatureScheme,
+        message: Vec<u8>,
+    },
+    SignBatch {
+        role: String,
+        key_id: String,
+        scheme: SignatureScheme,
+        messages: Vec<Vec<u8>>,
+    },
     /// `sign` calls that queued up together (see [`coalesce`]).
-    SignEach { role: String, key_id: String, scheme: SignatureScheme, messages: Vec<Vec<u8>> },
+    SignEach {
+        role: String,
+        key_id: String,
+        scheme: SignatureScheme,
+        messages: Vec<Vec<u8>>,
+    },
     AdminListKeys,
-    AdminKey { key_id: String },
+    AdminKey {
+        key_id: String,
+    },
     GenerateKey(KeySpec),
     ImportKey(KeySpec, Vec<u8>),
     Audit(AuditQuery),
-    SignCertificate { issuer: String, tbs: Vec<u8> },
-    IssuerCaCertificate { issuer: String },
-    SignCrl { issuer: String, tbs: Vec<u8> },
-    SignOcsp { issuer: String, response_data: Vec<u8> },
-    OcspResponderCertificate { issuer: String },
-    IssuerProfile { issuer: String },
-    CrlSignerCaCertificate { issuer: String },
-    CrlSignerProfile { issuer: String },
+    SignCertificate {
+        issuer: String,
+        tbs: Vec<u8>,
+    },
+    IssuerCaCertificate {
+        issuer: String,
+    },
+    SignCrl {
+        issuer: String,
+        tbs: Vec<u8>,
+    },
+    SignOcsp {
+        issuer: String,
+        response_data: Vec<u8>,
+    },
+    OcspResponderCertificate {
+        issuer: String,
+    },
+    IssuerProfile {
+        issuer: String,
+    },
+    CrlSignerCaCertificate {
+        issuer: String,
+    },
+    CrlSignerProfile {
+        issuer: String,
+    },
     OcspdHealth,
-    RecordIssued { issuer: String, cert: IssuedCert },
-    Revoke { issuer: String, revocation: Revocation },
-    CertStatus { issuer: String, serial: Vec<u8> },
-    ReleaseHold { issuer: String, serial: Vec<u8> },
-    Crl { issuer: String, which: CrlSelector },
-    IssuerInfo { issuer: String },
+    RecordIssued {
+        issuer: String,
+        cert: IssuedCert,
+    },
+    Revoke {
+        issuer: String,
+        revocation: Revocation,
+    },
+    CertStatus {
+        issuer: String,
+        serial: Vec<u8>,
+    },
+    ReleaseHold {
+        issuer: String,
+        serial: Vec<u8>,
+    },
+    Crl {
+        issuer: String,
+        which: CrlSelector,
+    },
+    IssuerInfo {
+        issuer: String,
+    },
     Acmed(acmed::AcmedRequest),
 }
 
@@ -166,7 +224,8 @@ impl SigndClient {
         });
         let jobs = jobs.as_ref().map_err(Clone::clone)?;
         let (tx, rx) = oneshot::channel();
-        let stopped = || IpcError::new(ErrorKind::Unavailable, format!("the {} client thread has stopped", self.inner.service));
+        let stopped =
+            || IpcError::new(ErrorKind::Unavailable, format!("the {} client thread has stopped", self.inner.service));
         jobs.send((request, tx)).map_err(|_| stopped())?;
         rx.await.map_err(|_| stopped())?
     }
@@ -535,7 +594,12 @@ type Reply = oneshot::Sender<Result<Response, IpcError>>;
 enum Work {
     One(Request, Reply),
     /// `sign` calls with the same role, key and scheme.
-    Signs { role: String, key_id: String, scheme: SignatureScheme, calls: Vec<(Vec<u8>, Reply)> },
+    Signs {
+        role: String,
+        key_id: String,
+        scheme: SignatureScheme,
+        calls: Vec<(Vec<u8>, Reply)>,
+    },
 }
 
 /// Gathers the `sign` calls among `jobs` that share a role, key and scheme,
@@ -731,7 +795,10 @@ impl ConnState {
             return Ok(c);
         }
         let stream = tokio::net::UnixStream::connect(&self.path).await.map_err(|e| {
-            IpcError::new(ErrorKind::Unavailable, format!("cannot connect to {} at {}: {e}", self.service, self.path.display()))
+            IpcError::new(
+                ErrorKind::Unavailable,
+                format!("cannot connect to {} at {}: {e}", self.service, self.path.display()),
+            )
         })?;
         let (read, write) = stream.into_split();
         let mut rpc = RpcSystem::new(vat_network(read, write, Side::Client, 256 << 20), None);
@@ -1152,9 +1219,8 @@ mod tests {
 
     #[test]
     fn a_signeach_message_carries_at_most_its_limit() {
-        let jobs: Vec<Job> = (0..MAX_SIGN_EACH * 2 + 1)
-            .map(|_| sign("r", "k", SignatureScheme::Default, 1).0)
-            .collect();
+        let jobs: Vec<Job> =
+            (0..MAX_SIGN_EACH * 2 + 1).map(|_| sign("r", "k", SignatureScheme::Default, 1).0).collect();
         let work = coalesce(jobs.into_iter());
         let full = format!("sign r/k x{MAX_SIGN_EACH}");
         assert_eq!(shapes(&work), [full.clone(), full, "sign r/k x1".into()]);

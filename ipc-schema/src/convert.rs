@@ -18,10 +18,7 @@ pub(crate) fn data(r: capnp::Result<capnp::data::Reader<'_>>, what: &str) -> Res
     r.map(<[u8]>::to_vec).map_err(|e| malformed(what, e))
 }
 
-fn text_list(
-    r: capnp::Result<capnp::text_list::Reader<'_>>,
-    what: &str,
-) -> Result<Vec<String>, IpcError> {
+fn text_list(r: capnp::Result<capnp::text_list::Reader<'_>>, what: &str) -> Result<Vec<String>, IpcError> {
     let list = r.map_err(|e| malformed(what, e))?;
     list.iter().map(|t| text(t, what)).collect()
 }
@@ -51,9 +48,7 @@ pub(crate) fn algorithm_to_wire(a: KeyAlgorithm) -> wire::KeyAlgorithm {
     }
 }
 
-pub(crate) fn algorithm_from_wire(
-    a: Result<wire::KeyAlgorithm, capnp::NotInSchema>,
-) -> Result<KeyAlgorithm, IpcError> {
+pub(crate) fn algorithm_from_wire(a: Result<wire::KeyAlgorithm, capnp::NotInSchema>) -> Result<KeyAlgorithm, IpcError> {
     use wire::KeyAlgorithm as W;
     Ok(match a.map_err(|e| malformed("key algorithm", e))? {
         W::EcP256 => KeyAlgorithm::EcP256,
@@ -437,10 +432,7 @@ pub(crate) mod ocspd {
         })
     }
 
-    pub(crate) fn write_status_result(
-        b: wire::cert_status_result::Builder<'_>,
-        outcome: Result<CertStatus, IpcError>,
-    ) {
+    pub(crate) fn write_status_result(b: wire::cert_status_result::Builder<'_>, outcome: Result<CertStatus, IpcError>) {
         let s = match outcome {
             Ok(s) => s,
             Err(e) => return write_error(b.init_err(), &e),
@@ -499,10 +491,7 @@ pub(crate) mod ocspd {
         })
     }
 
-    pub(crate) fn write_info_result(
-        b: wire::issuer_info_result::Builder<'_>,
-        outcome: Result<IssuerInfo, IpcError>,
-    ) {
+    pub(crate) fn write_info_result(b: wire::issuer_info_result::Builder<'_>, outcome: Result<IssuerInfo, IpcError>) {
         let i = match outcome {
             Ok(i) => i,
             Err(e) => return write_error(b.init_err(), &e),
@@ -591,7 +580,10 @@ pub(crate) mod acmed {
         }
     }
 
-    pub(crate) fn write_key_list_result(b: wire::eab_key_list_result::Builder<'_>, outcome: Result<Vec<EabKey>, IpcError>) {
+    pub(crate) fn write_key_list_result(
+        b: wire::eab_key_list_result::Builder<'_>,
+        outcome: Result<Vec<EabKey>, IpcError>,
+    ) {
         let keys = match outcome {
             Ok(k) => k,
             Err(e) => return write_error(b.init_err(), &e),
@@ -605,7 +597,9 @@ pub(crate) mod acmed {
 
     pub(crate) fn read_key_list_result(r: wire::eab_key_list_result::Reader<'_>) -> Result<Vec<EabKey>, IpcError> {
         match r.which().map_err(|e| malformed("EAB key list result", e))? {
-            wire::eab_key_list_result::Ok(list) => list.map_err(|e| malformed("EAB key list", e))?.iter().map(read_eab_key).collect(),
+            wire::eab_key_list_result::Ok(list) => {
+                list.map_err(|e| malformed("EAB key list", e))?.iter().map(read_eab_key).collect()
+            }
             wire::eab_key_list_result::Err(e) => Err(read_error(e)),
         }
     }

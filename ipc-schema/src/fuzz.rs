@@ -15,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::server::{
     self, AdminService, CrlSignerService, IssuerService, LocalResult, OcspSignerService, ServeOptions, Session,
-    SignerService, SigndService,
+    SigndService, SignerService,
 };
 use crate::types::*;
 
@@ -29,7 +29,12 @@ pub fn server_input(data: &[u8]) -> usize {
     local.block_on(&rt, async {
         let (client, server_end) = tokio::io::duplex(1 << 16);
         let (read, write) = tokio::io::split(server_end);
-        let opts = ServeOptions { max_frame_bytes: 1 << 20, max_message_bytes: 1 << 16, max_batch: 64, ..ServeOptions::default() };
+        let opts = ServeOptions {
+            max_frame_bytes: 1 << 20,
+            max_message_bytes: 1 << 16,
+            max_batch: 64,
+            ..ServeOptions::default()
+        };
         let peer = PeerCredentials { uid: 1, gid: 1, pid: 1 };
         let connection = server::serve_connection(read, write, peer, &StandIn, opts, &server::InFlight::default());
         let (mut client_read, mut client_write) = tokio::io::split(client);
@@ -66,7 +71,8 @@ pub fn recorded_client_session() -> Vec<u8> {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
         let local = tokio::task::LocalSet::new();
         local.block_on(&rt, async move {
-            let (Ok(server), Ok(proxy)) = (tokio::net::UnixListener::bind(&sp), tokio::net::UnixListener::bind(&pp)) else {
+            let (Ok(server), Ok(proxy)) = (tokio::net::UnixListener::bind(&sp), tokio::net::UnixListener::bind(&pp))
+            else {
                 return;
             };
             let token = tokio_util::sync::CancellationToken::new();
@@ -95,11 +101,17 @@ pub fn recorded_client_session() -> Vec<u8> {
         return Vec::new();
     }
     if let Ok(client) = crate::SigndClient::new(&proxy_path) {
-        let spec = KeySpec { id: "k".into(), algorithm: KeyAlgorithm::EcP256, roles: vec!["r".into()], backend: String::new() };
+        let spec = KeySpec {
+            id: "k".into(),
+            algorithm: KeyAlgorithm::EcP256,
+            roles: vec!["r".into()],
+            backend: String::new(),
+        };
         let _ = crate::block_on(client.whoami());
         let _ = crate::block_on(client.health());
         let _ = crate::block_on(client.sign("r", "k", SignatureScheme::EcdsaSha256, b"message".to_vec()));
-        let _ = crate::block_on(client.sign_batch("r", "k", SignatureScheme::Default, vec![b"a".to_vec(), b"b".to_vec()]));
+        let _ =
+            crate::block_on(client.sign_batch("r", "k", SignatureScheme::Default, vec![b"a".to_vec(), b"b".to_vec()]));
         let each = vec![b"c".to_vec(), b"d".to_vec()];
         let _ = crate::block_on(client.sign_each("r", "k", SignatureScheme::Default, each));
         let _ = crate::block_on(client.list_keys("r"));
@@ -120,7 +132,8 @@ pub fn recorded_client_session() -> Vec<u8> {
 }
 
 fn tempfile_dir() -> std::io::Result<std::path::PathBuf> {
-    let dir = std::env::temp_dir().join(format!("signet-fuzz-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let dir =
+        std::env::temp_dir().join(format!("signet-fuzz-{}-{:?}", std::process::id(), std::thread::current().id()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }

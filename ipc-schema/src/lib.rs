@@ -31,5 +31,7 @@ pub mod fuzz;
 pub mod server;
 pub mod types;
 
-pub use client::{block_on, AcmedClient, OcspdClient, SigndClient, DEFAULT_ACMED_SOCKET, DEFAULT_OCSPD_SOCKET, DEFAULT_SOCKET};
+pub use client::{
+    block_on, AcmedClient, OcspdClient, SigndClient, DEFAULT_ACMED_SOCKET, DEFAULT_OCSPD_SOCKET, DEFAULT_SOCKET,
+};
 pub use types::*;

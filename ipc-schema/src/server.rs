@@ -102,12 +102,7 @@ pub trait SignerService: 'static {
     /// Signs `message` (signd hashes it as `scheme` requires).
     fn sign(&self, key_id: String, scheme: SignatureScheme, message: Vec<u8>) -> LocalResult<Vec<u8>>;
     /// Signs every message with one key; signatures in order.
-    fn sign_batch(
-        &self,
-        key_id: String,
-        scheme: SignatureScheme,
-        messages: Vec<Vec<u8>>,
-    ) -> LocalResult<Vec<Vec<u8>>>;
+    fn sign_batch(&self, key_id: String, scheme: SignatureScheme, messages: Vec<Vec<u8>>) -> LocalResult<Vec<Vec<u8>>>;
     /// Several separate `sign` calls with one key and scheme, arrived
     /// together; an outcome for each, in order. Each must be treated exactly
     /// as its own [`SignerService::sign`] (checks, audit). The default makes
@@ -246,7 +241,12 @@ pub(crate) const WRITE_BUFFER: usize = 16 << 10;
 /// The capnp-rpc network over the two halves of a byte stream, as both ends
 /// use it: reads buffered, writes through [`WRITE_BUFFER`], frames over
 /// `max_frame_bytes` refused.
-pub(crate) fn vat_network<R, W>(read: R, write: W, side: Side, max_frame_bytes: usize) -> Box<dyn capnp_rpc::VatNetwork<Side>>
+pub(crate) fn vat_network<R, W>(
+    read: R,
+    write: W,
+    side: Side,
+    max_frame_bytes: usize,
+) -> Box<dyn capnp_rpc::VatNetwork<Side>>
 where
     R: tokio::io::AsyncRead + Unpin + 'static,
     W: tokio::io::AsyncWrite + Unpin + 'static,
@@ -363,7 +363,8 @@ where
     W: tokio::io::AsyncWrite + Unpin + 'static,
 {
     let session = service.session(peer);
-    let bootstrap: wire::signd::Client = capnp_rpc::new_client(SigndServer { session, opts, in_flight: in_flight.clone() });
+    let bootstrap: wire::signd::Client =
+        capnp_rpc::new_client(SigndServer { session, opts, in_flight: in_flight.clone() });
     rpc_system(read, write, opts, bootstrap.client)
 }
 
@@ -394,14 +395,19 @@ impl wire::signd::Server for SigndServer {
         mut results: wire::signd::SignerResults,
     ) -> capnp::Result<()> {
         let _call = self.in_flight.enter();
-        let role = params.get().map_err(|e| malformed("signer request", e)).and_then(|p| convert::text(p.get_role(), "role"));
+        let role =
+            params.get().map_err(|e| malformed("signer request", e)).and_then(|p| convert::text(p.get_role(), "role"));
         let outcome = match role {
             Ok(role) => self.session.signer(role).await,
             Err(e) => Err(e),
         };
         let mut r = results.get().init_result();
         match outcome {
-            Ok(inner) => r.set_ok(capnp_rpc::new_client(SignerServer { inner, opts: self.opts, in_flight: self.in_flight.clone() })),
+            Ok(inner) => r.set_ok(capnp_rpc::new_client(SignerServer {
+                inner,
+                opts: self.opts,
+                in_flight: self.in_flight.clone(),
+            })),
             Err(e) => convert::write_error(r.init_err(), &e),
         }
         Ok(())
@@ -438,14 +444,21 @@ impl wire::signd::Server for SigndServer {
         mut results: wire::signd::IssuerResults,
     ) -> capnp::Result<()> {
         let _call = self.in_flight.enter();
-        let name = params.get().map_err(|e| malformed("issuer request", e)).and_then(|p| convert::text(p.get_name(), "issuer name"));
+        let name = params
+            .get()
+            .map_err(|e| malformed("issuer request", e))
+            .and_then(|p| convert::text(p.get_name(), "issuer name"));
         let outcome = match name {
             Ok(name) => self.session.issuer(name).await,
             Err(e) => Err(e),
         };
         let mut r = results.get().init_result();
         match outcome {
-            Ok(inner) => r.set_ok(capnp_rpc::new_client(IssuerServer { inner, opts: self.opts, in_flight: self.in_flight.clone() })),
+            Ok(inner) => r.set_ok(capnp_rpc::new_client(IssuerServer {
+                inner,
+                opts: self.opts,
+                in_flight: self.in_flight.clone(),
+            })),
             Err(e) => convert::write_error(r.init_err(), &e),
         }
         Ok(())
@@ -457,14 +470,21 @@ impl wire::signd::Server for SigndServer {
         mut results: wire::signd::CrlSignerResults,
     ) -> capnp::Result<()> {
         let _call = self.in_flight.enter();
-        let name = params.get().map_err(|e| malformed("CRL signer request", e)).and_then(|p| convert::text(p.get_name(), "issuer name"));
+        let name = params
+            .get()
+            .map_err(|e| malformed("CRL signer request", e))
+            .and_then(|p| convert::text(p.get_name(), "issuer name"));
         let outcome = match name {
             Ok(name) => self.session.crl_signer(name).await,
             Err(e) => Err(e),
         };
         let mut r = results.get().init_result();
         match outcome {
-            Ok(inner) => r.set_ok(capnp_rpc::new_client(CrlSignerServer { inner, opts: self.opts, in_flight: self.in_flight.clone() })),
+            Ok(inner) => r.set_ok(capnp_rpc::new_client(CrlSignerServer {
+                inner,
+                opts: self.opts,
+                in_flight: self.in_flight.clone(),
+            })),
             Err(e) => convert::write_error(r.init_err(), &e),
         }
         Ok(())
@@ -476,14 +496,21 @@ impl wire::signd::Server for SigndServer {
         mut results: wire::signd::OcspSignerResults,
     ) -> capnp::Result<()> {
         let _call = self.in_flight.enter();
-        let name = params.get().map_err(|e| malformed("OCSP signer request", e)).and_then(|p| convert::text(p.get_name(), "issuer name"));
+        let name = params
+            .get()
+            .map_err(|e| malformed("OCSP signer request", e))
+            .and_then(|p| convert::text(p.get_name(), "issuer name"));
         let outcome = match name {
             Ok(name) => self.session.ocsp_signer(name).await,
             Err(e) => Err(e),
         };
         let mut r = results.get().init_result();
         match outcome {
-            Ok(inner) => r.set_ok(capnp_rpc::new_client(OcspSignerServer { inner, opts: self.opts, in_flight: self.in_flight.clone() })),
+            Ok(inner) => r.set_ok(capnp_rpc::new_client(OcspSignerServer {
+                inner,
+                opts: self.opts,
+                in_flight: self.in_flight.clone(),
+            })),
             Err(e) => convert::write_error(r.init_err(), &e),
         }
         Ok(())
@@ -538,9 +565,13 @@ impl wire::signer::Server for SignerServer {
     ) -> capnp::Result<()> {
         let _call = self.in_flight.enter();
         let outcome = self.inner.list_keys().await;
-        write_result!(results.get().init_result(), outcome, |r: &mut wire::key_list_result::Builder<'_>, keys: Vec<KeyInfo>| {
-            convert::write_key_list(r.reborrow().init_ok(keys.len() as u32), &keys)
-        });
+        write_result!(
+            results.get().init_result(),
+            outcome,
+            |r: &mut wire::key_list_result::Builder<'_>, keys: Vec<KeyInfo>| {
+                convert::write_key_list(r.reborrow().init_ok(keys.len() as u32), &keys)
+            }
+        );
         Ok(())
     }
 
@@ -550,7 +581,8 @@ impl wire::signer::Server for SignerServer {
         mut results: wire::signer::PublicKeyResults,
     ) -> capnp::Result<()> {
         let _call = self.in_flight.enter();
-        let id = params.get().map_err(|e| malformed("request", e)).and_then(|p| convert::text(p.get_key_id(), "key id"));
+        let id =
+            params.get().map_err(|e| malformed("request", e)).and_then(|p| convert::text(p.get_key_id(), "key id"));
         let outcome = match id {
             Ok(id) => self.inner.public_key(id).await,
             Err(e) => Err(e),
@@ -673,9 +705,13 @@ impl wire::admin::Server for AdminServer {
     ) -> capnp::Result<()> {
         let _call = self.in_flight.enter();
         let outcome = self.inner.list_keys().await;
-        write_result!(results.get().init_result(), outcome, |r: &mut wire::key_list_result::Builder<'_>, keys: Vec<KeyInfo>| {
-            convert::write_key_list(r.reborrow().init_ok(keys.len() as u32), &keys)
-        });
+        write_result!(
+            results.get().init_result(),
+            outcome,
+            |r: &mut wire::key_list_result::Builder<'_>, keys: Vec<KeyInfo>| {
+                convert::write_key_list(r.reborrow().init_ok(keys.len() as u32), &keys)
+            }
+        );
         Ok(())
     }
 
@@ -685,7 +721,8 @@ impl wire::admin::Server for AdminServer {
         mut results: wire::admin::KeyResults,
     ) -> capnp::Result<()> {
         let _call = self.in_flight.enter();
-        let id = params.get().map_err(|e| malformed("request", e)).and_then(|p| convert::text(p.get_key_id(), "key id"));
+        let id =
+            params.get().map_err(|e| malformed("request", e)).and_then(|p| convert::text(p.get_key_id(), "key id"));
         let outcome = match id {
             Ok(id) => self.inner.key(id).await,
             Err(e) => Err(e),
@@ -719,9 +756,10 @@ impl wire::admin::Server for AdminServer {
         mut results: wire::admin::ImportKeyResults,
     ) -> capnp::Result<()> {
         let _call = self.in_flight.enter();
-        let request = params.get().map_err(|e| malformed("request", e)).and_then(|p| {
-            Ok((convert::read_key_spec(p.get_spec())?, convert::data(p.get_pkcs8(), "pkcs8")?))
-        });
+        let request = params
+            .get()
+            .map_err(|e| malformed("request", e))
+            .and_then(|p| Ok((convert::read_key_spec(p.get_spec())?, convert::data(p.get_pkcs8(), "pkcs8")?)));
         drop(params);
         let outcome = match request {
             Ok((spec, pkcs8)) => self.inner.import_key(spec, pkcs8).await,
@@ -977,7 +1015,10 @@ impl owire::ocspd::Server for OcspdServer {
         mut results: owire::ocspd::RegistryResults,
     ) -> capnp::Result<()> {
         let _call = self.in_flight.enter();
-        let name = params.get().map_err(|e| malformed("registry request", e)).and_then(|p| convert::text(p.get_issuer(), "issuer"));
+        let name = params
+            .get()
+            .map_err(|e| malformed("registry request", e))
+            .and_then(|p| convert::text(p.get_issuer(), "issuer"));
         drop(params);
         let outcome = match name {
             Ok(name) => self.session.registry(name).await,
@@ -985,9 +1026,7 @@ impl owire::ocspd::Server for OcspdServer {
         };
         let mut r = results.get().init_result();
         match outcome {
-            Ok(inner) => {
-                r.set_ok(capnp_rpc::new_client(RegistryServer { inner, in_flight: self.in_flight.clone() }))
-            }
+            Ok(inner) => r.set_ok(capnp_rpc::new_client(RegistryServer { inner, in_flight: self.in_flight.clone() })),
             Err(e) => convert::write_error(r.init_err(), &e),
         }
         Ok(())
@@ -1005,7 +1044,10 @@ const MAX_SERIAL_BYTES: usize = 32;
 
 fn check_serial(serial: &[u8]) -> Result<(), IpcError> {
     if serial.is_empty() || serial.len() > MAX_SERIAL_BYTES {
-        return Err(IpcError::invalid(format!("a serial number has 1 to {MAX_SERIAL_BYTES} bytes, not {}", serial.len())));
+        return Err(IpcError::invalid(format!(
+            "a serial number has 1 to {MAX_SERIAL_BYTES} bytes, not {}",
+            serial.len()
+        )));
     }
     Ok(())
 }
@@ -1097,7 +1139,8 @@ impl owire::registry::Server for RegistryServer {
         mut results: owire::registry::CrlResults,
     ) -> capnp::Result<()> {
         let _call = self.in_flight.enter();
-        let which = params.get().map_err(|e| malformed("CRL request", e)).and_then(|p| oconv::read_selector(p.get_which()));
+        let which =
+            params.get().map_err(|e| malformed("CRL request", e)).and_then(|p| oconv::read_selector(p.get_which()));
         drop(params);
         let outcome = match which {
             Ok(w) => self.inner.crl(w).await,

@@ -467,10 +467,7 @@ mod tests {
     #[test]
     fn resolve_checks_the_key() {
         assert_eq!(KeyAlgorithm::EcP384.resolve(SignatureScheme::Default), Ok(SignatureScheme::EcdsaSha384));
-        assert_eq!(
-            KeyAlgorithm::Rsa2048.resolve(SignatureScheme::RsaPssSha512),
-            Ok(SignatureScheme::RsaPssSha512)
-        );
+        assert_eq!(KeyAlgorithm::Rsa2048.resolve(SignatureScheme::RsaPssSha512), Ok(SignatureScheme::RsaPssSha512));
         let Err(err) = KeyAlgorithm::Ed25519.resolve(SignatureScheme::EcdsaSha256) else { panic!("accepted") };
         assert_eq!(err.kind, ErrorKind::WrongAlgorithm);
         assert!(KeyAlgorithm::MlDsa44.resolve(SignatureScheme::MlDsa65).is_err());
@@ -556,16 +553,13 @@ impl FromStr for RevocationReason {
     type Err = IpcError;
     fn from_str(s: &str) -> Result<Self, IpcError> {
         let wanted = s.to_ascii_lowercase().replace('_', "-");
-        Self::ALL
-            .into_iter()
-            .find(|r| r.name() == wanted || r.name().replace('-', "") == wanted)
-            .ok_or_else(|| {
-                let names: Vec<_> = Self::ALL.iter().map(|r| r.name()).collect();
-                IpcError::new(
-                    ErrorKind::InvalidArgument,
-                    format!("unknown revocation reason `{s}` (one of {})", names.join(", ")),
-                )
-            })
+        Self::ALL.into_iter().find(|r| r.name() == wanted || r.name().replace('-', "") == wanted).ok_or_else(|| {
+            let names: Vec<_> = Self::ALL.iter().map(|r| r.name()).collect();
+            IpcError::new(
+                ErrorKind::InvalidArgument,
+                format!("unknown revocation reason `{s}` (one of {})", names.join(", ")),
+            )
+        })
     }
 }
 

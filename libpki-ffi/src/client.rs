@@ -338,9 +338,8 @@ fn batch(msgs: *const *const u8, msg_lens: *const usize, count: usize) -> Result
     }
     // SAFETY: the caller promises `count` readable pointers at `msgs` and
     // `count` lengths at `msg_lens`; `bytes` checks for NULL.
-    let (ptrs, lens) = unsafe {
-        (bytes_of::<*const u8>(msgs, count, "msgs")?, bytes_of::<usize>(msg_lens, count, "msg_lens")?)
-    };
+    let (ptrs, lens) =
+        unsafe { (bytes_of::<*const u8>(msgs, count, "msgs")?, bytes_of::<usize>(msg_lens, count, "msg_lens")?) };
     ptrs.iter()
         .zip(lens)
         .enumerate()

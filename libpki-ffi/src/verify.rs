@@ -65,11 +65,8 @@ pub extern "C" fn pki_verify_scheme(
 }
 
 fn verify(spki: &[u8], scheme: SignatureScheme, msg: &[u8], sig: &[u8]) -> Result<(), Error> {
-    let parsed = if spki.starts_with(b"-----BEGIN") {
-        PKey::public_key_from_pem(spki)
-    } else {
-        PKey::public_key_from_der(spki)
-    };
+    let parsed =
+        if spki.starts_with(b"-----BEGIN") { PKey::public_key_from_pem(spki) } else { PKey::public_key_from_der(spki) };
     let key = parsed.map_err(|e| Error::new(pki_result::PKI_RESULT_MALFORMED_KEY, format!("public key: {e}")))?;
     let scheme = family(&key)?.resolve(scheme)?;
     use SignatureScheme as S;
@@ -96,8 +93,12 @@ fn verify(spki: &[u8], scheme: SignatureScheme, msg: &[u8], sig: &[u8]) -> Resul
     }
     match verifier.verify_oneshot(sig, msg) {
         Ok(true) => Ok(()),
-        Ok(false) => Err(Error::new(pki_result::PKI_RESULT_BAD_SIGNATURE, format!("{scheme} signature does not verify"))),
-        Err(e) => Err(Error::new(pki_result::PKI_RESULT_BAD_SIGNATURE, format!("{scheme} signature is malformed: {e}"))),
+        Ok(false) => {
+            Err(Error::new(pki_result::PKI_RESULT_BAD_SIGNATURE, format!("{scheme} signature does not verify")))
+        }
+        Err(e) => {
+            Err(Error::new(pki_result::PKI_RESULT_BAD_SIGNATURE, format!("{scheme} signature is malformed: {e}")))
+        }
     }
 }
 
@@ -182,18 +183,15 @@ fn cert_verify(cert: &[u8], roots: &[&[u8]], unix_time: i64) -> Result<(), Error
     if unix_time != 0 {
         let mut param = X509VerifyParam::new().map_err(internal)?;
         #[allow(clippy::useless_conversion)] // time_t is narrower than i64 on some targets.
-        let time = unix_time
-            .try_into()
-            .map_err(|_| Error::invalid(format!("unix_time {unix_time} out of range")))?;
+        let time = unix_time.try_into().map_err(|_| Error::invalid(format!("unix_time {unix_time} out of range")))?;
         param.set_time(time);
         store.set_param(&param).map_err(internal)?;
     }
     let store = store.build();
     let chain = Stack::new().map_err(internal)?;
     let mut ctx = X509StoreContext::new().map_err(internal)?;
-    let (ok, result, depth) = ctx
-        .init(&store, &leaf, &chain, |c| Ok((c.verify_cert()?, c.error(), c.error_depth())))
-        .map_err(internal)?;
+    let (ok, result, depth) =
+        ctx.init(&store, &leaf, &chain, |c| Ok((c.verify_cert()?, c.error(), c.error_depth()))).map_err(internal)?;
     if ok {
         return Ok(());
     }
@@ -210,8 +208,11 @@ fn cert_verify(cert: &[u8], roots: &[&[u8]], unix_time: i64) -> Result<(), Error
 }
 
 fn parse_cert(der_or_pem: &[u8], what: &str) -> Result<X509, Error> {
-    let parsed = if der_or_pem.starts_with(b"-----BEGIN") { X509::from_pem(der_or_pem) } else { X509::from_der(der_or_pem) };
-    parsed.map_err(|e| Error::new(pki_result::PKI_RESULT_MALFORMED_CERT, format!("{what}: not an X.509 certificate: {e}")))
+    let parsed =
+        if der_or_pem.starts_with(b"-----BEGIN") { X509::from_pem(der_or_pem) } else { X509::from_der(der_or_pem) };
+    parsed.map_err(|e| {
+        Error::new(pki_result::PKI_RESULT_MALFORMED_CERT, format!("{what}: not an X.509 certificate: {e}"))
+    })
 }
 
 #[cfg(test)]
@@ -271,7 +272,10 @@ mod tests {
         let spki = key.public_key_to_der().unwrap();
         let sig = sign(&key, Some(MessageDigest::sha384()), true, b"m");
         assert_eq!(code(verify(&spki, SignatureScheme::RsaPssSha384, b"m", &sig)), pki_result::PKI_RESULT_OK);
-        assert_eq!(code(verify(&spki, SignatureScheme::RsaPssSha256, b"m", &sig)), pki_result::PKI_RESULT_BAD_SIGNATURE);
+        assert_eq!(
+            code(verify(&spki, SignatureScheme::RsaPssSha256, b"m", &sig)),
+            pki_result::PKI_RESULT_BAD_SIGNATURE
+        );
         assert_eq!(code(verify(&spki, SignatureScheme::Default, b"m", &sig)), pki_result::PKI_RESULT_BAD_SIGNATURE);
         assert_eq!(code(verify(&spki, SignatureScheme::Ed25519, b"m", &sig)), pki_result::PKI_RESULT_WRONG_ALGORITHM);
         assert_eq!(code(verify(b"junk", SignatureScheme::Default, b"m", &sig)), pki_result::PKI_RESULT_MALFORMED_KEY);

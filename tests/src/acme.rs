@@ -66,34 +66,43 @@ impl AcmeStack {
         let key = dir.join("acmed-tls.key");
         let csr = dir.join("acmed-tls.csr");
         let cert = dir.join("acmed-tls.pem");
-        let (st, _, err) = run(Command::new("openssl").args(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]).args([
-            "-keyout",
-            key.to_str().unwrap(),
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-out",
-            csr.to_str().unwrap(),
-        ]));
+        let (st, _, err) = run(Command::new("openssl")
+            .args(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"])
+            .args([
+                "-keyout",
+                key.to_str().unwrap(),
+                "-subj",
+                "/CN=localhost",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+                "-out",
+                csr.to_str().unwrap(),
+            ]));
         assert!(st.success(), "{err}");
         // Issued by the CA itself, unless its signatures are beyond the system
         // OpenSSL (ML-DSA) that curl uses: then a self-signed P-256 certificate.
         let chain = dir.join("acmed-tls-chain.pem");
         let tls_ca = if algorithm.starts_with("ml-dsa") {
-            let (st, _, err) = run(Command::new("openssl").args(["x509", "-req", "-days", "2", "-copy_extensions", "copy", "-in"]).args([
-                csr.to_str().unwrap(),
-                "-signkey",
-                key.to_str().unwrap(),
-                "-out",
-                chain.to_str().unwrap(),
-            ]));
+            let (st, _, err) = run(Command::new("openssl")
+                .args(["x509", "-req", "-days", "2", "-copy_extensions", "copy", "-in"])
+                .args([csr.to_str().unwrap(), "-signkey", key.to_str().unwrap(), "-out", chain.to_str().unwrap()]));
             assert!(st.success(), "{err}");
             chain.clone()
         } else {
-            let (st, out, err) = run(pki.signetctl().args(["cert", "issue", "--csr", csr.to_str().unwrap(), "--out", cert.to_str().unwrap()]));
+            let (st, out, err) = run(pki.signetctl().args([
+                "cert",
+                "issue",
+                "--csr",
+                csr.to_str().unwrap(),
+                "--out",
+                cert.to_str().unwrap(),
+            ]));
             assert!(st.success(), "{out}{err}");
-            let pem = format!("{}{}", std::fs::read_to_string(&cert).unwrap(), std::fs::read_to_string(pki.ca("issuing.pem")).unwrap());
+            let pem = format!(
+                "{}{}",
+                std::fs::read_to_string(&cert).unwrap(),
+                std::fs::read_to_string(pki.ca("issuing.pem")).unwrap()
+            );
             std::fs::write(&chain, pem).unwrap();
             pki.ca("root.pem")
         };
@@ -120,8 +129,18 @@ impl AcmeStack {
             ),
         )
         .unwrap();
-        let mut stack =
-            AcmeStack { pki, acmed: None, dns, port, config, tls_ca, admin_socket, http01_port, http01_https_port, zone_lock: Mutex::new(()) };
+        let mut stack = AcmeStack {
+            pki,
+            acmed: None,
+            dns,
+            port,
+            config,
+            tls_ca,
+            admin_socket,
+            http01_port,
+            http01_https_port,
+            zone_lock: Mutex::new(()),
+        };
         stack.start_acmed();
         stack
     }
@@ -129,7 +148,13 @@ impl AcmeStack {
     /// Starts (or restarts) acmed and waits for its directory.
     pub fn start_acmed(&mut self) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.pki.dir.join("acmed.log")).unwrap();
-        let child = Command::new(bin("acmed")).arg("--config").arg(&self.config).stdout(Stdio::null()).stderr(log).spawn().unwrap();
+        let child = Command::new(bin("acmed"))
+            .arg("--config")
+            .arg(&self.config)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
         self.acmed = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -317,7 +342,14 @@ impl<'a> Client<'a> {
     /// An `externalAccountBinding` (RFC 8555 §7.3.4) of this client's key, MACed
     /// (HS256) with `mac_key` under `key_id`.
     pub fn eab(&self, key_id: &str, mac_key: &[u8]) -> Value {
-        sign::external_account_binding(MacAlgorithm::Hs256, key_id, mac_key, &self.stack.url("/acme/new-account"), &self.jwk()).unwrap()
+        sign::external_account_binding(
+            MacAlgorithm::Hs256,
+            key_id,
+            mac_key,
+            &self.stack.url("/acme/new-account"),
+            &self.jwk(),
+        )
+        .unwrap()
     }
 
     /// Registers the account.
@@ -373,7 +405,8 @@ impl<'a> Client<'a> {
     pub fn http01_challenge(&mut self, authz_url: &str) -> (String, String, String) {
         let authz = self.post(authz_url, None).json();
         let challenges = authz["challenges"].as_array().unwrap();
-        let ch = challenges.iter().find(|c| c["type"] == "http-01").unwrap_or_else(|| panic!("no http-01: {authz}")).clone();
+        let ch =
+            challenges.iter().find(|c| c["type"] == "http-01").unwrap_or_else(|| panic!("no http-01: {authz}")).clone();
         let token = ch["token"].as_str().unwrap().to_owned();
         let ka = validate::key_authorization(&token, &self.jwk());
         (ch["url"].as_str().unwrap().to_owned(), token, ka)
@@ -532,13 +565,18 @@ fn serve_one<S: Read + Write>(mut s: S, routes: &Mutex<HashMap<String, Route>>, 
     let path = head.split_whitespace().nth(1).unwrap_or_default().to_owned();
     let host = head
         .lines()
-        .find_map(|l| l.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case("host")).map(|(_, v)| v.trim().to_owned()))
+        .find_map(|l| {
+            l.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case("host")).map(|(_, v)| v.trim().to_owned())
+        })
         .unwrap_or_default();
     seen.lock().unwrap().push((path.clone(), host));
     let route = routes.lock().unwrap().get(&path).cloned();
     let answer = match route {
         Some(Route::Body(body)) => {
-            format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
         }
         Some(Route::Redirect(status, to)) => {
             format!("HTTP/1.1 {status} Moved\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")

@@ -158,20 +158,30 @@ impl Pki {
         let key = self.dir.join(format!("{name}.key"));
         let csr = self.dir.join(format!("{name}.csr"));
         let cert = self.dir.join(format!("{name}.pem"));
-        let (st, _, err) = run(Command::new("openssl").args(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]).args([
-            "-keyout",
-            key.to_str().unwrap(),
-            "-subj",
-            &format!("/CN={name}"),
-            "-addext",
-            &format!("subjectAltName=DNS:{name}"),
-            "-out",
-            csr.to_str().unwrap(),
-        ]));
+        let (st, _, err) = run(Command::new("openssl")
+            .args(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"])
+            .args([
+                "-keyout",
+                key.to_str().unwrap(),
+                "-subj",
+                &format!("/CN={name}"),
+                "-addext",
+                &format!("subjectAltName=DNS:{name}"),
+                "-out",
+                csr.to_str().unwrap(),
+            ]));
         assert!(st.success(), "{err}");
-        let (st, out, err) = run(self.signetctl().args(["cert", "issue", "--csr", csr.to_str().unwrap(), "--out", cert.to_str().unwrap()]));
+        let (st, out, err) = run(self.signetctl().args([
+            "cert",
+            "issue",
+            "--csr",
+            csr.to_str().unwrap(),
+            "--out",
+            cert.to_str().unwrap(),
+        ]));
         assert!(st.success(), "cert issue: {out}{err}");
-        let (_, serial, _) = run(Command::new("openssl").args(["x509", "-noout", "-serial", "-in", cert.to_str().unwrap()]));
+        let (_, serial, _) =
+            run(Command::new("openssl").args(["x509", "-noout", "-serial", "-in", cert.to_str().unwrap()]));
         (cert, serial.trim().trim_start_matches("serial=").to_lowercase())
     }
 

@@ -73,7 +73,10 @@ fn ml_dsa_ca_issues_for_ml_dsa_keys() {
     let ok = ctx.init(&store, &certs[0], &chain, |c| c.verify_cert()).unwrap();
     assert!(ok, "chain does not verify: {}", ctx.error());
     assert!(certs[0].public_key().unwrap().public_eq(&key), "the leaf carries the CSR's ML-DSA-44 key");
-    assert_eq!(certs[0].signature_algorithm().object().nid().long_name().unwrap_or(""), certs[1].signature_algorithm().object().nid().long_name().unwrap_or(""));
+    assert_eq!(
+        certs[0].signature_algorithm().object().nid().long_name().unwrap_or(""),
+        certs[1].signature_algorithm().object().nid().long_name().unwrap_or("")
+    );
 }
 
 /// notBefore/notAfter in newOrder (RFC 8555 §7.4): echoed in the order and
@@ -85,7 +88,12 @@ fn not_before_and_not_after_are_the_certificates_validity() {
     let mut c = Client::new(&stack);
     c.register();
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    let at = |secs: i64| time::OffsetDateTime::from_unix_timestamp(secs).unwrap().format(&time::format_description::well_known::Rfc3339).unwrap();
+    let at = |secs: i64| {
+        time::OffsetDateTime::from_unix_timestamp(secs)
+            .unwrap()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
     let new_order = stack.url("/acme/new-order");
     let order_for = |name: &str, window: &[(&str, String)]| {
         let mut p = json!({"identifiers": [{"type": "dns", "value": name}]});
@@ -96,14 +104,25 @@ fn not_before_and_not_after_are_the_certificates_validity() {
     };
 
     let (not_before, not_after) = (now - 120, now + 3 * 86_400 + 17);
-    let r = c.post(&new_order, Some(&order_for("window.signet.test", &[("notBefore", at(not_before)), ("notAfter", at(not_after))])));
+    let r = c.post(
+        &new_order,
+        Some(&order_for("window.signet.test", &[("notBefore", at(not_before)), ("notAfter", at(not_after))])),
+    );
     assert_eq!(r.status, 201, "{r:?}");
     let order = r.json();
-    assert_eq!((order["notBefore"].as_str(), order["notAfter"].as_str()), (Some(at(not_before).as_str()), Some(at(not_after).as_str())), "{order}");
+    assert_eq!(
+        (order["notBefore"].as_str(), order["notAfter"].as_str()),
+        (Some(at(not_before).as_str()), Some(at(not_after).as_str())),
+        "{order}"
+    );
     c.authorize_dns01(&order);
     let r = c.finalize(&order, &Client::csr(&["window.signet.test"]));
     assert_eq!(r.status, 200, "{r:?}");
-    assert_eq!(r.json()["notAfter"].as_str(), Some(at(not_after).as_str()), "the valid order still says what was asked");
+    assert_eq!(
+        r.json()["notAfter"].as_str(),
+        Some(at(not_after).as_str()),
+        "the valid order still says what was asked"
+    );
     let cert_url = r.json()["certificate"].as_str().unwrap().to_owned();
     let pem = c.post(&cert_url, None).body;
     let leaf = openssl::x509::X509::from_pem(&pem).unwrap();
@@ -131,7 +150,12 @@ fn not_before_and_not_after_are_the_certificates_validity() {
     };
     // Longer than the CA profile's 90 days, and than shortlived's 6 days.
     refused(&mut c, &[("notBefore", at(now)), ("notAfter", at(now + 91 * 86_400))], None, "allows at most 7776000 s");
-    refused(&mut c, &[("notAfter", at(now + 7 * 86_400))], Some("shortlived"), "profile shortlived allows at most 518400 s");
+    refused(
+        &mut c,
+        &[("notAfter", at(now + 7 * 86_400))],
+        Some("shortlived"),
+        "profile shortlived allows at most 518400 s",
+    );
     // Inverted, already over, too old, too far ahead.
     refused(&mut c, &[("notBefore", at(now + 60)), ("notAfter", at(now + 30))], None, "before notBefore");
     refused(&mut c, &[("notBefore", at(now - 600)), ("notAfter", at(now - 300))], None, "already passed");
@@ -142,7 +166,10 @@ fn not_before_and_not_after_are_the_certificates_validity() {
         refused(&mut c, &[("notAfter", garbage.to_owned())], None, "");
     }
     refused(&mut c, &[("notAfter", at(now + 86_400).replace('Z', ".5Z"))], None, "whole second");
-    let r = c.post(&new_order, Some(&json!({"identifiers": [{"type": "dns", "value": "x.signet.test"}], "notBefore": 1700000000})));
+    let r = c.post(
+        &new_order,
+        Some(&json!({"identifiers": [{"type": "dns", "value": "x.signet.test"}], "notBefore": 1700000000})),
+    );
     assert_eq!(r.problem(), "malformed", "{r:?}");
 }
 
@@ -181,7 +208,11 @@ fn http01_follows_redirects() {
     let (_, authz, ch, token, ka) = http01_order(&mut c, "plain.signet.test");
     http.route(&well_known(&token), Route::Body(ka));
     assert_eq!(c.respond_and_wait(&ch, &authz)["status"], "valid");
-    assert!(http.requests().contains(&(well_known(&token), format!("plain.signet.test:{}", stack.http01_port))), "{:?}", http.requests());
+    assert!(
+        http.requests().contains(&(well_known(&token), format!("plain.signet.test:{}", stack.http01_port))),
+        "{:?}",
+        http.requests()
+    );
 
     // A relative 302, then a 301 to https: on another name; then the order issues.
     let (order, authz, ch, token, ka) = http01_order(&mut c, "moved.signet.test");
@@ -192,7 +223,10 @@ fn http01_follows_redirects() {
     let a = c.respond_and_wait(&ch, &authz);
     assert_eq!(a["status"], "valid", "{a}");
     let seen = https.requests();
-    assert!(seen.contains(&(format!("/tls/{token}?q=1"), format!("tls.signet.test:{}", stack.http01_https_port))), "{seen:?}");
+    assert!(
+        seen.contains(&(format!("/tls/{token}?q=1"), format!("tls.signet.test:{}", stack.http01_https_port))),
+        "{seen:?}"
+    );
     let r = c.finalize(&order, &Client::csr(&["moved.signet.test"]));
     assert_eq!(r.status, 200, "{r:?}");
 
@@ -223,22 +257,36 @@ fn http01_refuses_redirect_loops_and_forbidden_targets() {
 
     let (_, authz, ch, token, ka) = http01_order(&mut c, "loop.signet.test");
     http.route(&well_known(&token), Route::Redirect(302, format!("/a/{token}")));
-    http.route(&format!("/a/{token}"), Route::Redirect(302, format!("http://loop.signet.test:{}/b/{token}", stack.http01_port)));
+    http.route(
+        &format!("/a/{token}"),
+        Route::Redirect(302, format!("http://loop.signet.test:{}/b/{token}", stack.http01_port)),
+    );
     http.route(&format!("/b/{token}"), Route::Redirect(302, well_known(&token)));
     http.route(&format!("/unused/{token}"), Route::Body(ka));
     let a = c.respond_and_wait(&ch, &authz);
     http01_failed(&a, "connection", "redirect loop");
-    assert_eq!(http.requests().iter().filter(|(p, _)| p.contains(&token)).count(), 3, "each URL once: {:?}", http.requests());
+    assert_eq!(
+        http.requests().iter().filter(|(p, _)| p.contains(&token)).count(),
+        3,
+        "each URL once: {:?}",
+        http.requests()
+    );
 
     let elsewhere = signet_tests::pki::free_port();
     let targets = [
-        (format!("http://port.signet.test:{elsewhere}/x"), format!("http redirects are followed to port {} only", stack.http01_port)),
+        (
+            format!("http://port.signet.test:{elsewhere}/x"),
+            format!("http redirects are followed to port {} only", stack.http01_port),
+        ),
         (
             format!("https://port.signet.test:{}/x", stack.http01_port),
             format!("https redirects are followed to port {} only", stack.http01_https_port),
         ),
         (format!("ftp://port.signet.test:{}/x", stack.http01_port), "http: and https: URLs only".to_owned()),
-        (format!("http://127.0.0.1:{}/x", stack.http01_port), "redirects to an IP address are followed only to the IP identifier".to_owned()),
+        (
+            format!("http://127.0.0.1:{}/x", stack.http01_port),
+            "redirects to an IP address are followed only to the IP identifier".to_owned(),
+        ),
         (format!("http://[::1]:{}/x", stack.http01_port), "IP address".to_owned()),
     ];
     for (i, (target, says)) in targets.iter().enumerate() {
@@ -247,7 +295,9 @@ fn http01_refuses_redirect_loops_and_forbidden_targets() {
         http.route("/x", Route::Body(ka));
         let a = c.respond_and_wait(&ch, &authz);
         http01_failed(&a, "connection", says);
-        let detail = a["challenges"].as_array().unwrap().iter().find(|c| c["type"] == "http-01").unwrap()["error"]["detail"].to_string();
+        let detail = a["challenges"].as_array().unwrap().iter().find(|c| c["type"] == "http-01").unwrap()["error"]
+            ["detail"]
+            .to_string();
         assert!(detail.contains("302"), "the detail names the answer: {detail}");
     }
     // A redirect without a Location is no redirect to follow either.
@@ -304,7 +354,15 @@ fn replayed_nonce_wrong_url_wrong_alg_and_missing_nonce() {
     assert!(r.header("replay-nonce").is_some(), "a badNonce answer carries a fresh nonce");
 
     // A nonce this server never issued.
-    let jws = sign::request(Algorithm::Es256, &c.key, Signer::Kid(&kid), Some("AAAAAAAAAAAAAAAAAAAAAA"), &new_order, payload.as_bytes()).unwrap();
+    let jws = sign::request(
+        Algorithm::Es256,
+        &c.key,
+        Signer::Kid(&kid),
+        Some("AAAAAAAAAAAAAAAAAAAAAA"),
+        &new_order,
+        payload.as_bytes(),
+    )
+    .unwrap();
     assert_eq!(c.send(&new_order, &jws).problem(), "badNonce");
 
     // No nonce at all.
@@ -313,7 +371,15 @@ fn replayed_nonce_wrong_url_wrong_alg_and_missing_nonce() {
 
     // The url header names another resource.
     let nonce = c.nonce();
-    let jws = sign::request(Algorithm::Es256, &c.key, Signer::Kid(&kid), Some(&nonce), &stack.url("/acme/revoke-cert"), payload.as_bytes()).unwrap();
+    let jws = sign::request(
+        Algorithm::Es256,
+        &c.key,
+        Signer::Kid(&kid),
+        Some(&nonce),
+        &stack.url("/acme/revoke-cert"),
+        payload.as_bytes(),
+    )
+    .unwrap();
     let r = c.send(&new_order, &jws);
     assert_eq!((r.status, r.problem().as_str()), (403, "unauthorized"), "{r:?}");
 
@@ -332,7 +398,9 @@ fn replayed_nonce_wrong_url_wrong_alg_and_missing_nonce() {
     // A kid no account has.
     let nonce = c.nonce();
     let ghost = stack.url("/acme/acct/AAAAAAAAAAAAAAAAAAAAAA");
-    let jws = sign::request(Algorithm::Es256, &c.key, Signer::Kid(&ghost), Some(&nonce), &new_order, payload.as_bytes()).unwrap();
+    let jws =
+        sign::request(Algorithm::Es256, &c.key, Signer::Kid(&ghost), Some(&nonce), &new_order, payload.as_bytes())
+            .unwrap();
     assert_eq!(c.send(&new_order, &jws).problem(), "accountDoesNotExist");
 }
 
@@ -348,7 +416,8 @@ fn deactivated_accounts_and_rolled_over_keys_are_refused() {
     let new_key = p256();
     let key_change = stack.url("/acme/key-change");
     let inner_payload = json!({"account": kid, "oldKey": c.jwk().to_json()}).to_string();
-    let inner = sign::request(Algorithm::Es256, &new_key, Signer::Jwk, None, &key_change, inner_payload.as_bytes()).unwrap();
+    let inner =
+        sign::request(Algorithm::Es256, &new_key, Signer::Jwk, None, &key_change, inner_payload.as_bytes()).unwrap();
     let r = c.post(&key_change, Some(&inner));
     assert_eq!(r.status, 200, "{r:?}");
     let r = c.post(&kid, None);
@@ -363,7 +432,8 @@ fn deactivated_accounts_and_rolled_over_keys_are_refused() {
 
     // A key already in use cannot be rolled onto.
     let inner_payload = json!({"account": kid, "oldKey": c.jwk().to_json()}).to_string();
-    let inner = sign::request(Algorithm::Es256, &old.key, Signer::Jwk, None, &key_change, inner_payload.as_bytes()).unwrap();
+    let inner =
+        sign::request(Algorithm::Es256, &old.key, Signer::Jwk, None, &key_change, inner_payload.as_bytes()).unwrap();
     let r = c.post(&key_change, Some(&inner));
     assert_eq!(r.status, 409, "{r:?}");
 
@@ -372,13 +442,17 @@ fn deactivated_accounts_and_rolled_over_keys_are_refused() {
     let r = stranger.post(&stack.url("/acme/new-account"), Some(&json!({"onlyReturnExisting": true})));
     assert_eq!(r.problem(), "accountDoesNotExist", "{r:?}");
     // A bad contact.
-    let r = stranger.post(&stack.url("/acme/new-account"), Some(&json!({"termsOfServiceAgreed": true, "contact": ["tel:+1555"]})));
+    let r = stranger
+        .post(&stack.url("/acme/new-account"), Some(&json!({"termsOfServiceAgreed": true, "contact": ["tel:+1555"]})));
     assert!(matches!(r.problem().as_str(), "unsupportedContact" | "invalidContact"), "{r:?}");
 
     // Deactivation (§7.3.6), then every request by the account is unauthorized.
     let r = c.post(&kid, Some(&json!({"status": "deactivated"})));
     assert_eq!((r.status, r.json()["status"].as_str()), (200, Some("deactivated")), "{r:?}");
-    let r = c.post(&stack.url("/acme/new-order"), Some(&json!({"identifiers": [{"type": "dns", "value": "x.signet.test"}]})));
+    let r = c.post(
+        &stack.url("/acme/new-order"),
+        Some(&json!({"identifiers": [{"type": "dns", "value": "x.signet.test"}]})),
+    );
     assert_eq!((r.status, r.problem().as_str()), (403, "unauthorized"), "{r:?}");
 }
 
@@ -444,7 +518,10 @@ fn garbage_oversized_and_mistyped_bodies() {
     // Identifier problems come back as subproblems per identifier.
     let mut c = Client::new(&stack);
     c.register();
-    let r = c.post(&url, Some(&json!({"identifiers": [{"type": "dns", "value": "bad name!"}, {"type": "email", "value": "a@b"}]})));
+    let r = c.post(
+        &url,
+        Some(&json!({"identifiers": [{"type": "dns", "value": "bad name!"}, {"type": "email", "value": "a@b"}]})),
+    );
     assert_eq!(r.status, 400, "{r:?}");
     assert_eq!(r.json()["subproblems"].as_array().map(Vec::len), Some(2), "{r:?}");
     let r = c.post(&url, Some(&json!({"identifiers": [{"type": "dns", "value": "x.signet.test"}], "profile": "nope"})));
@@ -529,7 +606,8 @@ fn external_account_binding_with_keys_from_signetctl() {
     assert_eq!((kid.len(), mac.len()), (22, 32), "{created}");
     let (st, out, err) = signetctl(&stack, &["acme", "eab", "create", "--key-id", "team-b"]);
     assert!(st.success(), "{out}{err}");
-    let line = |prefix: &str| out.lines().find_map(|l| l.strip_prefix(prefix)).map(str::trim).unwrap_or_default().to_owned();
+    let line =
+        |prefix: &str| out.lines().find_map(|l| l.strip_prefix(prefix)).map(str::trim).unwrap_or_default().to_owned();
     assert_eq!(line("key id:"), "team-b", "{out}");
     let mac_b = URL_SAFE_NO_PAD.decode(line("hmac key:")).unwrap();
     assert!(out.contains(&format!("--eab-kid team-b --eab-hmac-key {}", line("hmac key:"))), "certbot's flags: {out}");
@@ -557,7 +635,8 @@ fn external_account_binding_with_keys_from_signetctl() {
     assert!(st.success(), "{err}");
     let row = out.lines().find(|l| l.starts_with(&kid)).unwrap_or_else(|| panic!("{kid} not listed: {out}"));
     assert!(row.contains(&account) && row.ends_with("customer 42"), "{out}");
-    let unbound = |l: &str| l.split_whitespace().collect::<Vec<_>>().get(..3).is_some_and(|f| f[0] == "team-b" && f[2] == "-");
+    let unbound =
+        |l: &str| l.split_whitespace().collect::<Vec<_>>().get(..3).is_some_and(|f| f[0] == "team-b" && f[2] == "-");
     assert!(out.lines().any(unbound), "team-b is unbound: {out}");
 
     // The same key for another account key: refused (a key binds one account).
@@ -589,7 +668,10 @@ fn external_account_binding_with_keys_from_signetctl() {
     // Another user reaches the socket (0666 here) but is not an admin; health is for anyone.
     let as_nobody = |args: &[&str]| {
         let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(bin("signetctl")).env("SIGNET_ACMED_SOCKET", &stack.admin_socket).args(args);
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(bin("signetctl"))
+            .env("SIGNET_ACMED_SOCKET", &stack.admin_socket)
+            .args(args);
         run(&mut c)
     };
     let (st, _, err) = as_nobody(&["acme", "eab", "list"]);
@@ -599,7 +681,11 @@ fn external_account_binding_with_keys_from_signetctl() {
     let (st, out, err) = as_nobody(&["--json", "acme", "health"]);
     assert!(st.success(), "{err}");
     let h: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!((h["accounts"].as_u64(), h["eab_keys"].as_u64(), h["external_account_required"].as_bool()), (Some(1), Some(1), Some(true)), "{h}");
+    assert_eq!(
+        (h["accounts"].as_u64(), h["eab_keys"].as_u64(), h["external_account_required"].as_bool()),
+        (Some(1), Some(1), Some(true)),
+        "{h}"
+    );
 
     // Acknowledged means committed: a key created just before a SIGKILL is there after it.
     let (st, _, err) = signetctl(&stack, &["acme", "eab", "create", "--key-id", "late"]);
@@ -620,7 +706,10 @@ fn sighup_reloads_who_may_administer_acmed() {
     let stack = AcmeStack::start("");
     let as_nobody = || {
         let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(bin("signetctl")).env("SIGNET_ACMED_SOCKET", &stack.admin_socket).args(["acme", "eab", "list"]);
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(bin("signetctl"))
+            .env("SIGNET_ACMED_SOCKET", &stack.admin_socket)
+            .args(["acme", "eab", "list"]);
         run(&mut c).0.code()
     };
     assert_eq!(as_nobody(), Some(3));

@@ -12,11 +12,13 @@ use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
 use signet_ca::{
-    assemble_certificate, build_intermediate_tbs, build_leaf_tbs, build_ocsp_responder_tbs, build_root_tbs,
-    build_response_data, build_tbs_crl, CaRequest, CertIdentity, CertStatusInfo, CrlParams, CrlReason, Issuer,
-    LeafRequest, Name, OcspHash, OcspResponseParams, Profile, Responder, ResponderRequest, RevokedEntry, SanEntry,
+    assemble_certificate, build_intermediate_tbs, build_leaf_tbs, build_ocsp_responder_tbs, build_response_data,
+    build_root_tbs, build_tbs_crl, CaRequest, CertIdentity, CertStatusInfo, CrlParams, CrlReason, Issuer, LeafRequest,
+    Name, OcspHash, OcspResponseParams, Profile, Responder, ResponderRequest, RevokedEntry, SanEntry,
 };
-use signet_ipc::{block_on, AuditQuery, AuditRecord, ErrorKind, KeyAlgorithm, KeySpec, SignatureScheme as S, SigndClient};
+use signet_ipc::{
+    block_on, AuditQuery, AuditRecord, ErrorKind, KeyAlgorithm, KeySpec, SignatureScheme as S, SigndClient,
+};
 use signet_tests::{bin, run, SigndProcess};
 
 const PROFILE: &str = r#"
@@ -195,7 +197,8 @@ fn issues_leaves_and_refuses_everything_else() {
         crl_url: None,
     };
     let tbs = build_intermediate_tbs(&sub_ca, &ca.issuer, SystemTime::now(), &mut rand_core::OsRng).unwrap();
-    let ca_true = expect_refusal(block_on(ca.client.sign_certificate("demo", tbs)), ErrorKind::PermissionDenied, "CA:TRUE");
+    let ca_true =
+        expect_refusal(block_on(ca.client.sign_certificate("demo", tbs)), ErrorKind::PermissionDenied, "CA:TRUE");
 
     // Validity over the profile's maximum.
     let mut long = ca.profile.clone();
@@ -203,21 +206,36 @@ fn issues_leaves_and_refuses_everything_else() {
     let mut req = ca.leaf_request(&openssl::pkey::PKey::generate_ed25519().unwrap());
     req.validity = Some(Duration::from_secs(long.max_validity_seconds));
     let tbs = build_leaf_tbs(&long, &ca.issuer, &req, SystemTime::now(), &mut rand_core::OsRng).unwrap();
-    let too_long = expect_refusal(block_on(ca.client.sign_certificate("demo", tbs)), ErrorKind::PermissionDenied, "exceeds the maximum");
+    let too_long = expect_refusal(
+        block_on(ca.client.sign_certificate("demo", tbs)),
+        ErrorKind::PermissionDenied,
+        "exceeds the maximum",
+    );
 
     // Another issuer's name.
     let foreign = Issuer { name: name("CN=Someone Else"), ..ca.issuer.clone() };
     let tbs = ca.leaf_tbs(&ca.profile, &foreign);
-    let foreign_name =
-        expect_refusal(block_on(ca.client.sign_certificate("demo", tbs)), ErrorKind::PermissionDenied, "issuer name does not match");
+    let foreign_name = expect_refusal(
+        block_on(ca.client.sign_certificate("demo", tbs)),
+        ErrorKind::PermissionDenied,
+        "issuer name does not match",
+    );
 
     // Another CA's key identifier.
     let other_key = Issuer { key_id: vec![0x55; 20], ..ca.issuer.clone() };
     let tbs = ca.leaf_tbs(&ca.profile, &other_key);
-    expect_refusal(block_on(ca.client.sign_certificate("demo", tbs)), ErrorKind::PermissionDenied, "authorityKeyIdentifier");
+    expect_refusal(
+        block_on(ca.client.sign_certificate("demo", tbs)),
+        ErrorKind::PermissionDenied,
+        "authorityKeyIdentifier",
+    );
 
     // Not DER at all.
-    expect_refusal(block_on(ca.client.sign_certificate("demo", b"not a certificate".to_vec())), ErrorKind::InvalidArgument, "malformed");
+    expect_refusal(
+        block_on(ca.client.sign_certificate("demo", b"not a certificate".to_vec())),
+        ErrorKind::InvalidArgument,
+        "malformed",
+    );
 
     // Refusals are distinct and audited with their reason; the success with its serial.
     assert!(ca_true != too_long && too_long != foreign_name && ca_true != foreign_name);
@@ -229,9 +247,18 @@ fn issues_leaves_and_refuses_everything_else() {
             "no audited refusal for {reason}: {issued:#?}"
         );
     }
-    let serial = openssl::x509::X509::from_der(&cert).unwrap().serial_number().to_bn().unwrap().to_hex_str().unwrap().to_lowercase();
+    let serial = openssl::x509::X509::from_der(&cert)
+        .unwrap()
+        .serial_number()
+        .to_bn()
+        .unwrap()
+        .to_hex_str()
+        .unwrap()
+        .to_lowercase();
     assert!(
-        issued.iter().any(|r| r.ok && r.key_id == "ca-key" && r.role == "issuer" && r.outcome == format!("ok serial={serial}")),
+        issued
+            .iter()
+            .any(|r| r.ok && r.key_id == "ca-key" && r.role == "issuer" && r.outcome == format!("ok serial={serial}")),
         "no audit record with serial {serial}: {issued:#?}"
     );
     assert!(issued.iter().all(|r| r.message_sha256.len() == 32));
@@ -243,13 +270,31 @@ fn roles_and_raw_signing() {
     let tbs = ca.leaf_tbs(&ca.profile, &ca.issuer);
 
     // The caller does not hold `acme`, the only role of issuer `locked`.
-    expect_refusal(block_on(ca.client.sign_certificate("locked", tbs.clone())), ErrorKind::PermissionDenied, "holds none of the roles");
-    expect_refusal(block_on(ca.client.sign_certificate("nope", tbs.clone())), ErrorKind::InvalidArgument, "no issuer `nope`");
+    expect_refusal(
+        block_on(ca.client.sign_certificate("locked", tbs.clone())),
+        ErrorKind::PermissionDenied,
+        "holds none of the roles",
+    );
+    expect_refusal(
+        block_on(ca.client.sign_certificate("nope", tbs.clone())),
+        ErrorKind::InvalidArgument,
+        "no issuer `nope`",
+    );
     // `locked` has no CRL roles and no OCSP responder.
-    expect_refusal(block_on(ca.client.sign_crl("locked", tbs.clone())), ErrorKind::PermissionDenied, "holds none of the roles");
-    expect_refusal(block_on(ca.client.sign_ocsp_response("locked", tbs.clone())), ErrorKind::Unsupported, "no OCSP responder");
+    expect_refusal(
+        block_on(ca.client.sign_crl("locked", tbs.clone())),
+        ErrorKind::PermissionDenied,
+        "holds none of the roles",
+    );
+    expect_refusal(
+        block_on(ca.client.sign_ocsp_response("locked", tbs.clone())),
+        ErrorKind::Unsupported,
+        "no OCSP responder",
+    );
     let audit = ca.audit();
-    assert!(audit.iter().any(|r| r.operation == "issuer" && !r.ok && r.key_id == "ca-key" && r.outcome.contains("`locked`")));
+    assert!(audit
+        .iter()
+        .any(|r| r.operation == "issuer" && !r.ok && r.key_id == "ca-key" && r.outcome.contains("`locked`")));
 
     // Raw signing with the CA key or the responder key: refused for `issuer`
     // and `ocsp` although their `keys` patterns match (they could otherwise
@@ -267,7 +312,9 @@ fn roles_and_raw_signing() {
     // Public information stays readable.
     assert_eq!(block_on(ca.client.public_key("issuer", "ca-key")).unwrap().id, "ca-key");
     let audit = ca.audit();
-    assert!(audit.iter().any(|r| r.operation == "sign" && r.role == "issuer" && !r.ok && r.outcome.contains("belongs to issuer")));
+    assert!(audit
+        .iter()
+        .any(|r| r.operation == "sign" && r.role == "issuer" && !r.ok && r.outcome.contains("belongs to issuer")));
 }
 
 #[test]
@@ -275,7 +322,11 @@ fn crl_signer_signs_only_crls() {
     let ca = Ca::new();
     let dir = ca.signd.dir.path();
     let now = SystemTime::now();
-    let revoked = [RevokedEntry { serial: vec![0x40, 1, 2, 3], revocation_time: now - Duration::from_secs(60), reason: Some(CrlReason::KeyCompromise) }];
+    let revoked = [RevokedEntry {
+        serial: vec![0x40, 1, 2, 3],
+        revocation_time: now - Duration::from_secs(60),
+        reason: Some(CrlReason::KeyCompromise),
+    }];
     let params = CrlParams {
         this_update: now,
         next_update: now + Duration::from_secs(86400),
@@ -297,7 +348,11 @@ fn crl_signer_signs_only_crls() {
     // A CRL in another CA's name.
     let foreign = Issuer { name: name("CN=Someone Else"), ..ca.issuer.clone() };
     let tbs = build_tbs_crl(&foreign, &params).unwrap();
-    expect_refusal(block_on(ca.client.sign_crl("demo", tbs)), ErrorKind::PermissionDenied, "issuer name does not match");
+    expect_refusal(
+        block_on(ca.client.sign_crl("demo", tbs)),
+        ErrorKind::PermissionDenied,
+        "issuer name does not match",
+    );
     // A CRL is not a certificate either.
     let tbs = build_tbs_crl(&ca.issuer, &params).unwrap();
     expect_refusal(block_on(ca.client.sign_certificate("demo", tbs)), ErrorKind::InvalidArgument, "TBSCertificate");
@@ -337,14 +392,29 @@ fn ocsp_signer_signs_only_response_data_for_the_ca() {
     let response = block_on(ca.client.sign_ocsp_response("demo", data_for(&id))).unwrap();
     std::fs::write(ca.path("response.der"), &response).unwrap();
     let (ok, out) = openssl(
-        &["ocsp", "-respin", "response.der", "-CAfile", "ca.pem", "-issuer", "ca.pem", "-cert", "leaf.pem", "-no_nonce"],
+        &[
+            "ocsp",
+            "-respin",
+            "response.der",
+            "-CAfile",
+            "ca.pem",
+            "-issuer",
+            "ca.pem",
+            "-cert",
+            "leaf.pem",
+            "-no_nonce",
+        ],
         dir,
     );
     assert!(ok && out.contains("Response verify OK") && out.contains("leaf.pem: good"), "{out}");
 
     // A response about a certificate of another CA (here: "issued" by the leaf).
     let other = CertIdentity::new(OcspHash::Sha256, &leaf, &serial).unwrap();
-    expect_refusal(block_on(ca.client.sign_ocsp_response("demo", data_for(&other))), ErrorKind::PermissionDenied, "another CA");
+    expect_refusal(
+        block_on(ca.client.sign_ocsp_response("demo", data_for(&other))),
+        ErrorKind::PermissionDenied,
+        "another CA",
+    );
     // A TBSCertificate passed off as ResponseData.
     let tbs = ca.leaf_tbs(&ca.profile, &ca.issuer);
     expect_refusal(block_on(ca.client.sign_ocsp_response("demo", tbs)), ErrorKind::InvalidArgument, "ResponseData");
@@ -352,14 +422,24 @@ fn ocsp_signer_signs_only_response_data_for_the_ca() {
     let ca_as_responder = Responder::from_certificate_der(&ca.ca_der, S::Default).unwrap();
     let data = build_response_data(
         &ca_as_responder,
-        &OcspResponseParams { cert_id: &id, status: CertStatusInfo::Good, produced_at: now, this_update: now, next_update: None, nonce: None },
+        &OcspResponseParams {
+            cert_id: &id,
+            status: CertStatusInfo::Good,
+            produced_at: now,
+            this_update: now,
+            next_update: None,
+            nonce: None,
+        },
     )
     .unwrap();
     expect_refusal(block_on(ca.client.sign_ocsp_response("demo", data)), ErrorKind::PermissionDenied, "responderID");
 
     let audit = ca.audit();
     let ocsp: Vec<_> = audit.iter().filter(|r| r.operation == "sign-ocsp").collect();
-    assert!(ocsp.iter().any(|r| r.ok && r.key_id == "ocsp-key" && r.role == "ocsp" && r.outcome.ends_with("status=good")), "{ocsp:#?}");
+    assert!(
+        ocsp.iter().any(|r| r.ok && r.key_id == "ocsp-key" && r.role == "ocsp" && r.outcome.ends_with("status=good")),
+        "{ocsp:#?}"
+    );
     assert_eq!(ocsp.iter().filter(|r| !r.ok).count(), 3, "{ocsp:#?}");
 }
 

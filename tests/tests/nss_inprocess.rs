@@ -40,7 +40,8 @@ fn fixture_inner() -> &'static Fixture {
         let token = NssToken::softhsm(dir.path());
         // SoftHSM2 reads its configuration when NSS loads it, in this process.
         std::env::set_var("SOFTHSM2_CONF", token.softhsm_conf.as_ref().unwrap());
-        let settings = |token: &str, pin_file| NssSettings { database: token_db(dir.path()), token: token.into(), pin_file };
+        let settings =
+            |token: &str, pin_file| NssSettings { database: token_db(dir.path()), token: token.into(), pin_file };
         let softokn = NssBackend::open(&settings("internal", None)).unwrap();
         let softhsm = NssBackend::open(&settings("signet", token.pin_file.clone())).unwrap();
         Fixture { _dir: dir, softokn, softhsm }
@@ -113,9 +114,15 @@ fn prehash_and_combined_mechanisms_agree_with_openssl() {
                 assert_eq!(k.spki(), new.key.spki());
                 for scheme in S::ALL.into_iter().filter(|s| *s != S::Default && alg.allows(*s)) {
                     let sig = k.sign(scheme, b"mechanisms").unwrap();
-                    assert!(openssl_verify(k.spki(), scheme, b"mechanisms", &sig), "{name} {alg} {scheme} {preference:?}");
+                    assert!(
+                        openssl_verify(k.spki(), scheme, b"mechanisms", &sig),
+                        "{name} {alg} {scheme} {preference:?}"
+                    );
                     let nss = k.sign_through_nss_for_test(scheme, b"mechanisms").unwrap();
-                    assert!(openssl_verify(k.spki(), scheme, b"mechanisms", &nss), "NSS: {name} {alg} {scheme} {preference:?}");
+                    assert!(
+                        openssl_verify(k.spki(), scheme, b"mechanisms", &nss),
+                        "NSS: {name} {alg} {scheme} {preference:?}"
+                    );
                     let own_sessions = k.raw_sign_loop_direct(scheme, b"mechanisms", 1).unwrap();
                     assert_eq!(own_sessions, name == "softhsm", "{name}: signd's own sessions only on SoftHSM2");
                 }
@@ -223,11 +230,20 @@ fn nss_sign_rates() {
     let (f, _serial) = fixture();
     let budget = Duration::from_secs(3);
     let msg = vec![0x5au8; 256];
-    println!("{:<8} {:<17} {:<9} {:<8} {:>10} {:>10} {:>7}", "token", "scheme", "mechanism", "object", "sign()/s", "raw NSS/s", "raw/sign");
+    println!(
+        "{:<8} {:<17} {:<9} {:<8} {:>10} {:>10} {:>7}",
+        "token", "scheme", "mechanism", "object", "sign()/s", "raw NSS/s", "raw/sign"
+    );
     for (name, backend) in [("softokn", &f.softokn), ("softhsm", &f.softhsm)] {
-        for (alg, scheme) in [(KeyAlgorithm::EcP256, S::EcdsaSha256), (KeyAlgorithm::Rsa2048, S::RsaPkcs1Sha256), (KeyAlgorithm::Rsa2048, S::RsaPssSha256)] {
+        for (alg, scheme) in [
+            (KeyAlgorithm::EcP256, S::EcdsaSha256),
+            (KeyAlgorithm::Rsa2048, S::RsaPkcs1Sha256),
+            (KeyAlgorithm::Rsa2048, S::RsaPssSha256),
+        ] {
             let new = backend.generate(&format!("bench-{name}-{}", scheme.name()), alg).unwrap();
-            for (preference, copy) in [(Preference::Prehash, true), (Preference::Combined, true), (Preference::Prehash, false)] {
+            for (preference, copy) in
+                [(Preference::Prehash, true), (Preference::Combined, true), (Preference::Prehash, false)]
+            {
                 let k = backend.load_key_with(&new.location, preference, copy).unwrap();
                 let signd = rate(|n| (0..n).for_each(|_| drop(k.sign(scheme, &msg).unwrap())), budget);
                 let raw = rate(|n| k.raw_sign_loop(scheme, &msg, n).unwrap(), budget);
@@ -237,16 +253,27 @@ fn nss_sign_rates() {
                     None => "-",
                 };
                 let object = if copy { "session" } else { "token" };
-                println!("{name:<8} {:<17} {mech:<9} {object:<8} {signd:>10.0} {raw:>10.0} {:>7.3}", scheme.name(), raw / signd);
+                println!(
+                    "{name:<8} {:<17} {mech:<9} {object:<8} {signd:>10.0} {raw:>10.0} {:>7.3}",
+                    scheme.name(),
+                    raw / signd
+                );
             }
         }
     }
     // Ed25519 on SoftHSM2 goes below NSS (the token's own C_SignInit/C_Sign
     // on a pooled session), so there is no NSS call to compare with.
-    let ed = f.softhsm.load(&f.softhsm.generate("bench-softhsm-ed25519", KeyAlgorithm::Ed25519).unwrap().location).unwrap();
+    let ed =
+        f.softhsm.load(&f.softhsm.generate("bench-softhsm-ed25519", KeyAlgorithm::Ed25519).unwrap().location).unwrap();
     let signd = rate(|n| (0..n).for_each(|_| drop(ed.sign(S::Ed25519, &msg).unwrap())), budget);
-    println!("{:<8} {:<17} {:<9} {:<8} {signd:>10.0} {:>10} {:>7}", "softhsm", "ed25519", "pkcs11", "session", "-", "-");
+    println!(
+        "{:<8} {:<17} {:<9} {:<8} {signd:>10.0} {:>10} {:>7}",
+        "softhsm", "ed25519", "pkcs11", "session", "-", "-"
+    );
     let ossl = signd::backend::openssl::generate(KeyAlgorithm::EcP256).unwrap();
-    let r = rate(|n| (0..n).for_each(|_| drop(signd::backend::openssl::sign(&ossl, S::EcdsaSha256, &msg).unwrap())), budget);
+    let r = rate(
+        |n| (0..n).for_each(|_| drop(signd::backend::openssl::sign(&ossl, S::EcdsaSha256, &msg).unwrap())),
+        budget,
+    );
     println!("openssl  ecdsa-sha256 (OpenSSL backend, for scale)     {r:>12.0}");
 }

@@ -20,7 +20,6 @@ fn get_encodings(req: &Path) -> (String, String) {
     (b64, encoded)
 }
 
-
 fn assert_status(text: &str, cert: &Path, status: &str) {
     assert!(text.contains("Response verify OK"), "not verified: {text}");
     assert!(text.contains(&format!("{}: {status}", cert.display())), "expected {status}: {text}");
@@ -91,10 +90,23 @@ fn caching_headers_follow_rfc5019() {
     let (code, headers, _) = pki.http_get(&path);
     assert_eq!(code, 200);
     let h = headers.to_lowercase();
-    for want in ["cache-control: max-age=3600, public, no-transform, must-revalidate", "etag: \"", "last-modified: ", "expires: "] {
+    for want in [
+        "cache-control: max-age=3600, public, no-transform, must-revalidate",
+        "etag: \"",
+        "last-modified: ",
+        "expires: ",
+    ] {
         assert!(h.contains(want), "missing {want:?} in {headers}");
     }
-    let etag = headers.lines().find(|l| l.to_lowercase().starts_with("etag:")).unwrap().split_once(':').unwrap().1.trim().to_owned();
+    let etag = headers
+        .lines()
+        .find(|l| l.to_lowercase().starts_with("etag:"))
+        .unwrap()
+        .split_once(':')
+        .unwrap()
+        .1
+        .trim()
+        .to_owned();
     let (code, _, body) = pki.curl(&["-H", &format!("If-None-Match: {etag}"), &pki.url(&path)]);
     assert_eq!(code, 304);
     assert!(body.is_empty());
@@ -113,7 +125,10 @@ fn caching_headers_follow_rfc5019() {
     let (code, headers, _) = pki.http_get("/crl/demo.crl");
     assert_eq!(code, 200);
     let h = headers.to_lowercase();
-    assert!(h.contains("content-type: application/pkix-crl") && h.contains("etag: ") && h.contains("expires: "), "{headers}");
+    assert!(
+        h.contains("content-type: application/pkix-crl") && h.contains("etag: ") && h.contains("expires: "),
+        "{headers}"
+    );
 }
 
 fn nonce_request(pki: &Pki, cert: &Path) -> PathBuf {
@@ -138,7 +153,8 @@ fn crl_files(pki: &Pki) -> Vec<(String, PathBuf)> {
 
 fn to_pem(der: &Path) -> PathBuf {
     let pem = der.with_extension("pem");
-    let (st, _, err) = run(Command::new("openssl").args(["crl", "-inform", "DER", "-in"]).arg(der).arg("-out").arg(&pem));
+    let (st, _, err) =
+        run(Command::new("openssl").args(["crl", "-inform", "DER", "-in"]).arg(der).arg("-out").arg(&pem));
     assert!(st.success(), "{err}");
     pem
 }
@@ -160,7 +176,8 @@ fn revocation_reaches_every_crl_within_a_second() {
         let listed = wanted.iter().all(|p| {
             let der = pki.dir.join("probe.crl");
             std::fs::write(&der, pki.http_get(p).2).unwrap();
-            let (_, text, _) = run(Command::new("openssl").args(["crl", "-inform", "DER", "-noout", "-text", "-in"]).arg(&der));
+            let (_, text, _) =
+                run(Command::new("openssl").args(["crl", "-inform", "DER", "-noout", "-text", "-in"]).arg(&der));
             text.to_lowercase().contains(&serial)
         });
         if listed {
@@ -175,9 +192,14 @@ fn revocation_reaches_every_crl_within_a_second() {
     let issuing = pki.ca("issuing.pem");
     for (path, der) in crl_files(&pki) {
         // Signature by the issuing CA.
-        let (_, out, err) = run(Command::new("openssl").args(["crl", "-inform", "DER", "-noout", "-CAfile"]).arg(&chain).arg("-in").arg(&der));
+        let (_, out, err) = run(Command::new("openssl")
+            .args(["crl", "-inform", "DER", "-noout", "-CAfile"])
+            .arg(&chain)
+            .arg("-in")
+            .arg(&der));
         assert!(format!("{out}{err}").contains("verify OK"), "{path}: {out}{err}");
-        let (_, text, _) = run(Command::new("openssl").args(["crl", "-inform", "DER", "-noout", "-text", "-in"]).arg(&der));
+        let (_, text, _) =
+            run(Command::new("openssl").args(["crl", "-inform", "DER", "-noout", "-text", "-in"]).arg(&der));
         match path.as_str() {
             "/crl/demo/delta.crl" => assert!(text.contains("Delta CRL Indicator: critical"), "{text}"),
             "/crl/demo.crl" => assert!(!text.contains("Issuing Distribution Point"), "{text}"),
@@ -188,7 +210,8 @@ fn revocation_reaches_every_crl_within_a_second() {
         }
         // The full CRL, the delta and the certificate's own shard list it, with
         // its reason; the other shards do not.
-        let covers = path == "/crl/demo.crl" || path == "/crl/demo/delta.crl" || path == format!("/crl/demo/{shard}.crl");
+        let covers =
+            path == "/crl/demo.crl" || path == "/crl/demo/delta.crl" || path == format!("/crl/demo/{shard}.crl");
         assert_eq!(text.to_lowercase().contains(&serial), covers, "{path}: {text}");
         if covers {
             assert!(text.contains("Superseded"), "{path}: {text}");
@@ -208,7 +231,12 @@ fn revocation_reaches_every_crl_within_a_second() {
         let (_, out, err) = run(cmd.arg(&leaf));
         assert!(format!("{out}{err}").contains("certificate revoked"), "{crls:?}: {out}{err}");
         let mut cmd = Command::new("openssl");
-        cmd.args(["verify", "-crl_check", "-CAfile"]).arg(&root).arg("-untrusted").arg(&issuing).arg("-CRLfile").arg(&full);
+        cmd.args(["verify", "-crl_check", "-CAfile"])
+            .arg(&root)
+            .arg("-untrusted")
+            .arg(&issuing)
+            .arg("-CRLfile")
+            .arg(&full);
         let (st, out, err) = run(cmd.arg(&other));
         assert!(st.success(), "the other certificate must verify: {out}{err}");
     }
@@ -244,7 +272,13 @@ fn python_cryptography_parses_responses() {
     let (leaf, serial) = pki.issue("py.test");
     run(pki.signetctl().args(["cert", "revoke", &serial, "--reason", "cessation-of-operation"]));
     let req = nonce_request(&pki, &leaf);
-    let (_, _, body) = pki.curl(&["-H", "Content-Type: application/ocsp-request", "--data-binary", &format!("@{}", req.display()), &pki.url("/ocsp")]);
+    let (_, _, body) = pki.curl(&[
+        "-H",
+        "Content-Type: application/ocsp-request",
+        "--data-binary",
+        &format!("@{}", req.display()),
+        &pki.url("/ocsp"),
+    ]);
     let resp = pki.dir.join("py-resp.der");
     std::fs::write(&resp, body).unwrap();
     let script = r#"
@@ -273,7 +307,13 @@ fn bad_requests_get_malformed_request_or_http_errors() {
     let post = |body: &[u8]| {
         let f = pki.dir.join("bad.der");
         std::fs::write(&f, body).unwrap();
-        pki.curl(&["-H", "Content-Type: application/ocsp-request", "--data-binary", &format!("@{}", f.display()), &pki.url("/ocsp")])
+        pki.curl(&[
+            "-H",
+            "Content-Type: application/ocsp-request",
+            "--data-binary",
+            &format!("@{}", f.display()),
+            &pki.url("/ocsp"),
+        ])
     };
     for body in [&b""[..], b"garbage", &[0x30, 0x80], &[0x30, 0x03, 0x02, 0x01], &[0x30; 300]] {
         let (code, _, resp) = post(body);
@@ -286,10 +326,18 @@ fn bad_requests_get_malformed_request_or_http_errors() {
     // A CA ocspd does not serve: unauthorized.
     let other = pki.dir.join("other-ca.pem");
     let key = pki.dir.join("other-ca.key");
-    run(Command::new("openssl").args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=Other"])
-        .arg("-keyout").arg(&key).arg("-out").arg(&other));
+    run(Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=Other"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&other));
     let req = pki.dir.join("foreign.der");
-    let (st, _, err) = run(Command::new("openssl").args(["ocsp", "-no_nonce", "-issuer"]).arg(&other).args(["-serial", "7", "-reqout"]).arg(&req));
+    let (st, _, err) = run(Command::new("openssl")
+        .args(["ocsp", "-no_nonce", "-issuer"])
+        .arg(&other)
+        .args(["-serial", "7", "-reqout"])
+        .arg(&req));
     assert!(st.success(), "{err}");
     let (code, _, resp) = post(&std::fs::read(&req).unwrap());
     assert_eq!((code, resp.as_slice()), (200, UNAUTHORIZED));
@@ -300,7 +348,13 @@ fn bad_requests_get_malformed_request_or_http_errors() {
     assert_eq!(code, 415);
     let big = pki.dir.join("big.der");
     std::fs::write(&big, vec![0x30; 100_000]).unwrap();
-    let (code, _, _) = pki.curl(&["-H", "Content-Type: application/ocsp-request", "--data-binary", &format!("@{}", big.display()), &pki.url("/ocsp")]);
+    let (code, _, _) = pki.curl(&[
+        "-H",
+        "Content-Type: application/ocsp-request",
+        "--data-binary",
+        &format!("@{}", big.display()),
+        &pki.url("/ocsp"),
+    ]);
     assert_eq!(code, 413);
     for path in ["/crl/nope.crl", "/crl/demo/9.crl", "/crl/demo/01.crl", "/crl/demo/x.crl", "/crl/demo"] {
         assert_eq!(pki.http_get(path).0, 404, "{path}");
@@ -315,13 +369,21 @@ fn registry_checks_callers_and_arguments() {
     let pki = Pki::start();
     let registry = pki.registry();
     // Unknown serials, a shard out of range, a bad reason.
-    let e = block_on(registry.revoke("demo", Revocation { serial: vec![1, 2, 3], reason: RevocationReason::Superseded, revoked_unix_secs: 0 }))
-        .unwrap_err();
+    let e = block_on(registry.revoke(
+        "demo",
+        Revocation { serial: vec![1, 2, 3], reason: RevocationReason::Superseded, revoked_unix_secs: 0 },
+    ))
+    .unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
-    let e = block_on(registry.record_issued("demo", IssuedCert { serial: vec![9; 8], not_after_unix_secs: 2_000_000_000, crl_shard: SHARDS }))
-        .unwrap_err();
+    let e = block_on(registry.record_issued(
+        "demo",
+        IssuedCert { serial: vec![9; 8], not_after_unix_secs: 2_000_000_000, crl_shard: SHARDS },
+    ))
+    .unwrap_err();
     assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
-    let e = block_on(registry.record_issued("demo", IssuedCert { serial: vec![], not_after_unix_secs: 1, crl_shard: 0 })).unwrap_err();
+    let e =
+        block_on(registry.record_issued("demo", IssuedCert { serial: vec![], not_after_unix_secs: 1, crl_shard: 0 }))
+            .unwrap_err();
     assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
     let e = block_on(registry.status("nope", vec![1])).unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotFound, "{e}");
@@ -332,9 +394,17 @@ fn registry_checks_callers_and_arguments() {
     let e = block_on(registry.record_issued("demo", IssuedCert { crl_shard: 0, ..cert.clone() })).unwrap_err();
     assert_eq!(e.kind, ErrorKind::AlreadyExists, "{e}");
     // Revoking twice keeps the first time; the reason may become keyCompromise.
-    let first = block_on(registry.revoke("demo", Revocation { serial: cert.serial.clone(), reason: RevocationReason::Superseded, revoked_unix_secs: 0 })).unwrap();
+    let first = block_on(registry.revoke(
+        "demo",
+        Revocation { serial: cert.serial.clone(), reason: RevocationReason::Superseded, revoked_unix_secs: 0 },
+    ))
+    .unwrap();
     std::thread::sleep(Duration::from_millis(1100));
-    let second = block_on(registry.revoke("demo", Revocation { serial: cert.serial.clone(), reason: RevocationReason::KeyCompromise, revoked_unix_secs: 0 })).unwrap();
+    let second = block_on(registry.revoke(
+        "demo",
+        Revocation { serial: cert.serial.clone(), reason: RevocationReason::KeyCompromise, revoked_unix_secs: 0 },
+    ))
+    .unwrap();
     assert_eq!(first.revoked_unix_secs, second.revoked_unix_secs);
     assert_eq!(second.reason, Some(RevocationReason::KeyCompromise));
 
@@ -355,7 +425,11 @@ fn acknowledged_revocation_survives_sigkill() {
     let (leaf, serial) = pki.issue("kill.test");
     let registry = pki.registry();
     let serial_bytes = hex::decode(&serial).unwrap();
-    let st = block_on(registry.revoke("demo", Revocation { serial: serial_bytes.clone(), reason: RevocationReason::KeyCompromise, revoked_unix_secs: 0 })).unwrap();
+    let st = block_on(registry.revoke(
+        "demo",
+        Revocation { serial: serial_bytes.clone(), reason: RevocationReason::KeyCompromise, revoked_unix_secs: 0 },
+    ))
+    .unwrap();
     assert_eq!(st.state, CertState::Revoked);
     // Killed the moment the revocation is acknowledged.
     pki.kill9_ocspd();
@@ -387,8 +461,13 @@ fn with_signd_down_cached_answers_continue_and_fresh_ones_say_try_later() {
     // A nonce needs a fresh signature: tryLater (3), at once, and ocspd lives on.
     const TRY_LATER: &[u8] = &[0x30, 0x03, 0x0a, 0x01, 0x03];
     let req = nonce_request(&pki, &leaf);
-    let (code, _, body) =
-        pki.curl(&["-H", "Content-Type: application/ocsp-request", "--data-binary", &format!("@{}", req.display()), &pki.url("/ocsp")]);
+    let (code, _, body) = pki.curl(&[
+        "-H",
+        "Content-Type: application/ocsp-request",
+        "--data-binary",
+        &format!("@{}", req.display()),
+        &pki.url("/ocsp"),
+    ]);
     assert_eq!((code, body.as_slice()), (200, TRY_LATER));
     // signd back: fresh signatures work again without restarting ocspd.
     pki.signd.restart();
@@ -404,7 +483,8 @@ fn a_client_over_its_fresh_signature_rate_hears_try_later() {
     // One fresh signature a second per client, two at once.
     pki.kill9_ocspd();
     let config = std::fs::read_to_string(&pki.ocspd_config).unwrap();
-    let limited = config.replacen("[issuers.demo]", "fresh_per_client = { per_second = 1, burst = 2 }\n[issuers.demo]", 1);
+    let limited =
+        config.replacen("[issuers.demo]", "fresh_per_client = { per_second = 1, burst = 2 }\n[issuers.demo]", 1);
     std::fs::write(&pki.ocspd_config, limited).unwrap();
     pki.start_ocspd();
     let (leaf, _) = pki.issue("limited.test");

@@ -83,7 +83,10 @@ fn every_algorithm_and_scheme_verifies_independently(backend: Backend) {
         for scheme in S::ALL.into_iter().filter(|s| *s != S::Default && alg.allows(*s)) {
             let sig = block_on(client.sign("", &id, scheme, msg.clone())).unwrap();
             assert!(openssl_verify(&info.spki, scheme, &msg, &sig), "{alg} {scheme}");
-            assert!(!openssl_verify(&info.spki, scheme, b"another message", &sig), "{alg} {scheme} verified a wrong message");
+            assert!(
+                !openssl_verify(&info.spki, scheme, b"another message", &sig),
+                "{alg} {scheme} verified a wrong message"
+            );
         }
         // Default resolves to the key's own scheme.
         let sig = block_on(client.sign("", &id, S::Default, msg.clone())).unwrap();
@@ -101,9 +104,15 @@ fn openssl_cli_verifies_signatures(backend: Backend) {
     let signd = SigndProcess::start_backend(backend, "");
     let dir = signd.dir.path();
     std::fs::write(dir.join("msg"), b"signed by signd\n").unwrap();
-    for (alg, digest) in [(KeyAlgorithm::EcP256, Some("-sha256")), (KeyAlgorithm::EcP384, Some("-sha384")), (KeyAlgorithm::Rsa2048, Some("-sha256")), (KeyAlgorithm::Ed25519, None)] {
+    for (alg, digest) in [
+        (KeyAlgorithm::EcP256, Some("-sha256")),
+        (KeyAlgorithm::EcP384, Some("-sha384")),
+        (KeyAlgorithm::Rsa2048, Some("-sha256")),
+        (KeyAlgorithm::Ed25519, None),
+    ] {
         let id = format!("cli-{}", alg.name());
-        let (st, _, err) = run(signetctl(&signd.socket).args(["key", "generate", &id, "-a", alg.name(), "--backend", backend.name()]));
+        let (st, _, err) =
+            run(signetctl(&signd.socket).args(["key", "generate", &id, "-a", alg.name(), "--backend", backend.name()]));
         if !backend.supports(alg) {
             assert!(!st.success() && err.contains("unsupported"), "{alg}: {err}");
             continue;
@@ -113,15 +122,28 @@ fn openssl_cli_verifies_signatures(backend: Backend) {
         let sig = dir.join(format!("{id}.sig"));
         let (st, _, err) = run(signetctl(&signd.socket).args(["key", "export-public", &id, "--out"]).arg(&pem));
         assert!(st.success(), "{err}");
-        let (st, _, err) = run(signetctl(&signd.socket).args(["sign", "--key", &id, "--in"]).arg(dir.join("msg")).arg("--out").arg(&sig));
+        let (st, _, err) = run(signetctl(&signd.socket)
+            .args(["sign", "--key", &id, "--in"])
+            .arg(dir.join("msg"))
+            .arg("--out")
+            .arg(&sig));
         assert!(st.success(), "{err}");
         let mut verify = Command::new("openssl");
         match digest {
             Some(d) => verify.args(["dgst", d, "-verify"]).arg(&pem).arg("-signature").arg(&sig).arg(dir.join("msg")),
-            None => verify.args(["pkeyutl", "-verify", "-pubin", "-rawin", "-inkey"]).arg(&pem).arg("-sigfile").arg(&sig).arg("-in").arg(dir.join("msg")),
+            None => verify
+                .args(["pkeyutl", "-verify", "-pubin", "-rawin", "-inkey"])
+                .arg(&pem)
+                .arg("-sigfile")
+                .arg(&sig)
+                .arg("-in")
+                .arg(dir.join("msg")),
         };
         let (st, out, err) = run(&mut verify);
-        assert!(st.success() && (out.contains("Verified OK") || out.contains("Signature Verified Successfully")), "{alg}: {out} {err}");
+        assert!(
+            st.success() && (out.contains("Verified OK") || out.contains("Signature Verified Successfully")),
+            "{alg}: {out} {err}"
+        );
     }
 }
 
@@ -241,7 +263,9 @@ fn policy_refuses_and_audits(backend: Backend) {
     assert_eq!(st.code(), Some(3), "{err}");
 
     let audit = block_on(client.audit(AuditQuery { after_seq: 0, limit: 1000, newest_first: false })).unwrap();
-    let refused = |uid: u32, op: &str| audit.iter().any(|r| r.uid == uid && r.operation == op && !r.ok && r.outcome.starts_with("permission-denied"));
+    let refused = |uid: u32, op: &str| {
+        audit.iter().any(|r| r.uid == uid && r.operation == op && !r.ok && r.outcome.starts_with("permission-denied"))
+    };
     assert!(refused(65534, "sign"), "{audit:#?}");
     assert!(refused(65534, "admin"), "{audit:#?}");
     assert!(refused(12345, "signer"), "{audit:#?}");
@@ -321,7 +345,10 @@ fn kill9_during_signing_loses_nothing_acknowledged(backend: Backend) {
 }
 
 fn bad_input_gets_typed_errors_and_signd_keeps_serving(backend: Backend) {
-    let signd = SigndProcess::start_backend(backend, "[limits]\nmax_message_bytes = 1024\nmax_batch = 8\nmax_frame_bytes = 65536\n");
+    let signd = SigndProcess::start_backend(
+        backend,
+        "[limits]\nmax_message_bytes = 1024\nmax_batch = 8\nmax_frame_bytes = 65536\n",
+    );
     let client = signd.client();
     block_on(client.generate_key(signd.spec("k", KeyAlgorithm::EcP256))).unwrap();
 
@@ -338,11 +365,13 @@ fn bad_input_gets_typed_errors_and_signd_keeps_serving(backend: Backend) {
     assert_eq!(bad_id.kind, ErrorKind::InvalidArgument);
     let dup = block_on(client.generate_key(signd.spec("k", KeyAlgorithm::EcP256))).unwrap_err();
     assert_eq!(dup.kind, ErrorKind::AlreadyExists);
-    let garbage = block_on(client.import_key(signd.spec("g", KeyAlgorithm::EcP256), b"not a key".to_vec())).unwrap_err();
+    let garbage =
+        block_on(client.import_key(signd.spec("g", KeyAlgorithm::EcP256), b"not a key".to_vec())).unwrap_err();
     // NSS keys are generated on the token, never imported.
     let expected = if backend == Backend::Openssl { ErrorKind::InvalidArgument } else { ErrorKind::Unsupported };
     assert_eq!(garbage.kind, expected, "{garbage}");
-    let nope = block_on(client.generate_key(KeySpec { backend: "nope".into(), ..spec("n", KeyAlgorithm::EcP256) })).unwrap_err();
+    let nope = block_on(client.generate_key(KeySpec { backend: "nope".into(), ..spec("n", KeyAlgorithm::EcP256) }))
+        .unwrap_err();
     assert_eq!(nope.kind, ErrorKind::Unsupported);
 
     // Malformed frames: garbage, a truncated frame, and a frame announcing a
@@ -437,7 +466,11 @@ fn config_typo_is_reported_with_file_line_and_key() {
     assert_eq!(st.code(), Some(2));
     assert!(err.contains("userz"), "{err}");
     // An unknown user in policy is a config error too.
-    std::fs::write(&cfg, "socket = \"/tmp/x.sock\"\nstate_dir = \"/tmp/x\"\n[roles.admin]\nusers = [\"no-such-user-here\"]\n").unwrap();
+    std::fs::write(
+        &cfg,
+        "socket = \"/tmp/x.sock\"\nstate_dir = \"/tmp/x\"\n[roles.admin]\nusers = [\"no-such-user-here\"]\n",
+    )
+    .unwrap();
     let (st, _, err) = run(Command::new(bin("signd")).arg("--config").arg(&cfg));
     assert!(!st.success() && err.contains("no-such-user-here"), "{err}");
     // A good one passes.

@@ -25,10 +25,12 @@ fn import_pkcs8_from_the_openssl_cli_then_sign_and_verify() {
         assert!(st.success(), "{err}");
         // The DER form must import too.
         let der = dir.join(format!("{name}.der"));
-        let (st, _, err) = run(Command::new("openssl").args(["pkey", "-in"]).arg(&pem).args(["-outform", "DER", "-out"]).arg(&der));
+        let (st, _, err) =
+            run(Command::new("openssl").args(["pkey", "-in"]).arg(&pem).args(["-outform", "DER", "-out"]).arg(&der));
         assert!(st.success(), "{err}");
         let file = if name == "ed" { &der } else { &pem };
-        let (st, out, err) = run(signetctl(&signd.socket).args(["--json", "key", "import", name, "-a", alg, "--file"]).arg(file));
+        let (st, out, err) =
+            run(signetctl(&signd.socket).args(["--json", "key", "import", name, "-a", alg, "--file"]).arg(file));
         assert!(st.success(), "{err}");
         let info = json(&out);
         assert_eq!(info["algorithm"], alg);
@@ -47,13 +49,17 @@ fn import_pkcs8_from_the_openssl_cli_then_sign_and_verify() {
         assert!(openssl_verify(&spki, scheme, &std::fs::read(&pem).unwrap(), &sig), "{name}");
     }
     // Wrong algorithm claimed, and garbage: typed errors, exit code 2.
-    let (st, _, err) = run(signetctl(&signd.socket).args(["key", "import", "x", "-a", "ecdsa-p256", "--file"]).arg(dir.join("rsa.pem")));
+    let (st, _, err) = run(signetctl(&signd.socket)
+        .args(["key", "import", "x", "-a", "ecdsa-p256", "--file"])
+        .arg(dir.join("rsa.pem")));
     assert_eq!(st.code(), Some(2), "{err}");
     assert!(err.contains("wrong-algorithm"), "{err}");
-    let (st, _, err) = run(signetctl(&signd.socket).args(["key", "import", "y", "-a", "ed25519", "--file", "/etc/hostname"]));
+    let (st, _, err) =
+        run(signetctl(&signd.socket).args(["key", "import", "y", "-a", "ed25519", "--file", "/etc/hostname"]));
     assert_eq!(st.code(), Some(2), "{err}");
     // Missing file: exit 2 naming the file.
-    let (st, _, err) = run(signetctl(&signd.socket).args(["key", "import", "z", "-a", "ed25519", "--file", "/nonexistent"]));
+    let (st, _, err) =
+        run(signetctl(&signd.socket).args(["key", "import", "z", "-a", "ed25519", "--file", "/nonexistent"]));
     assert_eq!(st.code(), Some(2));
     assert!(err.contains("/nonexistent"), "{err}");
 }
@@ -88,7 +94,9 @@ fn json_output_and_exit_codes() {
     assert_eq!(st.code(), Some(5), "{err}");
     assert!(err.contains("/nonexistent/signd.sock"), "{err}");
     // --help works everywhere.
-    for args in [&["--help"][..], &["key", "--help"], &["key", "generate", "--help"], &["sign", "--help"], &["audit", "--help"]] {
+    for args in
+        [&["--help"][..], &["key", "--help"], &["key", "generate", "--help"], &["sign", "--help"], &["audit", "--help"]]
+    {
         let (st, out, _) = run(ctl().args(args));
         assert!(st.success() && out.contains("Usage"), "{args:?}");
     }
@@ -166,8 +174,16 @@ fn sigterm_drains_calls_in_progress() {
     let waited = started.elapsed();
     assert!(status.success(), "{status}");
     let answer = pending.join().unwrap();
-    assert_eq!(answer.unwrap_or_else(|e| panic!("in-progress call was dropped: {e}; waited {waited:?}; log:\n{}", signd.log())).len(), 400);
-    assert!(waited > std::time::Duration::from_millis(100), "signd exited in {waited:?}: the call had already finished, nothing was drained");
+    assert_eq!(
+        answer
+            .unwrap_or_else(|e| panic!("in-progress call was dropped: {e}; waited {waited:?}; log:\n{}", signd.log()))
+            .len(),
+        400
+    );
+    assert!(
+        waited > std::time::Duration::from_millis(100),
+        "signd exited in {waited:?}: the call had already finished, nothing was drained"
+    );
 }
 
 /// utime + stime of a process, in clock ticks (normally 1/100 s), from /proc.

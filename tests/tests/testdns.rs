@@ -63,10 +63,7 @@ fn answers_a_aaaa_caa_and_nxdomain_over_udp_and_tcp() {
     let [caa] = m.answers() else { panic!("one CAA: {m:?}") };
     let RData::CAA(caa) = caa.data() else { panic!() };
     assert_eq!(caa.tag().as_str(), "issue");
-    assert_eq!(
-        caa.raw_value(),
-        b"signet.test; accounturi=https://127.0.0.1/acme/acct/1; validationmethods=dns-01"
-    );
+    assert_eq!(caa.raw_value(), b"signet.test; accounturi=https://127.0.0.1/acme/acct/1; validationmethods=dns-01");
 
     assert_eq!(a(&dns.query("any.wild.example.test", RecordType::A)), ["127.0.0.2"]);
 

@@ -133,7 +133,13 @@ impl Client {
     /// newOrder for `identifier`: the order's URL and the order.
     pub async fn new_order(&mut self, identifier: Identifier) -> Result<(String, Order), Error> {
         let url = self.directory.new_order.clone();
-        let payload = NewOrder { identifiers: vec![identifier], not_before: None, not_after: None, profile: None, replaces: None };
+        let payload = NewOrder {
+            identifiers: vec![identifier],
+            not_before: None,
+            not_after: None,
+            profile: None,
+            replaces: None,
+        };
         let payload = serde_json::to_vec(&payload).map_err(|e| Error::Protocol(e.to_string()))?;
         let response = self.post(&url, &payload, None).await?;
         let order_url = location(&url, &response)?;
@@ -157,7 +163,11 @@ impl Client {
     /// Polls the authorization at `url` until it leaves `pending`; an error
     /// unless it became `valid`. `first_wait` is the Retry-After of the
     /// response that prompted the polling.
-    pub async fn poll_authorization(&mut self, url: &str, first_wait: Option<Duration>) -> Result<Authorization, Error> {
+    pub async fn poll_authorization(
+        &mut self,
+        url: &str,
+        first_wait: Option<Duration>,
+    ) -> Result<Authorization, Error> {
         let deadline = Instant::now() + self.polling.timeout;
         let mut wait = self.polling.wait(first_wait);
         loop {
@@ -167,7 +177,11 @@ impl Client {
                 AuthorizationStatus::Valid => return Ok(authz),
                 AuthorizationStatus::Pending if Instant::now() < deadline => wait = self.polling.wait(retry),
                 AuthorizationStatus::Pending => {
-                    return Err(Error::PollTimeout { what: "authorization", status: "pending".into(), secs: self.polling.timeout.as_secs() })
+                    return Err(Error::PollTimeout {
+                        what: "authorization",
+                        status: "pending".into(),
+                        secs: self.polling.timeout.as_secs(),
+                    })
                 }
                 _ => return Err(Error::Invalid { what: "authorization", problem: authz_problem(&authz) }),
             }
@@ -195,12 +209,19 @@ impl Client {
 
     /// Polls the order at `url` until it is `valid` (an error if it becomes
     /// `invalid` or stays pending too long); `order` is its last known state.
-    pub async fn poll_order(&mut self, url: &str, mut order: Order, mut retry: Option<Duration>) -> Result<Order, Error> {
+    pub async fn poll_order(
+        &mut self,
+        url: &str,
+        mut order: Order,
+        mut retry: Option<Duration>,
+    ) -> Result<Order, Error> {
         let deadline = Instant::now() + self.polling.timeout;
         loop {
             match order.status {
                 OrderStatus::Valid => return Ok(order),
-                OrderStatus::Invalid => return Err(Error::Invalid { what: "order", problem: order.error.map(Box::new) }),
+                OrderStatus::Invalid => {
+                    return Err(Error::Invalid { what: "order", problem: order.error.map(Box::new) })
+                }
                 status if Instant::now() >= deadline => {
                     return Err(Error::PollTimeout {
                         what: "order",
@@ -245,8 +266,16 @@ impl Client {
             Some(kid) => Signer::Kid(kid),
             None => Signer::Jwk,
         };
-        let jws = sign::request_with_jwk(Algorithm::Es256, &self.account.key, &self.account.jwk, signer, Some(&nonce), url, payload)
-            .map_err(Error::crypto)?;
+        let jws = sign::request_with_jwk(
+            Algorithm::Es256,
+            &self.account.key,
+            &self.account.jwk,
+            signer,
+            Some(&nonce),
+            url,
+            payload,
+        )
+        .map_err(Error::crypto)?;
         let body = Bytes::from(serde_json::to_vec(&jws).map_err(Error::crypto)?);
         let response = self.conn.send(Method::POST, url, Some(JOSE), accept, body).await?;
         self.nonce = response.header("replay-nonce").map(str::to_owned);
@@ -337,8 +366,10 @@ mod tests {
 
     #[test]
     fn error_statuses_become_problems() {
-        let response = |status, body: &'static str| Response { status, headers: Default::default(), body: Bytes::from(body) };
-        let e = success("u", response(400, r#"{"type":"urn:ietf:params:acme:error:badNonce","detail":"stale"}"#)).unwrap_err();
+        let response =
+            |status, body: &'static str| Response { status, headers: Default::default(), body: Bytes::from(body) };
+        let e = success("u", response(400, r#"{"type":"urn:ietf:params:acme:error:badNonce","detail":"stale"}"#))
+            .unwrap_err();
         assert!(e.is_bad_nonce());
         let e = success("u", response(502, "<html>bad gateway</html>")).unwrap_err();
         assert_eq!(e.category(), "http502");

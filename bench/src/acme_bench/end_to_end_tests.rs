@@ -47,7 +47,11 @@ async fn run(r: Run) -> Report {
     let dir = tempfile::tempdir().unwrap();
     let zone = dir.path().join("zone");
     std::fs::write(&zone, "*.bench.test A 127.0.0.1\n").unwrap();
-    let responders = ResponderConfig { http01_listen: mock::free_port(), tlsalpn01_listen: mock::free_port(), dns_zone: Some(zone.clone()) };
+    let responders = ResponderConfig {
+        http01_listen: mock::free_port(),
+        tlsalpn01_listen: mock::free_port(),
+        dns_zone: Some(zone.clone()),
+    };
     let targets = Targets {
         http01: if r.wrong_http01_port { mock::free_port() } else { responders.http01_listen },
         tlsalpn01: responders.tlsalpn01_listen,
@@ -107,7 +111,8 @@ async fn http01_dns_names() {
 
 #[tokio::test]
 async fn tls_alpn01_ip_address_from_several_clients() {
-    let report = run(Run { challenge: ChallengeKind::TlsAlpn01, identifier: IdentifierKind::Ip, ..Run::default() }).await;
+    let report =
+        run(Run { challenge: ChallengeKind::TlsAlpn01, identifier: IdentifierKind::Ip, ..Run::default() }).await;
     assert_passed(&report, 6);
 }
 
@@ -131,7 +136,8 @@ async fn dns_persist01_zone_file() {
 
 #[tokio::test]
 async fn http01_ip_address() {
-    let report = run(Run { identifier: IdentifierKind::Ip, clients: 2, requests: 3, warmup: 0, ..Run::default() }).await;
+    let report =
+        run(Run { identifier: IdentifierKind::Ip, clients: 2, requests: 3, warmup: 0, ..Run::default() }).await;
     assert_passed(&report, 3);
 }
 
@@ -144,7 +150,16 @@ async fn bad_nonces_are_retried() {
 
 #[tokio::test]
 async fn post_quantum_chain() {
-    let report = run(Run { key_type: KeyType::MlDsa44, ca_key_type: KeyType::MlDsa65, mock_ca: KeyType::MlDsa65, clients: 1, requests: 2, warmup: 0, ..Run::default() }).await;
+    let report = run(Run {
+        key_type: KeyType::MlDsa44,
+        ca_key_type: KeyType::MlDsa65,
+        mock_ca: KeyType::MlDsa65,
+        clients: 1,
+        requests: 2,
+        warmup: 0,
+        ..Run::default()
+    })
+    .await;
     assert_passed(&report, 2);
     assert_eq!(report.ca.observed.as_deref(), Some("ml-dsa-65"));
 }
@@ -183,7 +198,11 @@ async fn an_unreachable_server_fails_setup() {
         identifier: IdentifierKind::Dns,
         domain_suffix: "bench.test".into(),
         ip_address: IpAddr::from([127, 0, 0, 1]),
-        responders: ResponderConfig { http01_listen: mock::free_port(), tlsalpn01_listen: mock::free_port(), dns_zone: Some(dir.path().join("z")) },
+        responders: ResponderConfig {
+            http01_listen: mock::free_port(),
+            tlsalpn01_listen: mock::free_port(),
+            dns_zone: Some(dir.path().join("z")),
+        },
         polling: Polling { interval: Duration::from_millis(5), timeout: Duration::from_secs(1) },
         timeout: Duration::from_secs(5),
         verify_cert: false,

@@ -49,7 +49,8 @@ impl Origin {
         let authority = uri.authority().ok_or_else(|| Error::Protocol(format!("{url}: no host")))?;
         let host = authority.host().trim_start_matches('[').trim_end_matches(']').to_owned();
         let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
-        let authority = HeaderValue::from_str(authority.as_str()).map_err(|e| Error::Protocol(format!("{url}: {e}")))?;
+        let authority =
+            HeaderValue::from_str(authority.as_str()).map_err(|e| Error::Protocol(format!("{url}: {e}")))?;
         Ok(Origin { tls, host, port, authority })
     }
 
@@ -184,7 +185,8 @@ impl Connection {
         let sender = self.ready().await?;
         let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
         let (parts, body) = response.into_parts();
-        let body = Limited::new(body, MAX_BODY).collect().await.map_err(|e| format!("reading the body: {e}"))?.to_bytes();
+        let body =
+            Limited::new(body, MAX_BODY).collect().await.map_err(|e| format!("reading the body: {e}"))?.to_bytes();
         Ok(Response { status: parts.status.as_u16(), headers: parts.headers, body })
     }
 
@@ -213,17 +215,19 @@ impl Connection {
         let io: Box<dyn Io> = if origin.tls {
             let connector = self.tls.as_ref().ok_or("an https URL but no TLS configuration")?;
             // Verifies the certificate against the host name (or IP address).
-            let ssl = connector
-                .configure()
-                .and_then(|c| c.into_ssl(&origin.host))
-                .map_err(|e| format!("TLS setup: {e}"))?;
+            let ssl =
+                connector.configure().and_then(|c| c.into_ssl(&origin.host)).map_err(|e| format!("TLS setup: {e}"))?;
             let mut stream = SslStream::new(ssl, tcp).map_err(|e| format!("TLS setup: {e}"))?;
-            Pin::new(&mut stream).connect().await.map_err(|e| format!("TLS handshake with {}: {e}", origin.authority_str()))?;
+            Pin::new(&mut stream)
+                .connect()
+                .await
+                .map_err(|e| format!("TLS handshake with {}: {e}", origin.authority_str()))?;
             Box::new(stream)
         } else {
             Box::new(tcp)
         };
-        let (sender, conn) = http1::handshake::<_, Full<Bytes>>(TokioIo::new(io)).await.map_err(|e| format!("HTTP handshake: {e}"))?;
+        let (sender, conn) =
+            http1::handshake::<_, Full<Bytes>>(TokioIo::new(io)).await.map_err(|e| format!("HTTP handshake: {e}"))?;
         tokio::spawn(async move {
             // Its errors surface through the sender.
             let _ = conn.await;

@@ -75,7 +75,8 @@ pub async fn issue(client: &mut Client, plan: &Plan<'_>, identifier: Identifier)
             let account = client.account_url().ok_or_else(|| Error::Protocol("no account URL yet".into()))?;
             plan.responder.publish_persist(&authz.identifier, issuer, account).await?
         } else {
-            let token = challenge.token.as_deref().ok_or_else(|| Error::Protocol(format!("{}: no token", challenge.url)))?;
+            let token =
+                challenge.token.as_deref().ok_or_else(|| Error::Protocol(format!("{}: no token", challenge.url)))?;
             // The token goes into a URL path, a DNS name's record and a digest:
             // only base64url is acceptable.
             signet_acme::validate::token(token).map_err(|e| Error::Protocol(format!("{}: {e}", challenge.url)))?;
@@ -119,7 +120,8 @@ pub async fn issue(client: &mut Client, plan: &Plan<'_>, identifier: Identifier)
     let order = client.poll_order(&order_url, order, retry).await?;
     lap(Phase::Finalize);
 
-    let cert_url = order.certificate.ok_or_else(|| Error::Protocol(format!("{order_url}: valid but no certificate URL")))?;
+    let cert_url =
+        order.certificate.ok_or_else(|| Error::Protocol(format!("{order_url}: valid but no certificate URL")))?;
     let chain_pem = client.download(&cert_url).await?;
     lap(Phase::Download);
     if !chain_pem.starts_with(b"-----BEGIN CERTIFICATE-----") {
@@ -196,7 +198,13 @@ mod tests {
 
     use super::*;
 
-    fn cert(subject: &str, key: &PKey<Private>, issuer: Option<(&X509, &PKey<Private>)>, san: Option<&Identifier>, kt: KeyType) -> X509 {
+    fn cert(
+        subject: &str,
+        key: &PKey<Private>,
+        issuer: Option<(&X509, &PKey<Private>)>,
+        san: Option<&Identifier>,
+        kt: KeyType,
+    ) -> X509 {
         let mut name = X509NameBuilder::new().unwrap();
         name.append_entry_by_text("CN", subject).unwrap();
         let name = name.build();
@@ -211,7 +219,11 @@ mod tests {
         match san {
             Some(id) => {
                 let mut s = SubjectAlternativeName::new();
-                if id.kind == IdentifierType::Ip { s.ip(&id.value) } else { s.dns(&id.value) };
+                if id.kind == IdentifierType::Ip {
+                    s.ip(&id.value)
+                } else {
+                    s.dns(&id.value)
+                };
                 let ext = s.build(&b.x509v3_context(issuer.map(|(c, _)| c.as_ref()), None)).unwrap();
                 b.append_extension(ext).unwrap();
             }
@@ -236,7 +248,9 @@ mod tests {
             verify_chain(&[leaf.clone(), root.clone()], &[], &dns).unwrap();
             assert!(verify_chain(std::slice::from_ref(&leaf), &[], &dns).is_err(), "no root");
             let other = Identifier::dns("c0-2.bench.test");
-            assert!(matches!(verify_chain(std::slice::from_ref(&leaf), std::slice::from_ref(&root), &other), Err(Error::Verify(m)) if m.contains("does not name")));
+            assert!(
+                matches!(verify_chain(std::slice::from_ref(&leaf), std::slice::from_ref(&root), &other), Err(Error::Verify(m)) if m.contains("does not name"))
+            );
             let stranger_key = kt.generate().unwrap();
             let stranger = cert("root", &stranger_key, None, None, kt);
             assert!(verify_chain(std::slice::from_ref(&leaf), &[stranger], &dns).is_err(), "{kt}: wrong root");

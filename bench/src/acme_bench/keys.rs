@@ -154,7 +154,12 @@ impl FromStr for KeyType {
 /// A DER PKCS#10 request for `identifier` (a DNS name or an IP address,
 /// after `kind`) signed by `key`: an empty subject and the identifier as the
 /// only subjectAltName, as RFC 8555 §7.4 lets a client send.
-pub fn csr(key: &PKeyRef<Private>, key_type: KeyType, kind: IdentifierKind, identifier: &str) -> Result<Vec<u8>, ErrorStack> {
+pub fn csr(
+    key: &PKeyRef<Private>,
+    key_type: KeyType,
+    kind: IdentifierKind,
+    identifier: &str,
+) -> Result<Vec<u8>, ErrorStack> {
     let mut builder = X509ReqBuilder::new()?;
     builder.set_pubkey(key)?;
     let mut san = SubjectAlternativeName::new();

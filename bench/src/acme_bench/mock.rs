@@ -265,7 +265,8 @@ async fn signed(state: &Arc<State>, path: &str, body: &[u8]) -> Result<Reply, Pr
 
     if path == "/new-order" {
         let new_order: NewOrder = verified.payload_json().map_err(|e| e.problem())?;
-        let [identifier] = <[Identifier; 1]>::try_from(new_order.identifiers).map_err(|_| malformed("one identifier"))?;
+        let [identifier] =
+            <[Identifier; 1]>::try_from(new_order.identifiers).map_err(|_| malformed("one identifier"))?;
         let authz = state.next.fetch_add(1, Ordering::Relaxed);
         let order = state.next.fetch_add(1, Ordering::Relaxed);
         // 32 base64url characters: 192 bits, a valid token whatever the number.
@@ -274,7 +275,11 @@ async fn signed(state: &Arc<State>, path: &str, body: &[u8]) -> Result<Reply, Pr
             authz,
             Authz { account: kid.clone(), identifier: identifier.clone(), token, status: Status::Pending, error: None },
         );
-        state.orders.lock().unwrap().insert(order, Order { account: kid, identifier, authz, status: Status::Pending, cert: None });
+        state
+            .orders
+            .lock()
+            .unwrap()
+            .insert(order, Order { account: kid, identifier, authz, status: Status::Pending, cert: None });
         let body = order_json(state, order);
         return Ok(created(&format!("{}/order/{order}", state.base), &body));
     }
@@ -287,7 +292,8 @@ async fn signed(state: &Arc<State>, path: &str, body: &[u8]) -> Result<Reply, Pr
         let kind = path.rsplit('/').next().unwrap_or_default().to_owned();
         let (identifier, token) = {
             let mut authzs = state.authzs.lock().unwrap();
-            let a = authzs.get_mut(&n).filter(|a| a.account == kid).ok_or_else(|| malformed("no such authorization"))?;
+            let a =
+                authzs.get_mut(&n).filter(|a| a.account == kid).ok_or_else(|| malformed("no such authorization"))?;
             if a.status == Status::Pending {
                 a.status = Status::Processing;
             }
@@ -310,7 +316,10 @@ async fn signed(state: &Arc<State>, path: &str, body: &[u8]) -> Result<Reply, Pr
                 }
             }
         });
-        let mut reply = json_reply(StatusCode::OK, &json!({"type": path.rsplit('/').next(), "url": url, "status": "processing", "token": "x"}));
+        let mut reply = json_reply(
+            StatusCode::OK,
+            &json!({"type": path.rsplit('/').next(), "url": url, "status": "processing", "token": "x"}),
+        );
         // Whole seconds, as a real server sends: acme-bench caps it.
         reply.headers_mut().insert("retry-after", HeaderValue::from_static("1"));
         return Ok(reply);
@@ -449,7 +458,9 @@ async fn validate(targets: &Targets, kind: &str, identifier: &Identifier, proof:
     match kind {
         "http-01" => {
             let tcp = tokio::net::TcpStream::connect(targets.http01).await.map_err(|e| connection(e.to_string()))?;
-            let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(tcp)).await.map_err(|e| connection(e.to_string()))?;
+            let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(tcp))
+                .await
+                .map_err(|e| connection(e.to_string()))?;
             tokio::spawn(conn);
             let req = Request::get(format!("/.well-known/acme-challenge/{token}"))
                 .header("host", identifier.value.as_str())
@@ -474,7 +485,8 @@ async fn validate(targets: &Targets, kind: &str, identifier: &Identifier, proof:
             Pin::new(&mut s).connect().await.map_err(|e| Problem::new(ProblemType::Tls, e.to_string()))?;
             let cert = s.ssl().peer_certificate().ok_or_else(|| incorrect("no certificate".into()))?;
             let der = cert.to_der().unwrap();
-            let parsed = <x509_cert::Certificate as der::Decode>::from_der(&der).map_err(|e| incorrect(e.to_string()))?;
+            let parsed =
+                <x509_cert::Certificate as der::Decode>::from_der(&der).map_err(|e| incorrect(e.to_string()))?;
             let expected = signet_acme::validate::tls_alpn01_extension_value(key_authorization);
             let ok = parsed.tbs_certificate.extensions.unwrap_or_default().iter().any(|e| {
                 e.extn_id.to_string() == "1.3.6.1.5.5.7.1.31" && e.critical && e.extn_value.as_bytes() == expected
@@ -498,7 +510,8 @@ async fn validate(targets: &Targets, kind: &str, identifier: &Identifier, proof:
         }
         "dns-persist-01" => {
             let zone = std::fs::read_to_string(&targets.zone).unwrap_or_default();
-            let line = format!("_validation-persist.{} TXT \"{MOCK_ISSUER_DOMAIN}; accounturi={account}\"", identifier.value);
+            let line =
+                format!("_validation-persist.{} TXT \"{MOCK_ISSUER_DOMAIN}; accounturi={account}\"", identifier.value);
             if !zone.lines().any(|l| l == line) {
                 return Err(incorrect("dns-persist-01: no such TXT record".into()));
             }

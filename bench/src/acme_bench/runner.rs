@@ -87,7 +87,8 @@ pub async fn run(config: &Config, probe: &dyn AllocProbe) -> Result<Report, Erro
         connections_opened: workers.iter().map(|w| w.client.connections_opened()).sum(),
         bad_nonce_retries: workers.iter().map(|w| w.client.bad_nonce_retries).sum(),
         // /proc counts CPU time in 10 ms ticks: meaningless over a short window.
-        cpu_percent: (window >= Duration::from_millis(200)).then(|| (cpu.as_secs_f64() / window.as_secs_f64() * 1000.0).round() / 10.0),
+        cpu_percent: (window >= Duration::from_millis(200))
+            .then(|| (cpu.as_secs_f64() / window.as_secs_f64() * 1000.0).round() / 10.0),
     };
     let observed = shared.ca_observed.get().copied().flatten();
     let ca = CaCheck {
@@ -150,7 +151,12 @@ async fn stage(workers: Vec<Worker>, shared: &Arc<Shared>, total: u64) -> (Vec<W
     (workers, tally)
 }
 
-async fn issue_until_done(mut worker: Worker, shared: Arc<Shared>, tickets: Arc<AtomicU64>, total: u64) -> (Worker, Tally) {
+async fn issue_until_done(
+    mut worker: Worker,
+    shared: Arc<Shared>,
+    tickets: Arc<AtomicU64>,
+    total: u64,
+) -> (Worker, Tally) {
     let config = &shared.config;
     let plan = Plan { challenge: config.challenge, responder: &shared.responder, key_type: config.key_type };
     let mut tally = Tally::default();

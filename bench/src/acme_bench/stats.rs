@@ -257,8 +257,10 @@ pub fn summary_text(summary: &Summary, memory: Option<&Memory>) -> String {
         "latency     mean {:.1} ms, p50 {:.1}, p95 {:.1}, p99 {:.1}, max {:.1}",
         l.mean, l.p50, l.p95, l.p99, l.max
     );
-    let phases: Vec<String> =
-        Phase::ALL.iter().map(|p| format!("{} {:.1}", p.name(), summary.phase_mean_ms.get(p.name()).copied().unwrap_or(0.0))).collect();
+    let phases: Vec<String> = Phase::ALL
+        .iter()
+        .map(|p| format!("{} {:.1}", p.name(), summary.phase_mean_ms.get(p.name()).copied().unwrap_or(0.0)))
+        .collect();
     let _ = writeln!(out, "phases      mean ms: {}", phases.join(", "));
     if let Some(m) = memory {
         let _ = writeln!(
@@ -322,7 +324,11 @@ mod tests {
     #[test]
     fn errors_counted_by_category_with_the_first_example() {
         let mut a = Tally::default();
-        let nonce = |d: &str| Error::Problem { url: "u".into(), status: 400, problem: Box::new(Problem::new(ProblemType::BadNonce, d)) };
+        let nonce = |d: &str| Error::Problem {
+            url: "u".into(),
+            status: 400,
+            problem: Box::new(Problem::new(ProblemType::BadNonce, d)),
+        };
         a.error(&nonce("first"));
         a.error(&nonce("second"));
         let mut b = Tally::default();
@@ -360,7 +366,10 @@ mod tests {
         let s = Summary::of(&tally, Duration::from_secs(1));
         let text = summary_text(&s, Some(&Memory::default()));
         assert!(text.contains("issuances   10 in 1.000 s: 10.0 issuances/s (0 failed)"), "{text}");
-        assert!(text.contains("phases      mean ms: new_order 1.1, authz 1.1, challenge 1.1, finalize 1.1, download 1.1"), "{text}");
+        assert!(
+            text.contains("phases      mean ms: new_order 1.1, authz 1.1, challenge 1.1, finalize 1.1, download 1.1"),
+            "{text}"
+        );
         assert!(text.contains("heap        0.0 KiB"), "{text}");
     }
 }

@@ -232,7 +232,10 @@ fn config(args: &Args) -> anyhow::Result<Config> {
             tlsalpn01_listen: args.tlsalpn01_listen,
             dns_zone: args.dns_zone.clone(),
         },
-        polling: Polling { interval: Duration::from_millis(args.poll_ms), timeout: Duration::from_secs(args.poll_timeout) },
+        polling: Polling {
+            interval: Duration::from_millis(args.poll_ms),
+            timeout: Duration::from_secs(args.poll_timeout),
+        },
         timeout: Duration::from_secs(args.timeout),
         verify_cert: args.verify_cert,
         label: args.label.clone(),
@@ -260,7 +263,12 @@ mod counting {
 
     impl Counting {
         pub const fn new() -> Counting {
-            Counting { allocated: AtomicU64::new(0), allocations: AtomicU64::new(0), live: AtomicU64::new(0), peak: AtomicU64::new(0) }
+            Counting {
+                allocated: AtomicU64::new(0),
+                allocations: AtomicU64::new(0),
+                live: AtomicU64::new(0),
+                peak: AtomicU64::new(0),
+            }
         }
 
         fn allocated(&self, size: usize) {

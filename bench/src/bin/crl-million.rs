@@ -138,8 +138,7 @@ fn main() -> anyhow::Result<()> {
     let ca_cert = openssl::x509::X509::from_der(&der)?;
     let parsed = openssl::x509::X509Crl::from_der(&crl)?;
     let ca_key = ca_cert.public_key()?;
-    let verified = parsed.verify(&ca_key)?
-        && parsed.get_revoked().map_or(0, |r| r.len()) == args.entries;
+    let verified = parsed.verify(&ca_key)? && parsed.get_revoked().map_or(0, |r| r.len()) == args.entries;
     println!(
         "{}",
         serde_json::json!({

@@ -225,7 +225,8 @@ fn run(alg: KeyAlgorithm, n: usize, reps: usize, store: &Store) -> Vec<Row> {
 
     // OCSP: the CA signs its own responses (no delegated responder), as x509bench does.
     let responder = Responder::from_certificate_der(&ca.cert, ca.scheme).unwrap();
-    let ids: Vec<CertIdentity> = serials.iter().map(|s| CertIdentity::new(OcspHash::Sha1, &ca.cert, s).unwrap()).collect();
+    let ids: Vec<CertIdentity> =
+        serials.iter().map(|s| CertIdentity::new(OcspHash::Sha1, &ca.cert, s).unwrap()).collect();
     let response_params = |i: usize| OcspResponseParams {
         cert_id: &ids[i],
         status: CertStatusInfo::Good,
@@ -237,7 +238,9 @@ fn run(alg: KeyAlgorithm, n: usize, reps: usize, store: &Store) -> Vec<Row> {
     let (t, datas) = time(reps, || parallel(n, |i| build_response_data(&responder, &response_params(i)).unwrap()));
     push("ocsp_build", n, t);
     let (t, responses) = time(reps, || {
-        parallel(n, |i| assemble_ocsp_response(&datas[i], ca.scheme, &sign(&ca.key, ca.scheme, &datas[i]).unwrap(), &[]).unwrap())
+        parallel(n, |i| {
+            assemble_ocsp_response(&datas[i], ca.scheme, &sign(&ca.key, ca.scheme, &datas[i]).unwrap(), &[]).unwrap()
+        })
     });
     push("ocsp_sign", n, t);
     let ocsp_table: Table<Vec<u8>, Vec<u8>> = store.table("ocsp").unwrap();

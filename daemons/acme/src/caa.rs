@@ -48,7 +48,10 @@ impl IssuerValue {
             }
             let (k, v) = p.split_once('=')?;
             let (k, v) = (k.trim(), v.trim());
-            if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric()) || v.chars().any(|c| c.is_whitespace() || c == ';') {
+            if k.is_empty()
+                || !k.chars().all(|c| c.is_ascii_alphanumeric())
+                || v.chars().any(|c| c.is_whitespace() || c == ';')
+            {
                 return None;
             }
             params.push((k.to_ascii_lowercase(), v.to_owned()));
@@ -64,7 +67,9 @@ impl IssuerValue {
     /// Whether this names one of `identities` and its RFC 8657 parameters
     /// admit `account_uri` validating with `method`.
     fn admits(&self, identities: &[String], account_uri: &str, method: &str) -> bool {
-        if self.domain.is_empty() || !identities.iter().any(|i| i.trim_end_matches('.').eq_ignore_ascii_case(&self.domain)) {
+        if self.domain.is_empty()
+            || !identities.iter().any(|i| i.trim_end_matches('.').eq_ignore_ascii_case(&self.domain))
+        {
             return false;
         }
         if let Some(uri) = self.param("accounturi") {
@@ -85,7 +90,13 @@ impl IssuerValue {
 /// `identities`) issue for a name, for `account_uri` validating with
 /// `method` (e.g. `http-01`). `wildcard` selects `issuewild` when present.
 /// An empty RRset allows issuance. The refusal is a `caa` problem.
-pub fn check(records: &[CaaRecord], identities: &[String], wildcard: bool, account_uri: &str, method: &str) -> Result<(), AcmeError> {
+pub fn check(
+    records: &[CaaRecord],
+    identities: &[String],
+    wildcard: bool,
+    account_uri: &str,
+    method: &str,
+) -> Result<(), AcmeError> {
     let known = ["issue", "issuewild", "iodef", "issuemail", "issuevmc", "contactemail", "contactphone"];
     if let Some(r) = records.iter().find(|r| r.critical && !known.iter().any(|k| r.tag.eq_ignore_ascii_case(k))) {
         return Err(AcmeError::new(ProblemType::Caa, format!("CAA record with unknown critical property {:?}", r.tag)));
@@ -96,13 +107,17 @@ pub fn check(records: &[CaaRecord], identities: &[String], wildcard: bool, accou
     if relevant.is_empty() {
         return Ok(());
     }
-    if relevant.iter().any(|r| IssuerValue::parse(&r.value).is_some_and(|v| v.admits(identities, account_uri, method))) {
+    if relevant.iter().any(|r| IssuerValue::parse(&r.value).is_some_and(|v| v.admits(identities, account_uri, method)))
+    {
         return Ok(());
     }
     let property = if wildcard && !of("issuewild").is_empty() { "issuewild" } else { "issue" };
     Err(AcmeError::new(
         ProblemType::Caa,
-        format!("CAA {property} records do not authorise {} for this account and method {method}", identities.first().map(String::as_str).unwrap_or("this CA")),
+        format!(
+            "CAA {property} records do not authorise {} for this account and method {method}",
+            identities.first().map(String::as_str).unwrap_or("this CA")
+        ),
     ))
 }
 
@@ -154,7 +169,9 @@ mod tests {
         let e = check(&[rec("issue", "other.example")], &ids(), false, ACCT, "http-01").unwrap_err();
         assert_eq!(e.kind, ProblemType::Caa);
         assert!(check(&[rec("issue", ";")], &ids(), false, ACCT, "http-01").is_err());
-        assert!(check(&[rec("issue", "other.example"), rec("issue", "signet.test")], &ids(), false, ACCT, "dns-01").is_ok());
+        assert!(
+            check(&[rec("issue", "other.example"), rec("issue", "signet.test")], &ids(), false, ACCT, "dns-01").is_ok()
+        );
     }
 
     #[test]

@@ -24,14 +24,8 @@ pub fn jws_input(data: &[u8]) {
     if let Ok(value) = serde_json::from_slice::<Value>(data) {
         if let Ok(jwk) = Jwk::from_json(&value) {
             let _ = jwk.thumbprint();
-            let round_trip = jwk
-                .to_spki_der()
-                .ok()
-                .and_then(|der| Jwk::from_spki_der(&der).ok());
-            assert!(
-                round_trip.is_none_or(|k| k == jwk),
-                "SPKI round trip changed the key"
-            );
+            let round_trip = jwk.to_spki_der().ok().and_then(|der| Jwk::from_spki_der(&der).ok());
+            assert!(round_trip.is_none_or(|k| k == jwk), "SPKI round trip changed the key");
         }
     }
     let Ok(request) = SignedRequest::parse(data) else {
@@ -60,9 +54,8 @@ pub fn jws_input(data: &[u8]) {
         KeyRef::Kid(kid) => {
             // A kid request names an account: its key is the fixed one above.
             let kid = kid.clone();
-            let Ok(key) = Jwk::from_json(
-                &serde_json::json!({"kty": "OKP", "crv": "Ed25519", "x": ACCOUNT_KEY_X}),
-            ) else {
+            let Ok(key) = Jwk::from_json(&serde_json::json!({"kty": "OKP", "crv": "Ed25519", "x": ACCOUNT_KEY_X}))
+            else {
                 return;
             };
             match request.verify(&key) {
@@ -87,20 +80,15 @@ pub fn seed_requests() -> Result<Vec<Vec<u8>>, crate::JwsError> {
     use openssl::pkey::{Id, PKey};
 
     let internal = |e: openssl::error::ErrorStack| crate::JwsError::Internal(e.to_string());
-    let d = crate::jws::b64_decode(ACCOUNT_KEY_D)
-        .map_err(|e| crate::JwsError::Internal(e.to_string()))?;
+    let d = crate::jws::b64_decode(ACCOUNT_KEY_D).map_err(|e| crate::JwsError::Internal(e.to_string()))?;
     let account_key = PKey::private_key_from_raw_bytes(&d, Id::ED25519).map_err(internal)?;
     let account_jwk = sign::public_jwk(&account_key)?;
-    let group = openssl::ec::EcGroup::from_curve_name(openssl::nid::Nid::X9_62_PRIME256V1)
-        .map_err(internal)?;
-    let ec_key = openssl::ec::EcKey::generate(&group)
-        .and_then(PKey::from_ec_key)
-        .map_err(internal)?;
+    let group = openssl::ec::EcGroup::from_curve_name(openssl::nid::Nid::X9_62_PRIME256V1).map_err(internal)?;
+    let ec_key = openssl::ec::EcKey::generate(&group).and_then(PKey::from_ec_key).map_err(internal)?;
     let base = "https://acme.example/acme";
     let acct = format!("{base}/acct/1");
     let nonce = Some("oFvnlFP1wIhRlYS2jTaXbA");
-    let new_account =
-        serde_json::json!({"termsOfServiceAgreed": true, "contact": ["mailto:admin@example.org"]});
+    let new_account = serde_json::json!({"termsOfServiceAgreed": true, "contact": ["mailto:admin@example.org"]});
     let eab = sign::external_account_binding(
         MacAlgorithm::Hs256,
         "kid-1",
@@ -110,13 +98,7 @@ pub fn seed_requests() -> Result<Vec<Vec<u8>>, crate::JwsError> {
     )?;
     let with_eab = serde_json::json!({"termsOfServiceAgreed": true, "externalAccountBinding": eab});
     let order = serde_json::json!({"identifiers": [{"type": "dns", "value": "www.example.org"}, {"type": "ip", "value": "192.0.2.1"}]});
-    let inner = sign::key_change(
-        Algorithm::Es256,
-        &ec_key,
-        &format!("{base}/key-change"),
-        &acct,
-        &account_jwk,
-    )?;
+    let inner = sign::key_change(Algorithm::Es256, &ec_key, &format!("{base}/key-change"), &acct, &account_jwk)?;
     let requests = [
         sign::request(
             Algorithm::EdDsa,
@@ -150,14 +132,7 @@ pub fn seed_requests() -> Result<Vec<Vec<u8>>, crate::JwsError> {
             &format!("{base}/new-order"),
             order.to_string().as_bytes(),
         )?,
-        sign::request(
-            Algorithm::EdDsa,
-            &account_key,
-            Signer::Kid(&acct),
-            nonce,
-            &format!("{base}/order/1"),
-            b"",
-        )?,
+        sign::request(Algorithm::EdDsa, &account_key, Signer::Kid(&acct), nonce, &format!("{base}/order/1"), b"")?,
         sign::request(
             Algorithm::EdDsa,
             &account_key,
@@ -167,10 +142,7 @@ pub fn seed_requests() -> Result<Vec<Vec<u8>>, crate::JwsError> {
             inner.to_string().as_bytes(),
         )?,
     ];
-    Ok(requests
-        .iter()
-        .map(|r| r.to_string().into_bytes())
-        .collect())
+    Ok(requests.iter().map(|r| r.to_string().into_bytes()).collect())
 }
 
 #[cfg(test)]
@@ -198,19 +170,15 @@ mod tests {
             let verified = match request.header().key.clone() {
                 KeyRef::Jwk(_) => request.verify_embedded().unwrap(),
                 KeyRef::Kid(_) => {
-                    let key = Jwk::from_json(
-                        &serde_json::json!({"kty": "OKP", "crv": "Ed25519", "x": ACCOUNT_KEY_X}),
-                    )
-                    .unwrap();
+                    let key = Jwk::from_json(&serde_json::json!({"kty": "OKP", "crv": "Ed25519", "x": ACCOUNT_KEY_X}))
+                        .unwrap();
                     request.verify(&key).unwrap()
                 }
             };
             if verified.header().url.ends_with("/key-change") {
                 let old = verified.kid().map(str::to_owned).unwrap();
-                let key = Jwk::from_json(
-                    &serde_json::json!({"kty": "OKP", "crv": "Ed25519", "x": ACCOUNT_KEY_X}),
-                )
-                .unwrap();
+                let key =
+                    Jwk::from_json(&serde_json::json!({"kty": "OKP", "crv": "Ed25519", "x": ACCOUNT_KEY_X})).unwrap();
                 verify_key_change(&verified, &old, &key).unwrap();
             }
             jws_input(&seed);
@@ -253,14 +221,7 @@ mod tests {
             }
             jws_input(&data);
         }
-        for garbage in [
-            &b""[..],
-            b"{}",
-            b"null",
-            b"[]",
-            b"{\"protected\":1}",
-            &[0xff; 64],
-        ] {
+        for garbage in [&b""[..], b"{}", b"null", b"[]", b"{\"protected\":1}", &[0xff; 64]] {
             jws_input(garbage);
         }
     }

@@ -207,15 +207,7 @@ impl SignedRequest {
         }
         let url = h.url.clone().ok_or(JwsError::MissingHeader("url"))?;
         let key = raw.key_ref()?;
-        Ok(SignedRequest {
-            header: ProtectedHeader {
-                alg,
-                nonce,
-                url,
-                key,
-            },
-            raw,
-        })
+        Ok(SignedRequest { header: ProtectedHeader { alg, nonce, url, key }, raw })
     }
 
     /// The protected header (not yet authenticated).
@@ -228,22 +220,14 @@ impl SignedRequest {
         if self.header.url == expected {
             Ok(())
         } else {
-            Err(JwsError::UrlMismatch {
-                expected: expected.to_owned(),
-                found: self.header.url.clone(),
-            })
+            Err(JwsError::UrlMismatch { expected: expected.to_owned(), found: self.header.url.clone() })
         }
     }
 
     /// Verifies the signature with `key` (the account's key, for a `kid` request).
     pub fn verify(self, key: &Jwk) -> Result<VerifiedRequest, JwsError> {
-        self.header
-            .alg
-            .verify(key, &self.raw.signing_input(), &self.raw.signature)?;
-        Ok(VerifiedRequest {
-            header: self.header,
-            payload: self.raw.payload,
-        })
+        self.header.alg.verify(key, &self.raw.signing_input(), &self.raw.signature)?;
+        Ok(VerifiedRequest { header: self.header, payload: self.raw.payload })
     }
 
     /// Verifies the signature with the embedded `jwk`; refuses a `kid` request.
@@ -277,9 +261,7 @@ impl VerifiedRequest {
         if self.is_post_as_get() {
             Ok(())
         } else {
-            Err(JwsError::Payload(
-                "a POST-as-GET request must have an empty payload".into(),
-            ))
+            Err(JwsError::Payload("a POST-as-GET request must have an empty payload".into()))
         }
     }
 
@@ -342,14 +324,12 @@ struct RawHeader {
 
 impl RawJws {
     fn parse(body: &[u8]) -> Result<RawJws, JwsError> {
-        let members: JwsMembers =
-            serde_json::from_slice(body).map_err(|e| JwsError::Structure(e.to_string()))?;
+        let members: JwsMembers = serde_json::from_slice(body).map_err(|e| JwsError::Structure(e.to_string()))?;
         RawJws::from_members(members)
     }
 
     fn from_value(value: &Value) -> Result<RawJws, JwsError> {
-        let members =
-            JwsMembers::deserialize(value).map_err(|e| JwsError::Structure(e.to_string()))?;
+        let members = JwsMembers::deserialize(value).map_err(|e| JwsError::Structure(e.to_string()))?;
         RawJws::from_members(members)
     }
 
@@ -360,32 +340,19 @@ impl RawJws {
         if m.header.is_some() {
             return Err(JwsError::UnprotectedHeader);
         }
-        let protected_b64 = m
-            .protected
-            .ok_or_else(|| JwsError::Structure("missing \"protected\"".into()))?;
-        let payload_b64 = m.payload.ok_or_else(|| {
-            JwsError::Structure("missing \"payload\" (detached payloads are not allowed)".into())
-        })?;
-        let signature_b64 = m
-            .signature
-            .ok_or_else(|| JwsError::Structure("missing \"signature\"".into()))?;
+        let protected_b64 = m.protected.ok_or_else(|| JwsError::Structure("missing \"protected\"".into()))?;
+        let payload_b64 = m
+            .payload
+            .ok_or_else(|| JwsError::Structure("missing \"payload\" (detached payloads are not allowed)".into()))?;
+        let signature_b64 = m.signature.ok_or_else(|| JwsError::Structure("missing \"signature\"".into()))?;
         let protected = b64_decode(&protected_b64).map_err(|_| JwsError::Base64("protected"))?;
         let payload = b64_decode(&payload_b64).map_err(|_| JwsError::Base64("payload"))?;
         let signature = b64_decode(&signature_b64).map_err(|_| JwsError::Base64("signature"))?;
-        let header: RawHeader =
-            serde_json::from_slice(&protected).map_err(|e| JwsError::Header(e.to_string()))?;
+        let header: RawHeader = serde_json::from_slice(&protected).map_err(|e| JwsError::Header(e.to_string()))?;
         if header.crit.is_some() {
-            return Err(JwsError::Header(
-                "no \"crit\" extension is supported".into(),
-            ));
+            return Err(JwsError::Header("no \"crit\" extension is supported".into()));
         }
-        Ok(RawJws {
-            protected_b64,
-            payload_b64,
-            header,
-            payload,
-            signature,
-        })
+        Ok(RawJws { protected_b64, payload_b64, header, payload, signature })
     }
 
     /// `ASCII(BASE64URL(protected) || '.' || BASE64URL(payload))`, as sent.

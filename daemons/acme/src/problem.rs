@@ -208,15 +208,8 @@ impl Problem {
     }
 
     /// A problem about one identifier, for use as a subproblem.
-    pub fn for_identifier(
-        kind: ProblemType,
-        detail: impl Into<String>,
-        identifier: Identifier,
-    ) -> Problem {
-        Problem {
-            identifier: Some(identifier),
-            ..Problem::new(kind, detail)
-        }
+    pub fn for_identifier(kind: ProblemType, detail: impl Into<String>, identifier: Identifier) -> Problem {
+        Problem { identifier: Some(identifier), ..Problem::new(kind, detail) }
     }
 
     /// A problem made of per-identifier subproblems. With a single subproblem
@@ -226,10 +219,7 @@ impl Problem {
             [only] => only.kind.clone(),
             _ => ProblemType::Compound,
         };
-        Problem {
-            subproblems,
-            ..Problem::new(kind, detail)
-        }
+        Problem { subproblems, ..Problem::new(kind, detail) }
     }
 
     /// The HTTP status to answer with: `status` if set, else the type's default.
@@ -263,11 +253,7 @@ pub struct AcmeError {
 impl AcmeError {
     /// A refusal of `kind` with `detail`.
     pub fn new(kind: ProblemType, detail: impl Into<String>) -> AcmeError {
-        AcmeError {
-            kind,
-            detail: detail.into(),
-            identifier: None,
-        }
+        AcmeError { kind, detail: detail.into(), identifier: None }
     }
 
     /// The problem document (with `identifier`, for use as a subproblem).
@@ -323,25 +309,16 @@ mod tests {
             assert_eq!(&serde_json::from_str::<ProblemType>(&json).unwrap(), kind);
         }
         assert_eq!(ProblemType::ALL.len(), 30);
-        assert_eq!(
-            ProblemType::BadCsr.uri(),
-            "urn:ietf:params:acme:error:badCSR"
-        );
+        assert_eq!(ProblemType::BadCsr.uri(), "urn:ietf:params:acme:error:badCSR");
     }
 
     #[test]
     fn unknown_types_are_kept() {
         let kind = ProblemType::from_uri("urn:ietf:params:acme:error:somethingNew");
-        assert_eq!(
-            kind,
-            ProblemType::Other("urn:ietf:params:acme:error:somethingNew".into())
-        );
+        assert_eq!(kind, ProblemType::Other("urn:ietf:params:acme:error:somethingNew".into()));
         assert_eq!(kind.uri(), "urn:ietf:params:acme:error:somethingNew");
         assert_eq!(kind.http_status(), 400);
-        assert!(matches!(
-            ProblemType::from_uri("about:blank"),
-            ProblemType::Other(_)
-        ));
+        assert!(matches!(ProblemType::from_uri("about:blank"), ProblemType::Other(_)));
     }
 
     #[test]
@@ -395,16 +372,12 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&p.to_json()).unwrap();
         assert_eq!(v["algorithms"], json!(["ES256", "EdDSA"]));
         assert_eq!(v["status"], json!(400));
-        assert_eq!(
-            p.to_string(),
-            "urn:ietf:params:acme:error:badSignatureAlgorithm: no"
-        );
+        assert_eq!(p.to_string(), "urn:ietf:params:acme:error:badSignatureAlgorithm: no");
     }
 
     #[test]
     fn minimal_document_parses() {
-        let p: Problem =
-            serde_json::from_str(r#"{"type":"urn:ietf:params:acme:error:badNonce"}"#).unwrap();
+        let p: Problem = serde_json::from_str(r#"{"type":"urn:ietf:params:acme:error:badNonce"}"#).unwrap();
         assert_eq!(p.kind, ProblemType::BadNonce);
         assert_eq!(p.http_status(), 400);
         assert!(p.subproblems.is_empty());

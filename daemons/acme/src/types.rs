@@ -180,18 +180,12 @@ pub struct Identifier {
 impl Identifier {
     /// A `dns` identifier.
     pub fn dns(name: impl Into<String>) -> Identifier {
-        Identifier {
-            kind: IdentifierType::Dns,
-            value: name.into(),
-        }
+        Identifier { kind: IdentifierType::Dns, value: name.into() }
     }
 
     /// An `ip` identifier.
     pub fn ip(address: impl Into<String>) -> Identifier {
-        Identifier {
-            kind: IdentifierType::Ip,
-            value: address.into(),
-        }
+        Identifier { kind: IdentifierType::Ip, value: address.into() }
     }
 }
 
@@ -218,18 +212,10 @@ pub struct NewOrder {
     /// The identifiers the certificate is for.
     pub identifiers: Vec<Identifier>,
     /// The requested notBefore.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "time::serde::rfc3339::option"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "time::serde::rfc3339::option")]
     pub not_before: Option<OffsetDateTime>,
     /// The requested notAfter.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "time::serde::rfc3339::option"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "time::serde::rfc3339::option")]
     pub not_after: Option<OffsetDateTime>,
     /// The requested profile (a key of the directory's `meta.profiles`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -246,11 +232,7 @@ pub struct Order {
     /// The status.
     pub status: OrderStatus,
     /// When the server gives up on a pending or ready order.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "time::serde::rfc3339::option"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "time::serde::rfc3339::option")]
     pub expires: Option<OffsetDateTime>,
     /// The identifiers.
     pub identifiers: Vec<Identifier>,
@@ -261,18 +243,10 @@ pub struct Order {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<String>,
     /// The requested notBefore.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "time::serde::rfc3339::option"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "time::serde::rfc3339::option")]
     pub not_before: Option<OffsetDateTime>,
     /// The requested notAfter.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "time::serde::rfc3339::option"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "time::serde::rfc3339::option")]
     pub not_after: Option<OffsetDateTime>,
     /// Why the order became invalid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -313,11 +287,7 @@ pub struct Authorization {
     /// The status.
     pub status: AuthorizationStatus,
     /// When it expires (required once valid).
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "time::serde::rfc3339::option"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "time::serde::rfc3339::option")]
     pub expires: Option<OffsetDateTime>,
     /// The challenges.
     pub challenges: Vec<Challenge>,
@@ -352,11 +322,7 @@ pub struct Challenge {
     /// The status.
     pub status: ChallengeStatus,
     /// When the server validated it.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "time::serde::rfc3339::option"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "time::serde::rfc3339::option")]
     pub validated: Option<OffsetDateTime>,
     /// Why validation failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -365,11 +331,7 @@ pub struct Challenge {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
     /// The issuer domain names a dns-persist-01 record may name.
-    #[serde(
-        rename = "issuer-domain-names",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "issuer-domain-names", default, skip_serializing_if = "Option::is_none")]
     pub issuer_domain_names: Option<Vec<String>>,
 }
 
@@ -383,12 +345,8 @@ pub struct Finalize {
 impl Finalize {
     /// The CSR's DER (its parsing is signet-ca's).
     pub fn csr_der(&self) -> Result<Vec<u8>, AcmeError> {
-        crate::jws::b64_decode(&self.csr).map_err(|_| {
-            AcmeError::new(
-                ProblemType::Malformed,
-                "csr is not base64url without padding",
-            )
-        })
+        crate::jws::b64_decode(&self.csr)
+            .map_err(|_| AcmeError::new(ProblemType::Malformed, "csr is not base64url without padding"))
     }
 }
 
@@ -405,12 +363,8 @@ pub struct Revocation {
 impl Revocation {
     /// The certificate's DER.
     pub fn certificate_der(&self) -> Result<Vec<u8>, AcmeError> {
-        crate::jws::b64_decode(&self.certificate).map_err(|_| {
-            AcmeError::new(
-                ProblemType::Malformed,
-                "certificate is not base64url without padding",
-            )
-        })
+        crate::jws::b64_decode(&self.certificate)
+            .map_err(|_| AcmeError::new(ProblemType::Malformed, "certificate is not base64url without padding"))
     }
 
     /// The reason code, refused with `badRevocationReason` unless RFC 5280
@@ -418,10 +372,7 @@ impl Revocation {
     /// CA accepts from subscribers is its own policy.
     pub fn reason_code(&self) -> Result<u8, AcmeError> {
         match self.reason.unwrap_or(0) {
-            7 | 11.. => Err(AcmeError::new(
-                ProblemType::BadRevocationReason,
-                "unknown revocation reason code",
-            )),
+            7 | 11.. => Err(AcmeError::new(ProblemType::BadRevocationReason, "unknown revocation reason code")),
             code => Ok(code),
         }
     }
@@ -444,11 +395,7 @@ pub struct RenewalInfo {
     #[serde(rename = "suggestedWindow")]
     pub suggested_window: SuggestedWindow,
     /// A page explaining the window (e.g. an incident report).
-    #[serde(
-        rename = "explanationURL",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "explanationURL", default, skip_serializing_if = "Option::is_none")]
     pub explanation_url: Option<String>,
 }
 
@@ -466,11 +413,7 @@ pub struct SuggestedWindow {
 /// The ARI certificate identifier (RFC 9773 §4.1): `base64url(AKI keyIdentifier)
 /// "." base64url(serial)`, the serial as the DER INTEGER's content octets.
 pub fn renewal_cert_id(authority_key_id: &[u8], serial: &[u8]) -> String {
-    format!(
-        "{}.{}",
-        crate::jws::b64_encode(authority_key_id),
-        crate::jws::b64_encode(serial)
-    )
+    format!("{}.{}", crate::jws::b64_encode(authority_key_id), crate::jws::b64_encode(serial))
 }
 
 /// Splits an ARI certificate identifier into (AKI keyIdentifier, serial);

@@ -30,12 +30,7 @@ fn directory_round_trips() {
     assert_eq!(serde_json::to_value(&dir).unwrap(), v);
 
     // Optional members are left out, not sent as null or false.
-    let minimal = Directory {
-        new_authz: None,
-        renewal_info: None,
-        meta: Some(DirectoryMeta::default()),
-        ..dir
-    };
+    let minimal = Directory { new_authz: None, renewal_info: None, meta: Some(DirectoryMeta::default()), ..dir };
     let out = serde_json::to_value(&minimal).unwrap();
     assert_eq!(out["meta"], json!({}));
     assert!(out.get("newAuthz").is_none());
@@ -97,11 +92,11 @@ fn order_round_trips_with_rfc3339_times() {
         ..order
     };
     let out = serde_json::to_value(&invalid).unwrap();
-    assert_eq!(
-        out["error"]["type"],
-        json!("urn:ietf:params:acme:error:caa")
-    );
-    assert!(serde_json::from_value::<Order>(json!({"status": "valid", "expires": "yesterday", "identifiers": [], "authorizations": [], "finalize": "f"})).is_err());
+    assert_eq!(out["error"]["type"], json!("urn:ietf:params:acme:error:caa"));
+    assert!(serde_json::from_value::<Order>(
+        json!({"status": "valid", "expires": "yesterday", "identifiers": [], "authorizations": [], "finalize": "f"})
+    )
+    .is_err());
 }
 
 #[test]
@@ -151,24 +146,11 @@ fn authorization_and_challenges() {
             ChallengeType::Other("future-01".into())
         ]
     );
-    assert_eq!(
-        authz.challenges[1].error.as_ref().unwrap().kind,
-        ProblemType::Dns
-    );
-    assert_eq!(
-        authz.challenges[3].issuer_domain_names.as_deref(),
-        Some(&["ca.example".to_owned()][..])
-    );
+    assert_eq!(authz.challenges[1].error.as_ref().unwrap().kind, ProblemType::Dns);
+    assert_eq!(authz.challenges[3].issuer_domain_names.as_deref(), Some(&["ca.example".to_owned()][..]));
     assert_eq!(authz.challenges[4].status, ChallengeStatus::Processing);
     assert_eq!(serde_json::to_value(&authz).unwrap(), v);
-    for status in [
-        "pending",
-        "valid",
-        "invalid",
-        "deactivated",
-        "expired",
-        "revoked",
-    ] {
+    for status in ["pending", "valid", "invalid", "deactivated", "expired", "revoked"] {
         serde_json::from_value::<AuthorizationStatus>(json!(status)).unwrap();
     }
 }
@@ -180,26 +162,12 @@ fn finalize_and_revocation_payloads() {
     let padded = Finalize { csr: "MA==".into() };
     assert_eq!(padded.csr_der().unwrap_err().kind, ProblemType::Malformed);
 
-    let r: Revocation =
-        serde_json::from_str(r#"{"certificate":"MIIEDTCCAvegAwIBAgIRAP8","reason":4}"#).unwrap();
+    let r: Revocation = serde_json::from_str(r#"{"certificate":"MIIEDTCCAvegAwIBAgIRAP8","reason":4}"#).unwrap();
     assert_eq!(r.reason_code().unwrap(), 4);
     assert!(r.certificate_der().is_ok());
-    assert_eq!(
-        Revocation {
-            reason: None,
-            ..r.clone()
-        }
-        .reason_code()
-        .unwrap(),
-        0
-    );
+    assert_eq!(Revocation { reason: None, ..r.clone() }.reason_code().unwrap(), 0);
     for bad in [7, 11, 255] {
-        let e = Revocation {
-            reason: Some(bad),
-            ..r.clone()
-        }
-        .reason_code()
-        .unwrap_err();
+        let e = Revocation { reason: Some(bad), ..r.clone() }.reason_code().unwrap_err();
         assert_eq!(e.kind, ProblemType::BadRevocationReason);
         assert_eq!(e.problem().http_status(), 400);
     }
@@ -213,15 +181,9 @@ fn key_change_payload() {
         "oldKey": {"kty": "OKP", "crv": "Ed25519", "x": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}
     });
     let kc: KeyChange = serde_json::from_value(v.clone()).unwrap();
-    assert_eq!(
-        kc.old_key.thumbprint(),
-        "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k"
-    );
+    assert_eq!(kc.old_key.thumbprint(), "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k");
     assert_eq!(serde_json::to_value(&kc).unwrap(), v);
-    assert!(
-        serde_json::from_value::<KeyChange>(json!({"account": "a", "oldKey": {"kty": "EC"}}))
-            .is_err()
-    );
+    assert!(serde_json::from_value::<KeyChange>(json!({"account": "a", "oldKey": {"kty": "EC"}})).is_err());
 }
 
 #[test]
@@ -238,16 +200,13 @@ fn renewal_info_and_cert_id() {
     // RFC 9773 §4.1's example: keyIdentifier 69:88:5B:6B:87:46:40:41:E1:B3:7B:84:7B:A0:AE:2C:DE:01:C8:D4,
     // serial 00:87:65:43:21.
     let aki = [
-        0x69, 0x88, 0x5B, 0x6B, 0x87, 0x46, 0x40, 0x41, 0xE1, 0xB3, 0x7B, 0x84, 0x7B, 0xA0, 0xAE,
-        0x2C, 0xDE, 0x01, 0xC8, 0xD4,
+        0x69, 0x88, 0x5B, 0x6B, 0x87, 0x46, 0x40, 0x41, 0xE1, 0xB3, 0x7B, 0x84, 0x7B, 0xA0, 0xAE, 0x2C, 0xDE, 0x01,
+        0xC8, 0xD4,
     ];
     let serial = [0x00, 0x87, 0x65, 0x43, 0x21];
     let id = renewal_cert_id(&aki, &serial);
     assert_eq!(id, "aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE");
-    assert_eq!(
-        parse_renewal_cert_id(&id).unwrap(),
-        (aki.to_vec(), serial.to_vec())
-    );
+    assert_eq!(parse_renewal_cert_id(&id).unwrap(), (aki.to_vec(), serial.to_vec()));
     for bad in [
         "",
         "aYhba4dGQEHhs3uEe6CuLN4ByNQ",
@@ -256,10 +215,6 @@ fn renewal_info_and_cert_id() {
         "aYhba4dGQEHhs3uEe6CuLN4ByNQ=.AIdlQyE",
         "a.b.c",
     ] {
-        assert_eq!(
-            parse_renewal_cert_id(bad).unwrap_err().kind,
-            ProblemType::Malformed,
-            "{bad}"
-        );
+        assert_eq!(parse_renewal_cert_id(bad).unwrap_err().kind, ProblemType::Malformed, "{bad}");
     }
 }

@@ -24,8 +24,7 @@ pub const MIN_TOKEN_BYTES: usize = 16;
 
 /// `id-pe-acmeIdentifier` (RFC 8737 §6.1): the critical extension of a
 /// tls-alpn-01 validation certificate.
-pub const ID_PE_ACME_IDENTIFIER: ObjectIdentifier =
-    ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.1.31");
+pub const ID_PE_ACME_IDENTIFIER: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.1.31");
 
 /// The ALPN protocol name of tls-alpn-01 (RFC 8737 §6.2).
 pub const ACME_TLS_ALPN_PROTOCOL: &[u8] = b"acme-tls/1";
@@ -43,17 +42,13 @@ pub fn identifier(id: &Identifier) -> Result<Identifier, AcmeError> {
             format!("identifier type {other:?} is not supported"),
         )),
     };
-    normalised.map_err(|e| AcmeError {
-        identifier: Some(Box::new(id.clone())),
-        ..e
-    })
+    normalised.map_err(|e| AcmeError { identifier: Some(Box::new(id.clone())), ..e })
 }
 
 /// Checks a DNS name (RFC 1123 §2.1 host name syntax, A-labels only, no
 /// trailing dot, optionally `*.` followed by a name) and lowercases it.
 pub fn dns_name(name: &str) -> Result<String, AcmeError> {
-    let bad =
-        |why: &str| AcmeError::new(ProblemType::Malformed, format!("DNS name {name:?}: {why}"));
+    let bad = |why: &str| AcmeError::new(ProblemType::Malformed, format!("DNS name {name:?}: {why}"));
     if !name.is_ascii() {
         return Err(bad("not ASCII (use the xn-- A-label form)"));
     }
@@ -78,10 +73,7 @@ pub fn dns_name(name: &str) -> Result<String, AcmeError> {
         if label.contains('*') {
             return Err(bad("a wildcard is allowed only as the whole first label"));
         }
-        if !label
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        {
+        if !label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
             return Err(bad("has a character other than a letter, digit or hyphen"));
         }
         if label.starts_with('-') || label.ends_with('-') {
@@ -91,10 +83,7 @@ pub fn dns_name(name: &str) -> Result<String, AcmeError> {
     // RFC 1123 §2.1: a host name must not look like a dotted-decimal address;
     // an all-numeric top-level label is never a name (RFC 3696 §2).
     if base.parse::<Ipv4Addr>().is_ok()
-        || base
-            .rsplit('.')
-            .next()
-            .is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit()))
+        || base.rsplit('.').next().is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit()))
     {
         return Err(bad("looks like an IP address (use an \"ip\" identifier)"));
     }
@@ -108,24 +97,14 @@ pub fn ip_address(value: &str) -> Result<String, AcmeError> {
     value
         .parse::<IpAddr>()
         .map(|ip| ip.to_string())
-        .map_err(|_| {
-            AcmeError::new(
-                ProblemType::Malformed,
-                format!("{value:?} is not an IP address"),
-            )
-        })
+        .map_err(|_| AcmeError::new(ProblemType::Malformed, format!("{value:?} is not an IP address")))
 }
 
 /// Checks a contact URI: `mailto:` only (`unsupportedContact` otherwise), with
 /// exactly one address and no header fields (`invalidContact` otherwise).
 /// Returns it with the scheme and domain lowercased and percent-escapes decoded.
 pub fn contact(uri: &str) -> Result<String, AcmeError> {
-    let invalid = |why: &str| {
-        AcmeError::new(
-            ProblemType::InvalidContact,
-            format!("contact {uri:?}: {why}"),
-        )
-    };
+    let invalid = |why: &str| AcmeError::new(ProblemType::InvalidContact, format!("contact {uri:?}: {why}"));
     let Some((scheme, rest)) = uri.split_once(':') else {
         return Err(invalid("not a URI"));
     };
@@ -152,9 +131,7 @@ pub fn contact(uri: &str) -> Result<String, AcmeError> {
         && !local.starts_with('.')
         && !local.ends_with('.')
         && !local.contains("..")
-        && local
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-/=^_`{|}~.".contains(&b));
+        && local.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-/=^_`{|}~.".contains(&b));
     if !local_ok {
         return Err(invalid("the local part is not a plain dot-atom"));
     }
@@ -170,20 +147,14 @@ pub fn contact(uri: &str) -> Result<String, AcmeError> {
 pub fn token(token: &str) -> Result<(), AcmeError> {
     match b64_decode(token) {
         Ok(bytes) if bytes.len() >= MIN_TOKEN_BYTES => Ok(()),
-        _ => Err(AcmeError::new(
-            ProblemType::Malformed,
-            "the token is not base64url of at least 128 bits",
-        )),
+        _ => Err(AcmeError::new(ProblemType::Malformed, "the token is not base64url of at least 128 bits")),
     }
 }
 
 /// A new token from `MIN_TOKEN_BYTES` or more random bytes the caller drew.
 pub fn token_from_random(random: &[u8]) -> Result<String, AcmeError> {
     if random.len() < MIN_TOKEN_BYTES {
-        return Err(AcmeError::new(
-            ProblemType::ServerInternal,
-            "a token needs at least 128 random bits",
-        ));
+        return Err(AcmeError::new(ProblemType::ServerInternal, "a token needs at least 128 random bits"));
     }
     Ok(b64_encode(random))
 }
@@ -210,9 +181,7 @@ pub fn dns01_txt_value(key_authorization: &str) -> String {
 pub fn tls_alpn01_extension_value(key_authorization: &str) -> Vec<u8> {
     let digest = Sha256::digest(key_authorization.as_bytes());
     // A 32-byte OCTET STRING always encodes (34 bytes); the fallbacks cannot happen.
-    OctetString::new(digest.to_vec())
-        .and_then(|o| o.to_der())
-        .unwrap_or_default()
+    OctetString::new(digest.to_vec()).and_then(|o| o.to_der()).unwrap_or_default()
 }
 
 #[cfg(test)]

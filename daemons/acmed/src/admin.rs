@@ -18,7 +18,7 @@ use base64::Engine;
 use futures::FutureExt;
 use rand_core::{OsRng, RngCore};
 use signet_ipc::server::{serve_acmed, AcmeAdminService, AcmedService, AcmedSession, LocalResult, ServeOptions};
-use signet_ipc::{AcmedHealth, ErrorKind, EabKey, IpcError, PeerCredentials};
+use signet_ipc::{AcmedHealth, EabKey, ErrorKind, IpcError, PeerCredentials};
 use signet_runtime::principals::{supplementary_groups, ResolvedPrincipals};
 use signet_store::StoreError;
 use tokio_util::sync::CancellationToken;
@@ -57,7 +57,12 @@ impl Admins {
 
 /// Serves the admin interface on `listener` until `shutdown`; runs on its own
 /// thread (a current-thread runtime and a `LocalSet`).
-pub fn serve(listener: std::os::unix::net::UnixListener, acme: Arc<Acme>, admins: Arc<Admins>, shutdown: CancellationToken) {
+pub fn serve(
+    listener: std::os::unix::net::UnixListener,
+    acme: Arc<Acme>,
+    admins: Arc<Admins>,
+    shutdown: CancellationToken,
+) {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -122,7 +127,12 @@ impl AcmedSession for Session {
     }
 
     fn admin(&self) -> LocalResult<Rc<dyn AcmeAdminService>> {
-        let admin = Admin { acme: self.acme.clone(), admins: self.admins.clone(), peer: self.peer, groups: self.groups.clone() };
+        let admin = Admin {
+            acme: self.acme.clone(),
+            admins: self.admins.clone(),
+            peer: self.peer,
+            groups: self.groups.clone(),
+        };
         let outcome = admin.check().map(|()| Rc::new(admin) as Rc<dyn AcmeAdminService>);
         futures::future::ready(outcome).boxed_local()
     }
@@ -252,11 +262,8 @@ fn check_note(note: &str) -> Result<(), IpcError> {
 /// Creates a key with a random MAC key under `key_id` (empty: a random id of
 /// 16 bytes, base64url); committed when this returns.
 pub fn create_key(db: &Db, key_id: &str, note: &str, now: i64) -> Result<(String, EabRec), IpcError> {
-    let key_id = if key_id.is_empty() {
-        URL_SAFE_NO_PAD.encode(random_for_command_lines(16))
-    } else {
-        key_id.to_owned()
-    };
+    let key_id =
+        if key_id.is_empty() { URL_SAFE_NO_PAD.encode(random_for_command_lines(16)) } else { key_id.to_owned() };
     check_new_key_id(&key_id)?;
     check_note(note)?;
     let key = random_for_command_lines(MAC_KEY_BYTES);

@@ -80,7 +80,10 @@ impl Validator {
         let mut builder = match resolver {
             Some(addr) => {
                 let group = NameServerConfigGroup::from_ips_clear(&[addr.ip()], addr.port(), true);
-                TokioResolver::builder_with_config(ResolverConfig::from_parts(None, vec![], group), TokioConnectionProvider::default())
+                TokioResolver::builder_with_config(
+                    ResolverConfig::from_parts(None, vec![], group),
+                    TokioConnectionProvider::default(),
+                )
             }
             None => TokioResolver::builder_tokio().map_err(|e| format!("system DNS configuration: {e}"))?,
         };
@@ -124,7 +127,10 @@ impl Validator {
             Ok(r) => r.map_err(|e| AcmeError { identifier: Some(Box::new(a.identifier.clone())), ..e }),
             Err(_) => Err(AcmeError {
                 identifier: Some(Box::new(a.identifier.clone())),
-                ..AcmeError::new(ProblemType::Connection, format!("validation did not finish within {:?}", self.timeout))
+                ..AcmeError::new(
+                    ProblemType::Connection,
+                    format!("validation did not finish within {:?}", self.timeout),
+                )
             }),
         }
     }
@@ -155,7 +161,13 @@ impl Validator {
     /// the root. Every level is asked at once (as Boulder does) and the
     /// answers taken in order, so the result is the climb's: a DNS failure
     /// above the first non-empty RRset does not matter, one below it does.
-    pub async fn check_caa(&self, name: &str, wildcard: bool, account_url: &str, method: &str) -> Result<(), AcmeError> {
+    pub async fn check_caa(
+        &self,
+        name: &str,
+        wildcard: bool,
+        account_url: &str,
+        method: &str,
+    ) -> Result<(), AcmeError> {
         if self.caa_identities.is_empty() {
             return Ok(());
         }
@@ -218,7 +230,10 @@ impl Validator {
                 Err(e) => last = Some(format!("{}: {e}", SocketAddr::new(ip, port))),
             }
         }
-        Err(AcmeError::new(ProblemType::Connection, format!("cannot connect to {}: {}", id.value, last.unwrap_or_default())))
+        Err(AcmeError::new(
+            ProblemType::Connection,
+            format!("cannot connect to {}: {}", id.value, last.unwrap_or_default()),
+        ))
     }
 
     async fn http01(&self, a: &Attempt<'_>) -> Result<(), AcmeError> {
@@ -228,14 +243,21 @@ impl Validator {
             _ => a.identifier.value.clone(),
         };
         let start = format!("http://{host}:{}/.well-known/acme-challenge/{token}", self.http01_port);
-        let mut url = Url::parse(&start).map_err(|e| AcmeError::new(ProblemType::Malformed, format!("http-01 URL {start}: {e}")))?;
+        let mut url = Url::parse(&start)
+            .map_err(|e| AcmeError::new(ProblemType::Malformed, format!("http-01 URL {start}: {e}")))?;
         let mut fetched: Vec<Url> = Vec::new();
         loop {
             let (status, location, body) = self.http01_get(&url).await?;
             fetched.push(url.clone());
             if matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
-                let next = redirect_target(&url, location.as_deref(), a.identifier, self.http01_port, self.http01_https_port)
-                    .map_err(|why| AcmeError::new(ProblemType::Connection, format!("http-01: {url} answered HTTP {status}: {why}")))?;
+                let next =
+                    redirect_target(&url, location.as_deref(), a.identifier, self.http01_port, self.http01_https_port)
+                        .map_err(|why| {
+                            AcmeError::new(
+                                ProblemType::Connection,
+                                format!("http-01: {url} answered HTTP {status}: {why}"),
+                            )
+                        })?;
                 if fetched.contains(&next) {
                     return Err(AcmeError::new(
                         ProblemType::Connection,
@@ -256,15 +278,24 @@ impl Validator {
                 n => format!(" (after {n} redirect{})", if n == 1 { "" } else { "s" }),
             };
             if !status.is_success() {
-                return Err(AcmeError::new(ProblemType::IncorrectResponse, format!("http-01: {url} answered HTTP {status}{after}")));
+                return Err(AcmeError::new(
+                    ProblemType::IncorrectResponse,
+                    format!("http-01: {url} answered HTTP {status}{after}"),
+                ));
             }
             let body = body.ok_or_else(|| {
-                AcmeError::new(ProblemType::IncorrectResponse, format!("http-01: {url}: the body exceeds {HTTP01_MAX_BODY} bytes or broke off{after}"))
+                AcmeError::new(
+                    ProblemType::IncorrectResponse,
+                    format!("http-01: {url}: the body exceeds {HTTP01_MAX_BODY} bytes or broke off{after}"),
+                )
             })?;
             return if validate::http01_body_matches(&body, a.key_authorization) {
                 Ok(())
             } else {
-                Err(AcmeError::new(ProblemType::IncorrectResponse, format!("http-01: the response from {url} is not the key authorization{after}")))
+                Err(AcmeError::new(
+                    ProblemType::IncorrectResponse,
+                    format!("http-01: the response from {url} is not the key authorization{after}"),
+                ))
             };
         }
     }
@@ -272,7 +303,8 @@ impl Validator {
     /// One GET of `url` on a new connection: the status, the Location header, and
     /// for a 2xx answer the body (`None` when it is too large or broke off).
     async fn http01_get(&self, url: &Url) -> Result<(StatusCode, Option<String>, Option<Bytes>), AcmeError> {
-        let conn_err = |e: &dyn std::fmt::Display| AcmeError::new(ProblemType::Connection, format!("http-01 to {url}: {e}"));
+        let conn_err =
+            |e: &dyn std::fmt::Display| AcmeError::new(ProblemType::Connection, format!("http-01 to {url}: {e}"));
         let target = match url.host() {
             Some(Host::Domain(d)) => Identifier::dns(d),
             Some(Host::Ipv4(ip)) => Identifier::ip(ip.to_string()),
@@ -339,7 +371,10 @@ impl Validator {
         } else if found.is_empty() {
             Err(AcmeError::new(ProblemType::Dns, format!("dns-01: no TXT record at {name}")))
         } else {
-            Err(AcmeError::new(ProblemType::IncorrectResponse, format!("dns-01: none of the {} TXT records at {name} is the expected value", found.len())))
+            Err(AcmeError::new(
+                ProblemType::IncorrectResponse,
+                format!("dns-01: none of the {} TXT records at {name} is the expected value", found.len()),
+            ))
         }
     }
 
@@ -352,13 +387,17 @@ impl Validator {
         } else {
             Err(AcmeError::new(
                 ProblemType::IncorrectResponse,
-                format!("dns-persist-01: no TXT record at {name} names this CA and account{}", if a.wildcard { " with policy=wildcard" } else { "" }),
+                format!(
+                    "dns-persist-01: no TXT record at {name} names this CA and account{}",
+                    if a.wildcard { " with policy=wildcard" } else { "" }
+                ),
             ))
         }
     }
 
     async fn tls_alpn01(&self, a: &Attempt<'_>) -> Result<(), AcmeError> {
-        let tls_err = |why: String| AcmeError::new(ProblemType::Tls, format!("tls-alpn-01 to {}: {why}", a.identifier.value));
+        let tls_err =
+            |why: String| AcmeError::new(ProblemType::Tls, format!("tls-alpn-01 to {}: {why}", a.identifier.value));
         let stream = self.connect(a.identifier, self.tlsalpn01_port).await?;
         let sni = match a.identifier.kind {
             IdentifierType::Ip => reverse_name(&a.identifier.value).ok_or_else(|| tls_err("bad IP".into()))?,
@@ -402,7 +441,13 @@ where
 
 /// Where an http-01 redirect from `from` leads, when acmed may follow it (see the
 /// module doc): `location` resolved against `from`, without its fragment.
-pub fn redirect_target(from: &Url, location: Option<&str>, id: &Identifier, http_port: u16, https_port: u16) -> Result<Url, String> {
+pub fn redirect_target(
+    from: &Url,
+    location: Option<&str>,
+    id: &Identifier,
+    http_port: u16,
+    https_port: u16,
+) -> Result<Url, String> {
     let location = location.ok_or("a redirect without a Location header")?;
     let mut next = from.join(location).map_err(|e| format!("the redirect target {location:?} is not a URL: {e}"))?;
     next.set_fragment(None);
@@ -415,7 +460,10 @@ pub fn redirect_target(from: &Url, location: Option<&str>, id: &Identifier, http
         return Err(format!("{} redirects are followed to port {port} only, not to {next}", next.scheme()));
     }
     if !next.username().is_empty() || next.password().is_some() {
-        return Err(format!("redirects are not followed to URLs with credentials ({})", next.host_str().unwrap_or_default()));
+        return Err(format!(
+            "redirects are not followed to URLs with credentials ({})",
+            next.host_str().unwrap_or_default()
+        ));
     }
     let literal = match next.host() {
         Some(Host::Domain(_)) => return Ok(next),
@@ -439,7 +487,8 @@ fn tls_err_unauthorized<'a>(a: &'a Attempt<'_>) -> impl Fn(String) -> AcmeError 
 pub fn check_alpn_certificate(der: &[u8], id: &Identifier, key_authorization: &str) -> Result<(), String> {
     let cert = Certificate::from_der(der).map_err(|e| format!("unparsable certificate: {e}"))?;
     let exts = cert.tbs_certificate.extensions.unwrap_or_default();
-    let san = exts.iter().find(|e| e.extn_id == const_oid::db::rfc5280::ID_CE_SUBJECT_ALT_NAME).ok_or("no subjectAltName")?;
+    let san =
+        exts.iter().find(|e| e.extn_id == const_oid::db::rfc5280::ID_CE_SUBJECT_ALT_NAME).ok_or("no subjectAltName")?;
     let san = SubjectAltName::from_der(san.extn_value.as_bytes()).map_err(|e| format!("bad subjectAltName: {e}"))?;
     let matches = match (&san.0[..], &id.kind) {
         ([GeneralName::DnsName(n)], IdentifierType::Dns) => n.as_str().eq_ignore_ascii_case(&id.value),
@@ -456,7 +505,8 @@ pub fn check_alpn_certificate(der: &[u8], id: &Identifier, key_authorization: &s
     if !matches {
         return Err("the certificate's subjectAltName is not exactly the identifier".into());
     }
-    let ext = exts.iter().find(|e| e.extn_id == validate::ID_PE_ACME_IDENTIFIER).ok_or("no acmeIdentifier extension")?;
+    let ext =
+        exts.iter().find(|e| e.extn_id == validate::ID_PE_ACME_IDENTIFIER).ok_or("no acmeIdentifier extension")?;
     if !ext.critical {
         return Err("the acmeIdentifier extension is not critical".into());
     }

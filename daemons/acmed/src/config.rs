@@ -196,12 +196,15 @@ impl Config {
 
     /// The admin socket's mode.
     pub fn admin_socket_mode(&self) -> Result<u32, String> {
-        signet_runtime::config::parse_mode(&self.admin_socket_mode).ok_or_else(|| format!("admin_socket_mode {:?} is not octal", self.admin_socket_mode))
+        signet_runtime::config::parse_mode(&self.admin_socket_mode)
+            .ok_or_else(|| format!("admin_socket_mode {:?} is not octal", self.admin_socket_mode))
     }
 
     /// Who may use the admin interface: `[admin]`, or else `own_uid` and root.
     pub fn admins(&self, own_uid: u32) -> Principals {
-        self.admin.clone().unwrap_or_else(|| Principals { users: vec![Principal::Id(own_uid), Principal::Id(0)], groups: Vec::new() })
+        self.admin
+            .clone()
+            .unwrap_or_else(|| Principals { users: vec![Principal::Id(own_uid), Principal::Id(0)], groups: Vec::new() })
     }
 
     /// Checks what serde cannot.
@@ -278,11 +281,19 @@ fn default_profiles() -> BTreeMap<String, ProfileSettings> {
     let mut m = BTreeMap::new();
     m.insert(
         "classic".to_owned(),
-        ProfileSettings { description: "TLS server certificates for the longest validity the CA allows".into(), validity_seconds: None, key_algorithms: None },
+        ProfileSettings {
+            description: "TLS server certificates for the longest validity the CA allows".into(),
+            validity_seconds: None,
+            key_algorithms: None,
+        },
     );
     m.insert(
         "shortlived".to_owned(),
-        ProfileSettings { description: "6-day TLS server certificates".into(), validity_seconds: Some(6 * 86_400), key_algorithms: None },
+        ProfileSettings {
+            description: "6-day TLS server certificates".into(),
+            validity_seconds: Some(6 * 86_400),
+            key_algorithms: None,
+        },
     );
     m
 }
@@ -292,7 +303,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    const MINIMAL: &str = "state_dir = \"/var/lib/a\"\nsignd_socket = \"/s\"\nocspd_socket = \"/o\"\nissuer = \"demo\"\n\
+    const MINIMAL: &str =
+        "state_dir = \"/var/lib/a\"\nsignd_socket = \"/s\"\nocspd_socket = \"/o\"\nissuer = \"demo\"\n\
                            listen = \"127.0.0.1:1\"\ntls_certificate = \"/c\"\ntls_key = \"/k\"\n";
 
     #[test]

@@ -237,5 +237,9 @@ macro_rules! status_serde {
 
 status_serde!(account_status, AccountStatus, [Valid = 0, Deactivated = 1, Revoked = 2]);
 status_serde!(order_status, OrderStatus, [Pending = 0, Ready = 1, Processing = 2, Valid = 3, Invalid = 4]);
-status_serde!(authz_status, AuthorizationStatus, [Pending = 0, Valid = 1, Invalid = 2, Deactivated = 3, Expired = 4, Revoked = 5]);
+status_serde!(
+    authz_status,
+    AuthorizationStatus,
+    [Pending = 0, Valid = 1, Invalid = 2, Deactivated = 3, Expired = 4, Revoked = 5]
+);
 status_serde!(challenge_status, ChallengeStatus, [Pending = 0, Processing = 1, Valid = 2, Invalid = 3]);

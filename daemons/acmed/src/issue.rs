@@ -39,7 +39,9 @@ impl Acme {
     pub async fn issue(&self, order_id: &Id, order: &OrderRec, csr: &ParsedCsr) -> Result<Issued, Problem> {
         let tbs = self.build_tbs(order, csr)?;
         let der = self.signd.sign_certificate(&self.cfg.issuer, tbs.der).await.map_err(|e| match e.kind {
-            ErrorKind::InvalidArgument | ErrorKind::PermissionDenied => Problem::new(ProblemType::BadCsr, format!("the CA refused to sign: {}", e.detail)),
+            ErrorKind::InvalidArgument | ErrorKind::PermissionDenied => {
+                Problem::new(ProblemType::BadCsr, format!("the CA refused to sign: {}", e.detail))
+            }
             _ => internal("signing the certificate", e),
         })?;
         let cert = Certificate::from_der(&der).map_err(|e| internal("signd returned a bad certificate", e))?;
@@ -49,8 +51,22 @@ impl Acme {
         let not_after = validity.not_after.to_unix_duration().as_secs() as i64;
         // Only a certificate ocspd knows is ever handed out.
         let record = IssuedCert { serial: serial.clone(), not_after_unix_secs: not_after, crl_shard: tbs.shard };
-        self.ocspd.record_issued(&self.cfg.issuer, record).await.map_err(|e| internal("recording the certificate in ocspd", e))?;
-        Ok(Issued { serial, rec: CertRec { der, account: order.account, order: *order_id, not_before, not_after, revoked: None, replaced_by: None } })
+        self.ocspd
+            .record_issued(&self.cfg.issuer, record)
+            .await
+            .map_err(|e| internal("recording the certificate in ocspd", e))?;
+        Ok(Issued {
+            serial,
+            rec: CertRec {
+                der,
+                account: order.account,
+                order: *order_id,
+                not_before,
+                not_after,
+                revoked: None,
+                replaced_by: None,
+            },
+        })
     }
 
     fn build_tbs(&self, order: &OrderRec, csr: &ParsedCsr) -> Result<Tbs, Problem> {
@@ -58,7 +74,9 @@ impl Acme {
             .identifiers
             .iter()
             .map(|i| match i.kind {
-                IdentifierType::Ip => i.value.parse().map(SanEntry::Ip).map_err(|_| internal("stored identifier", &i.value)),
+                IdentifierType::Ip => {
+                    i.value.parse().map(SanEntry::Ip).map_err(|_| internal("stored identifier", &i.value))
+                }
                 _ => Ok(SanEntry::Dns(i.value.clone())),
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -76,9 +94,23 @@ impl Acme {
         // invalid) when the clock has moved past what the Issuer role signs.
         let now = SystemTime::now();
         let now_secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        let exact_validity = crate::window::resolve(order.not_before, order.not_after, &self.validity_bounds(&order.profile), now_secs)?
-            .map(|(nb, na)| (UNIX_EPOCH + Duration::from_secs(nb.max(0) as u64), UNIX_EPOCH + Duration::from_secs(na.max(0) as u64)));
-        let req = LeafRequest { subject, spki_der: csr.spki_der.clone(), sans, validity, exact_validity, ekus: None, crl_shard: shard };
+        let exact_validity =
+            crate::window::resolve(order.not_before, order.not_after, &self.validity_bounds(&order.profile), now_secs)?
+                .map(|(nb, na)| {
+                    (
+                        UNIX_EPOCH + Duration::from_secs(nb.max(0) as u64),
+                        UNIX_EPOCH + Duration::from_secs(na.max(0) as u64),
+                    )
+                });
+        let req = LeafRequest {
+            subject,
+            spki_der: csr.spki_der.clone(),
+            sans,
+            validity,
+            exact_validity,
+            ekus: None,
+            crl_shard: shard,
+        };
         let der = build_leaf_tbs(profile, &self.ca.issuer, &req, now, &mut OsRng)
             .map_err(|e| Problem::new(ProblemType::BadCsr, e.to_string()))?;
         Ok(Tbs { der, shard: shard.unwrap_or(0) })

@@ -141,8 +141,16 @@ impl AcmeMetrics {
         };
         m.register("acme_accounts_created", "Accounts created", me.accounts.clone());
         m.register("acme_orders_created", "Orders created", me.orders.clone());
-        m.register("acme_renewal_info_answered", "ARI renewalInfo requests answered for a known certificate", me.renewal_info.clone());
-        m.register("acme_orders_replacing", "Orders created to replace a certificate (ARI replaces)", me.replacing.clone());
+        m.register(
+            "acme_renewal_info_answered",
+            "ARI renewalInfo requests answered for a known certificate",
+            me.renewal_info.clone(),
+        );
+        m.register(
+            "acme_orders_replacing",
+            "Orders created to replace a certificate (ARI replaces)",
+            me.replacing.clone(),
+        );
         m.register("acme_certificates_issued", "Certificates issued", me.certificates.clone());
         m.register("acme_certificates_revoked", "Certificates revoked", me.revocations.clone());
         m.register("acme_server_errors", "Answers with a 5xx status", me.server_errors.clone());
@@ -152,7 +160,10 @@ impl AcmeMetrics {
 
     /// Records one validation.
     pub fn validation(&self, challenge: &str, ok: bool, took: Duration) {
-        let labels = ValidationLabels { challenge: challenge.to_owned(), outcome: if ok { "valid" } else { "invalid" }.to_owned() };
+        let labels = ValidationLabels {
+            challenge: challenge.to_owned(),
+            outcome: if ok { "valid" } else { "invalid" }.to_owned(),
+        };
         self.validations.get_or_create(&labels).observe(took.as_secs_f64());
     }
 }
@@ -168,7 +179,8 @@ pub fn run(config_path: &Path, config: Config) -> Result<(), AcmedError> {
     };
     let admin_mode = config.admin_socket_mode().map_err(cfg_err)?;
     let admins = resolve_admins(&config).map_err(cfg_err)?;
-    let db = Db::open(&config.state_dir).map_err(|source| AcmedError::Store { path: config.state_dir.clone(), source })?;
+    let db =
+        Db::open(&config.state_dir).map_err(|source| AcmedError::Store { path: config.state_dir.clone(), source })?;
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = config.http_threads {
         builder.worker_threads(n.max(1));
@@ -242,7 +254,14 @@ async fn serve(
         metrics: AcmeMetrics::new(&metrics),
     });
     let handler = Arc::new(AcmeHttp(acme.clone()));
-    let http = tokio::spawn(signet_runtime::http::serve_tls(listener, tls, handler, metrics, Arc::new(|| true), shutdown.clone()));
+    let http = tokio::spawn(signet_runtime::http::serve_tls(
+        listener,
+        tls,
+        handler,
+        metrics,
+        Arc::new(|| true),
+        shutdown.clone(),
+    ));
 
     // The admin interface: its own thread, a LocalSet, the listener moved over.
     let admin_std = admin_listener.into_std().map_err(|e| AcmedError::Startup(format!("admin socket: {e}")))?;
@@ -297,7 +316,8 @@ fn reload_admins(path: &Path, admins: &admin::Admins) -> Result<(), String> {
 }
 
 fn directory_json(cfg: &Config, base: &str) -> Bytes {
-    let profiles: BTreeMap<String, String> = cfg.profiles.iter().map(|(k, v)| (k.clone(), v.description.clone())).collect();
+    let profiles: BTreeMap<String, String> =
+        cfg.profiles.iter().map(|(k, v)| (k.clone(), v.description.clone())).collect();
     let d = Directory {
         new_nonce: format!("{base}/acme/new-nonce"),
         new_account: format!("{base}/acme/new-account"),
@@ -320,7 +340,10 @@ fn directory_json(cfg: &Config, base: &str) -> Bytes {
 async fn load_ca(cfg: &Config, signd: &SigndClient, chain_pem: Option<&[u8]>) -> Result<CaContext, String> {
     let name = &cfg.issuer;
     let fetched = loop {
-        let r = async { Ok::<_, signet_ipc::IpcError>((signd.issuer_certificate(name).await?, signd.issuer_profile(name).await?)) }.await;
+        let r = async {
+            Ok::<_, signet_ipc::IpcError>((signd.issuer_certificate(name).await?, signd.issuer_profile(name).await?))
+        }
+        .await;
         match r {
             Err(e) if e.kind == ErrorKind::Unavailable => {
                 tracing::warn!(issuer = %name, error = %e, "waiting for signd");
@@ -330,8 +353,10 @@ async fn load_ca(cfg: &Config, signd: &SigndClient, chain_pem: Option<&[u8]>) ->
         }
     };
     let (ca_der, profile_toml) = fetched.map_err(|e| format!("issuer `{name}`: signd: {e}"))?;
-    let profile: Profile = toml::from_str(&profile_toml).map_err(|e| format!("issuer `{name}`: profile from signd: {e}"))?;
-    let issuer = Issuer::from_certificate_der(&ca_der, SignatureScheme::Default).map_err(|e| format!("issuer `{name}`: {e}"))?;
+    let profile: Profile =
+        toml::from_str(&profile_toml).map_err(|e| format!("issuer `{name}`: profile from signd: {e}"))?;
+    let issuer =
+        Issuer::from_certificate_der(&ca_der, SignatureScheme::Default).map_err(|e| format!("issuer `{name}`: {e}"))?;
     let ca = Certificate::from_der(&ca_der).map_err(|e| format!("issuer `{name}`: {e}"))?;
     let ski = ca
         .tbs_certificate
@@ -345,13 +370,15 @@ async fn load_ca(cfg: &Config, signd: &SigndClient, chain_pem: Option<&[u8]>) ->
     let mut certs: Vec<Vec<u8>> = vec![ca_der.clone()];
     if let Some(pem) = chain_pem {
         let parsed = Certificate::load_pem_chain(pem).map_err(|e| format!("chain: {e}"))?;
-        let ders: Vec<Vec<u8>> = parsed.iter().map(|c| c.to_der()).collect::<Result<_, _>>().map_err(|e| format!("chain: {e}"))?;
+        let ders: Vec<Vec<u8>> =
+            parsed.iter().map(|c| c.to_der()).collect::<Result<_, _>>().map_err(|e| format!("chain: {e}"))?;
         match ders.iter().position(|d| *d == ca_der) {
             Some(i) => certs = ders[i..].to_vec(),
             None => return Err("chain: the file does not contain the issuing CA certificate signd reports".into()),
         }
     }
-    let is_root = |d: &Vec<u8>| Certificate::from_der(d).is_ok_and(|c| c.tbs_certificate.issuer == c.tbs_certificate.subject);
+    let is_root =
+        |d: &Vec<u8>| Certificate::from_der(d).is_ok_and(|c| c.tbs_certificate.issuer == c.tbs_certificate.subject);
     let pem = |ds: &[Vec<u8>]| ds.iter().map(|d| issue::pem_cert(d)).collect::<String>();
     let mut chains = Vec::new();
     let without_root: Vec<Vec<u8>> = certs.iter().filter(|d| !is_root(d) || certs.len() == 1).cloned().collect();

@@ -78,7 +78,12 @@ pub fn registered_domain(id: &Identifier) -> String {
 impl Limiter {
     /// A limiter with `cfg`.
     pub fn new(cfg: RateLimits) -> Limiter {
-        Limiter { cfg, accounts: Mutex::new(Window::new()), orders: Mutex::new(HashMap::new()), domains: Mutex::new(HashMap::new()) }
+        Limiter {
+            cfg,
+            accounts: Mutex::new(Window::new()),
+            orders: Mutex::new(HashMap::new()),
+            domains: Mutex::new(HashMap::new()),
+        }
     }
 
     /// One more account.
@@ -88,7 +93,8 @@ impl Limiter {
             return Ok(());
         }
         let mut w = self.accounts.lock().unwrap_or_else(|p| p.into_inner());
-        w.take(1, limit, HOUR, Instant::now()).map_err(|wait| limited(format!("too many new accounts: {limit} per hour"), wait))
+        w.take(1, limit, HOUR, Instant::now())
+            .map_err(|wait| limited(format!("too many new accounts: {limit} per hour"), wait))
     }
 
     /// One more order for `account`.
@@ -171,7 +177,11 @@ mod tests {
 
     #[test]
     fn windows_count_and_refuse() {
-        let l = Limiter::new(RateLimits { orders_per_account_per_hour: 2, certificates_per_domain_per_week: 1, new_accounts_per_hour: 0 });
+        let l = Limiter::new(RateLimits {
+            orders_per_account_per_hour: 2,
+            certificates_per_domain_per_week: 1,
+            new_accounts_per_hour: 0,
+        });
         let a = [1u8; 16];
         assert!(l.check_new_order(&a).is_ok());
         assert!(l.check_new_order(&a).is_ok());

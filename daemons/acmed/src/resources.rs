@@ -18,7 +18,8 @@ use rand_core::{OsRng, RngCore};
 use serde_json::json;
 use signet_acme::jws::{verify_key_change, ExternalAccountBinding};
 use signet_acme::types::{
-    self, AccountStatus, AuthorizationStatus, ChallengeStatus, ChallengeType, Identifier, IdentifierType, NewOrder, OrderStatus,
+    self, AccountStatus, AuthorizationStatus, ChallengeStatus, ChallengeType, Identifier, IdentifierType, NewOrder,
+    OrderStatus,
 };
 use signet_acme::{validate, Jwk, Problem, ProblemType};
 use signet_ca::SanEntry;
@@ -150,7 +151,9 @@ impl Acme {
             not_before: o.not_before.and_then(ts),
             not_after: o.not_after.and_then(ts),
             error: stored_problem(&o.error).or_else(|| {
-                (status == OrderStatus::Invalid).then(|| Problem::new(ProblemType::Unauthorized, "an authorization of this order failed or expired"))
+                (status == OrderStatus::Invalid).then(|| {
+                    Problem::new(ProblemType::Unauthorized, "an authorization of this order failed or expired")
+                })
             }),
             authorizations: o.authzs.iter().map(|a| self.resource_url("authz", a)).collect(),
             finalize: format!("{}/finalize", self.resource_url("order", id)),
@@ -166,7 +169,8 @@ impl Acme {
         let p: types::Account = a.req.payload_json()?;
         let thumb = jwk.thumbprint_sha256();
         let db = &self.db;
-        let existing = db.store.read(|t| t.get(&db.account_keys, &thumb)).map_err(|e| internal("reading accounts", e))?;
+        let existing =
+            db.store.read(|t| t.get(&db.account_keys, &thumb)).map_err(|e| internal("reading accounts", e))?;
         if let Some(id) = existing {
             let rec = db.store.read(|t| t.get(&db.accounts, &id)).map_err(|e| internal("reading accounts", e))?;
             let rec = rec.ok_or_else(|| internal("account index", "dangling key index"))?;
@@ -176,9 +180,13 @@ impl Acme {
             return Err(Problem::new(ProblemType::AccountDoesNotExist, "no account has this key"));
         }
         if self.cfg.terms_of_service.is_some() && p.terms_of_service_agreed != Some(true) {
-            return Err(Problem::new(ProblemType::UserActionRequired, "agree to the terms of service (termsOfServiceAgreed: true)"));
+            return Err(Problem::new(
+                ProblemType::UserActionRequired,
+                "agree to the terms of service (termsOfServiceAgreed: true)",
+            ));
         }
-        let contact = p.contact.unwrap_or_default().iter().map(|c| validate::contact(c)).collect::<Result<Vec<_>, _>>()?;
+        let contact =
+            p.contact.unwrap_or_default().iter().map(|c| validate::contact(c)).collect::<Result<Vec<_>, _>>()?;
         let eab = match &p.external_account_binding {
             Some(v) => {
                 let binding = ExternalAccountBinding::parse(v)?;
@@ -187,15 +195,23 @@ impl Acme {
                     .store
                     .read(|t| t.get(&db.eab_keys, &kid))
                     .map_err(|e| internal("reading EAB keys", e))?
-                    .ok_or_else(|| Problem::new(ProblemType::Unauthorized, format!("unknown external account key id {kid:?}")))?;
+                    .ok_or_else(|| {
+                        Problem::new(ProblemType::Unauthorized, format!("unknown external account key id {kid:?}"))
+                    })?;
                 if rec.account.is_some() {
-                    return Err(Problem::new(ProblemType::Unauthorized, format!("external account key {kid:?} is already bound to an account")));
+                    return Err(Problem::new(
+                        ProblemType::Unauthorized,
+                        format!("external account key {kid:?} is already bound to an account"),
+                    ));
                 }
                 binding.verify(&rec.key, &a.url, &jwk)?;
                 Some((kid, rec.key))
             }
             None if self.cfg.external_account_required => {
-                return Err(Problem::new(ProblemType::ExternalAccountRequired, "this CA requires an external account binding"))
+                return Err(Problem::new(
+                    ProblemType::ExternalAccountRequired,
+                    "this CA requires an external account binding",
+                ))
             }
             None => None,
         };
@@ -236,11 +252,14 @@ impl Acme {
                 Ok(Reply::json(StatusCode::CREATED, &self.account_json(&id, &rec)).at(self.resource_url("acct", &id)))
             }
             Err(other) if other != [0; 16] => {
-                let rec = db.store.read(|t| t.get(&db.accounts, &other)).map_err(|e| internal("reading accounts", e))?;
+                let rec =
+                    db.store.read(|t| t.get(&db.accounts, &other)).map_err(|e| internal("reading accounts", e))?;
                 let rec = rec.ok_or_else(|| internal("account index", "dangling key index"))?;
                 Ok(Reply::json(StatusCode::OK, &self.account_json(&other, &rec)).at(self.resource_url("acct", &other)))
             }
-            Err(_) => Err(Problem::new(ProblemType::Unauthorized, "the external account key was bound or deleted meanwhile")),
+            Err(_) => {
+                Err(Problem::new(ProblemType::Unauthorized, "the external account key was bound or deleted meanwhile"))
+            }
         }
     }
 
@@ -261,7 +280,9 @@ impl Acme {
         match p.status {
             None | Some(AccountStatus::Valid) => {}
             Some(AccountStatus::Deactivated) => rec.status = AccountStatus::Deactivated,
-            Some(AccountStatus::Revoked) => return Err(Problem::new(ProblemType::Malformed, "a client may only set status to deactivated")),
+            Some(AccountStatus::Revoked) => {
+                return Err(Problem::new(ProblemType::Malformed, "a client may only set status to deactivated"))
+            }
         }
         let db = &self.db;
         db.store.write(|t| t.put(&db.accounts, &acct.id, &rec)).map_err(|e| internal("storing the account", e))?;
@@ -276,9 +297,15 @@ impl Acme {
         }
         let db = &self.db;
         let start = account_order_key(&acct.id, &[0; 16]);
-        let rows = db.store.read(|t| t.range(&db.account_orders, Some(&start), 1000)).map_err(|e| internal("reading orders", e))?;
-        let orders: Vec<String> =
-            rows.iter().take_while(|(k, ())| k[..16] == acct.id).map(|(k, ())| self.resource_url("order", &k[16..])).collect();
+        let rows = db
+            .store
+            .read(|t| t.range(&db.account_orders, Some(&start), 1000))
+            .map_err(|e| internal("reading orders", e))?;
+        let orders: Vec<String> = rows
+            .iter()
+            .take_while(|(k, ())| k[..16] == acct.id)
+            .map(|(k, ())| self.resource_url("order", &k[16..]))
+            .collect();
         Ok(Reply::json(StatusCode::OK, &json!({ "orders": orders })))
     }
 
@@ -319,7 +346,10 @@ impl Acme {
             return Err(Problem::new(ProblemType::Malformed, "an order needs at least one identifier"));
         }
         if p.identifiers.len() > MAX_IDENTIFIERS {
-            return Err(Problem::new(ProblemType::RejectedIdentifier, format!("an order may name at most {MAX_IDENTIFIERS} identifiers")));
+            return Err(Problem::new(
+                ProblemType::RejectedIdentifier,
+                format!("an order may name at most {MAX_IDENTIFIERS} identifiers"),
+            ));
         }
         let (not_before, not_after) = crate::window::requested(p.not_before, p.not_after)?;
         let mut idents = Vec::new();
@@ -339,7 +369,10 @@ impl Acme {
         }
         let profile = p.profile.clone().unwrap_or_else(|| self.cfg.default_profile_name().to_owned());
         if !self.cfg.profiles.contains_key(&profile) {
-            return Err(Problem::new(ProblemType::InvalidProfile, format!("no profile {profile:?}; see the directory's meta.profiles")));
+            return Err(Problem::new(
+                ProblemType::InvalidProfile,
+                format!("no profile {profile:?}; see the directory's meta.profiles"),
+            ));
         }
         // Checked again at finalize, with the clock then.
         crate::window::resolve(not_before, not_after, &self.validity_bounds(&profile), now())?;
@@ -363,7 +396,10 @@ impl Acme {
             let old_cert = Certificate::from_der(&old.der).map_err(|e| internal("stored certificate", e))?;
             let old_idents = cert_identifiers(&old_cert);
             if !idents.iter().any(|i| old_idents.contains(&i.value.to_ascii_lowercase())) {
-                return Err(Problem::new(ProblemType::Malformed, "the order shares no identifier with the certificate it replaces"));
+                return Err(Problem::new(
+                    ProblemType::Malformed,
+                    "the order shares no identifier with the certificate it replaces",
+                ));
             }
         }
         self.limits.check_new_order(&acct.id)?;
@@ -381,7 +417,10 @@ impl Acme {
             let persist = !self.validator.caa_identities().is_empty();
             let kinds: Vec<ChallengeType> = match (&base.kind, wildcard) {
                 (IdentifierType::Ip, _) => vec![ChallengeType::Http01, ChallengeType::TlsAlpn01],
-                (_, true) => [Some(ChallengeType::Dns01), persist.then_some(ChallengeType::DnsPersist01)].into_iter().flatten().collect(),
+                (_, true) => [Some(ChallengeType::Dns01), persist.then_some(ChallengeType::DnsPersist01)]
+                    .into_iter()
+                    .flatten()
+                    .collect(),
                 _ => [
                     Some(ChallengeType::Http01),
                     Some(ChallengeType::Dns01),
@@ -401,7 +440,9 @@ impl Acme {
                     None => Ok(None),
                 })
                 .map_err(|e| internal("reading authorizations", e))?
-                .filter(|(_, a)| a.status == AuthorizationStatus::Valid && a.expires > now + 86_400 && a.account == acct.id);
+                .filter(|(_, a)| {
+                    a.status == AuthorizationStatus::Valid && a.expires > now + 86_400 && a.account == acct.id
+                });
             if let Some((id, a)) = reusable {
                 authz_ids.push(id);
                 authzs.push(a);
@@ -409,12 +450,25 @@ impl Acme {
             }
             let challenges = kinds
                 .into_iter()
-                .map(|k| ChallengeRec { kind: k.as_str().to_owned(), token: new_token(), status: ChallengeStatus::Pending, validated: None, error: None })
+                .map(|k| ChallengeRec {
+                    kind: k.as_str().to_owned(),
+                    token: new_token(),
+                    status: ChallengeStatus::Pending,
+                    validated: None,
+                    error: None,
+                })
                 .collect();
             let id = new_id();
             authz_ids.push(id);
             fresh.push(id);
-            authzs.push(AuthzRec { account: acct.id, identifier: base, wildcard, status: AuthorizationStatus::Pending, expires, challenges });
+            authzs.push(AuthzRec {
+                account: acct.id,
+                identifier: base,
+                wildcard,
+                status: AuthorizationStatus::Pending,
+                expires,
+                challenges,
+            });
         }
         let order = OrderRec {
             account: acct.id,
@@ -445,7 +499,8 @@ impl Acme {
             self.metrics.replacing.inc();
         }
         let status = effective_order_status(&order, &authzs, now);
-        Ok(Reply::json(StatusCode::CREATED, &self.order_json(&order_id, &order, status)).at(self.resource_url("order", &order_id)))
+        Ok(Reply::json(StatusCode::CREATED, &self.order_json(&order_id, &order, status))
+            .at(self.resource_url("order", &order_id)))
     }
 
     fn load_order(&self, acct: &Id, id: &str) -> Result<(Id, OrderRec, Vec<AuthzRec>), Problem> {
@@ -480,8 +535,11 @@ impl Acme {
         if status == OrderStatus::Ready && self.inflight.holds(&self.inflight.finalizing, &id).is_some() {
             status = OrderStatus::Processing;
         }
-        let retry = (status == OrderStatus::Processing || status == OrderStatus::Pending).then_some(self.cfg.retry_after_seconds);
-        Ok(Reply::json(StatusCode::OK, &self.order_json(&id, &order, status)).at(self.resource_url("order", &id)).retry_after(retry))
+        let retry = (status == OrderStatus::Processing || status == OrderStatus::Pending)
+            .then_some(self.cfg.retry_after_seconds);
+        Ok(Reply::json(StatusCode::OK, &self.order_json(&id, &order, status))
+            .at(self.resource_url("order", &id))
+            .retry_after(retry))
     }
 
     /// The authorization resource (POST-as-GET, or deactivation §7.5.2).
@@ -500,7 +558,10 @@ impl Acme {
         if !a.req.is_post_as_get() {
             let p: serde_json::Value = a.req.payload_json()?;
             if p.get("status").and_then(|s| s.as_str()) != Some("deactivated") {
-                return Err(Problem::new(ProblemType::Malformed, "an authorization update may only set status to deactivated"));
+                return Err(Problem::new(
+                    ProblemType::Malformed,
+                    "an authorization update may only set status to deactivated",
+                ));
             }
             az.status = AuthorizationStatus::Deactivated;
             db.store.write(|t| t.put(&db.authzs, &aid, &az)).map_err(|e| internal("storing the authorization", e))?;
@@ -570,21 +631,43 @@ impl Acme {
     }
 
     /// Validates one challenge and records the outcome; returns the challenge as stored.
-    async fn run_validation(self: Arc<Self>, aid: Id, idx: usize, key_authorization: String, account_url: String) -> ChallengeRec {
+    async fn run_validation(
+        self: Arc<Self>,
+        aid: Id,
+        idx: usize,
+        key_authorization: String,
+        account_url: String,
+    ) -> ChallengeRec {
         let db = &self.db;
         let az = match db.store.read(|t| t.get(&db.authzs, &aid)) {
             Ok(Some(az)) => az,
-            _ => return ChallengeRec { kind: String::new(), token: String::new(), status: ChallengeStatus::Invalid, validated: None, error: None },
+            _ => {
+                return ChallengeRec {
+                    kind: String::new(),
+                    token: String::new(),
+                    status: ChallengeStatus::Invalid,
+                    validated: None,
+                    error: None,
+                }
+            }
         };
         let kind = az.challenges[idx].challenge_type();
-        let attempt = Attempt { identifier: &az.identifier, wildcard: az.wildcard, kind: &kind, key_authorization: &key_authorization, account_url: &account_url };
+        let attempt = Attempt {
+            identifier: &az.identifier,
+            wildcard: az.wildcard,
+            kind: &kind,
+            key_authorization: &key_authorization,
+            account_url: &account_url,
+        };
         let started = std::time::Instant::now();
         let outcome = self.validator.validate(&attempt).await;
         self.metrics.validation(kind.as_str(), outcome.is_ok(), started.elapsed());
         let lifetime = self.cfg.authorization_lifetime_seconds as i64;
         let stored = db.store.try_write(|t| -> Result<Option<ChallengeRec>, signet_store::StoreError> {
             let Some(mut cur) = t.get(&db.authzs, &aid)? else { return Ok(None) };
-            if cur.status != AuthorizationStatus::Pending || cur.challenges.iter().any(|c| c.status != ChallengeStatus::Pending) {
+            if cur.status != AuthorizationStatus::Pending
+                || cur.challenges.iter().any(|c| c.status != ChallengeStatus::Pending)
+            {
                 return Ok(Some(cur.challenges[idx].clone()));
             }
             let c = &mut cur.challenges[idx];
@@ -596,7 +679,11 @@ impl Acme {
                         cur.status = AuthorizationStatus::Valid;
                         if lifetime > 0 {
                             cur.expires = now() + lifetime;
-                            t.put(&db.valid_authzs, &authz_reuse_key(&cur.account, &cur.identifier, cur.wildcard), &aid)?;
+                            t.put(
+                                &db.valid_authzs,
+                                &authz_reuse_key(&cur.account, &cur.identifier, cur.wildcard),
+                                &aid,
+                            )?;
                         }
                     }
                 }
@@ -614,10 +701,22 @@ impl Acme {
         });
         match stored {
             Ok(Some(c)) => c,
-            Ok(None) => ChallengeRec { kind: kind.as_str().into(), token: String::new(), status: ChallengeStatus::Invalid, validated: None, error: None },
+            Ok(None) => ChallengeRec {
+                kind: kind.as_str().into(),
+                token: String::new(),
+                status: ChallengeStatus::Invalid,
+                validated: None,
+                error: None,
+            },
             Err(e) => {
                 tracing::error!(error = %e, "cannot store a validation outcome");
-                ChallengeRec { kind: kind.as_str().into(), token: String::new(), status: ChallengeStatus::Processing, validated: None, error: None }
+                ChallengeRec {
+                    kind: kind.as_str().into(),
+                    token: String::new(),
+                    status: ChallengeStatus::Processing,
+                    validated: None,
+                    error: None,
+                }
             }
         }
     }
@@ -628,7 +727,10 @@ impl Acme {
         let (oid, order, authzs) = self.load_order(&acct.id, id)?;
         let status = effective_order_status(&order, &authzs, now());
         if status != OrderStatus::Ready {
-            return Err(Problem::new(ProblemType::OrderNotReady, format!("the order is {}, not ready", status_name(&status))));
+            return Err(Problem::new(
+                ProblemType::OrderNotReady,
+                format!("the order is {}, not ready", status_name(&status)),
+            ));
         }
         let f: types::Finalize = a.req.payload_json()?;
         let csr_der = f.csr_der()?;
@@ -657,7 +759,9 @@ impl Acme {
                     cur.status = OrderStatus::Valid;
                     cur.cert_serial = Some(serial.clone());
                     t.put(&db.orders, &oid, &cur)?;
-                    if let Some(old_serial) = order.replaces.as_deref().and_then(|r| types::parse_renewal_cert_id(r).ok()).map(|(_, s)| s) {
+                    if let Some(old_serial) =
+                        order.replaces.as_deref().and_then(|r| types::parse_renewal_cert_id(r).ok()).map(|(_, s)| s)
+                    {
                         if let Some(mut old) = t.get(&db.certs, &old_serial)? {
                             old.replaced_by = Some(oid);
                             t.put(&db.certs, &old_serial, &old)?;
@@ -670,7 +774,13 @@ impl Acme {
                         self.metrics.certificates.inc();
                         (cur, Ok(()))
                     }
-                    Ok(Err(())) => (order.clone(), Err(internal("storing the certificate", format!("serial {} already stored", hex::encode(&serial))))),
+                    Ok(Err(())) => (
+                        order.clone(),
+                        Err(internal(
+                            "storing the certificate",
+                            format!("serial {} already stored", hex::encode(&serial)),
+                        )),
+                    ),
                     Err(e) => (order.clone(), Err(internal("storing the certificate", e))),
                 }
             }
@@ -694,7 +804,8 @@ impl Acme {
             }
             return Err(p);
         }
-        Ok(Reply::json(StatusCode::OK, &self.order_json(&oid, &final_order, OrderStatus::Valid)).at(self.resource_url("order", &oid)))
+        Ok(Reply::json(StatusCode::OK, &self.order_json(&oid, &final_order, OrderStatus::Valid))
+            .at(self.resource_url("order", &oid)))
     }
 
     /// The CSR must name exactly the order's identifiers, with an allowed key
@@ -707,7 +818,9 @@ impl Acme {
             match san {
                 SanEntry::Dns(n) => got.insert(n.to_ascii_lowercase()),
                 SanEntry::Ip(ip) => got.insert(ip.to_string()),
-                SanEntry::Email(e) => return Err(bad(format!("the CSR asks for the email address {e}, which ACME does not validate"))),
+                SanEntry::Email(e) => {
+                    return Err(bad(format!("the CSR asks for the email address {e}, which ACME does not validate")))
+                }
             };
         }
         for cn in common_names(&csr.subject) {
@@ -720,14 +833,20 @@ impl Acme {
         if got != want {
             let extra: Vec<_> = got.difference(&want).cloned().collect();
             let missing: Vec<_> = want.difference(&got).cloned().collect();
-            return Err(bad(format!("the CSR's names differ from the order's: not ordered {extra:?}, missing {missing:?}")));
+            return Err(bad(format!(
+                "the CSR's names differ from the order's: not ordered {extra:?}, missing {missing:?}"
+            )));
         }
         if !self.ca.profile.allows_key(csr.key_algorithm) {
             return Err(bad(format!("{} keys are not issued for", csr.key_algorithm.name())));
         }
         if let Some(allowed) = self.cfg.profiles.get(&order.profile).and_then(|p| p.key_algorithms.as_ref()) {
             if !allowed.iter().any(|a| a == csr.key_algorithm.name()) {
-                return Err(bad(format!("profile {} does not issue for {} keys", order.profile, csr.key_algorithm.name())));
+                return Err(bad(format!(
+                    "profile {} does not issue for {} keys",
+                    order.profile,
+                    csr.key_algorithm.name()
+                )));
             }
         }
         if account_key.to_spki_der().ok().as_deref() == Some(&csr.spki_der[..]) {
@@ -761,7 +880,11 @@ impl Acme {
         };
         let base = format!("{}/acme/cert/{serial}", self.base);
         for i in (0..self.ca.chains.len()).filter(|i| *i != alt) {
-            r.links.push(if i == 0 { format!("<{base}>;rel=\"alternate\"") } else { format!("<{base}/{i}>;rel=\"alternate\"") });
+            r.links.push(if i == 0 {
+                format!("<{base}>;rel=\"alternate\"")
+            } else {
+                format!("<{base}/{i}>;rel=\"alternate\"")
+            });
         }
         r.links.push(format!("<{}>;rel=\"up\"", self.url("/acme/issuer-cert")));
         Ok(r)
@@ -773,9 +896,13 @@ impl Acme {
         let der = p.certificate_der()?;
         let reason = p.reason_code()?;
         if !matches!(reason, 0 | 1 | 3 | 4 | 5) {
-            return Err(Problem::new(ProblemType::BadRevocationReason, "reasons allowed: 0, 1 (keyCompromise), 3, 4, 5"));
+            return Err(Problem::new(
+                ProblemType::BadRevocationReason,
+                "reasons allowed: 0, 1 (keyCompromise), 3, 4, 5",
+            ));
         }
-        let cert = Certificate::from_der(&der).map_err(|e| Problem::new(ProblemType::Malformed, format!("certificate: {e}")))?;
+        let cert = Certificate::from_der(&der)
+            .map_err(|e| Problem::new(ProblemType::Malformed, format!("certificate: {e}")))?;
         let serial = cert.tbs_certificate.serial_number.as_bytes().to_vec();
         let db = &self.db;
         let rec = db
@@ -783,15 +910,26 @@ impl Acme {
             .read(|t| t.get(&db.certs, &serial))
             .map_err(|e| internal("reading the certificate", e))?
             .filter(|r| r.der == der)
-            .ok_or_else(|| problem_with_status(ProblemType::Malformed, 404, "this CA did not issue that certificate"))?;
+            .ok_or_else(|| {
+                problem_with_status(ProblemType::Malformed, 404, "this CA did not issue that certificate")
+            })?;
         match &a.account {
             Some(acct) if acct.id == rec.account => {}
-            Some(_) => return Err(Problem::new(ProblemType::Unauthorized, "the certificate was issued to another account")),
+            Some(_) => {
+                return Err(Problem::new(ProblemType::Unauthorized, "the certificate was issued to another account"))
+            }
             None => {
-                let spki = cert.tbs_certificate.subject_public_key_info.to_der().map_err(|e| internal("certificate key", e))?;
+                let spki = cert
+                    .tbs_certificate
+                    .subject_public_key_info
+                    .to_der()
+                    .map_err(|e| internal("certificate key", e))?;
                 let cert_key = Jwk::from_spki_der(&spki).ok();
                 if a.req.jwk() != cert_key.as_ref() || cert_key.is_none() {
-                    return Err(Problem::new(ProblemType::Unauthorized, "the request is not signed by the certificate's key"));
+                    return Err(Problem::new(
+                        ProblemType::Unauthorized,
+                        "the request is not signed by the certificate's key",
+                    ));
                 }
             }
         }
@@ -800,10 +938,15 @@ impl Acme {
         }
         let rev = signet_ipc::Revocation {
             serial: serial.clone(),
-            reason: signet_ipc::RevocationReason::from_code(reason).unwrap_or(signet_ipc::RevocationReason::Unspecified),
+            reason: signet_ipc::RevocationReason::from_code(reason)
+                .unwrap_or(signet_ipc::RevocationReason::Unspecified),
             revoked_unix_secs: 0,
         };
-        let status = self.ocspd.revoke(&self.cfg.issuer, rev).await.map_err(|e| internal("recording the revocation in ocspd", e))?;
+        let status = self
+            .ocspd
+            .revoke(&self.cfg.issuer, rev)
+            .await
+            .map_err(|e| internal("recording the revocation in ocspd", e))?;
         db.store
             .write(|t| {
                 if let Some(mut r) = t.get(&db.certs, &serial)? {
@@ -865,8 +1008,13 @@ pub fn cert_identifiers(cert: &Certificate) -> Vec<String> {
                 match n {
                     GeneralName::DnsName(d) => out.push(d.as_str().to_ascii_lowercase()),
                     GeneralName::IpAddress(o) => match o.as_bytes().len() {
-                        4 => out.push(std::net::Ipv4Addr::from(<[u8; 4]>::try_from(o.as_bytes()).unwrap_or_default()).to_string()),
-                        16 => out.push(std::net::Ipv6Addr::from(<[u8; 16]>::try_from(o.as_bytes()).unwrap_or_default()).to_string()),
+                        4 => out.push(
+                            std::net::Ipv4Addr::from(<[u8; 4]>::try_from(o.as_bytes()).unwrap_or_default()).to_string(),
+                        ),
+                        16 => out.push(
+                            std::net::Ipv6Addr::from(<[u8; 16]>::try_from(o.as_bytes()).unwrap_or_default())
+                                .to_string(),
+                        ),
                         _ => {}
                     },
                     _ => {}
@@ -915,7 +1063,12 @@ pub struct Claim {
 
 impl InFlight {
     /// Claims `id` in `map` unless already claimed.
-    pub fn claim(self: &Arc<Self>, map: &std::sync::Mutex<std::collections::HashMap<Id, usize>>, id: Id, value: usize) -> Option<Claim> {
+    pub fn claim(
+        self: &Arc<Self>,
+        map: &std::sync::Mutex<std::collections::HashMap<Id, usize>>,
+        id: Id,
+        value: usize,
+    ) -> Option<Claim> {
         let mut m = map.lock().unwrap_or_else(|p| p.into_inner());
         if m.contains_key(&id) {
             return None;

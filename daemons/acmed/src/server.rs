@@ -114,7 +114,9 @@ pub struct AuthedAccount {
 impl Authed {
     /// The signing account, for endpoints that require `kid`.
     pub fn account(&self) -> Result<&AuthedAccount, Problem> {
-        self.account.as_ref().ok_or_else(|| Problem::new(ProblemType::Malformed, "this request must be signed with kid (the account URL)"))
+        self.account.as_ref().ok_or_else(|| {
+            Problem::new(ProblemType::Malformed, "this request must be signed with kid (the account URL)")
+        })
     }
 }
 
@@ -170,9 +172,11 @@ impl Acme {
                 self.renewal_info(&p["/acme/renewal-info/".len()..])
             }
             (Method::POST, _) => self.post(&path, req).await,
-            (_, p) if self.is_acme_path(p) => {
-                Err(problem_with_status(ProblemType::Malformed, 405, format!("{method} is not allowed on {p}; ACME resources take POST")))
-            }
+            (_, p) if self.is_acme_path(p) => Err(problem_with_status(
+                ProblemType::Malformed,
+                405,
+                format!("{method} is not allowed on {p}; ACME resources take POST"),
+            )),
             _ => Err(problem_with_status(ProblemType::Malformed, 404, format!("no resource at {path}"))),
         };
         self.respond(answer, &method)
@@ -242,7 +246,7 @@ impl Acme {
                     ProblemType::Malformed,
                     if self.is_acme_path(path) { 404 } else { 405 },
                     format!("no ACME resource takes POST at {path}"),
-                ))
+                ));
             }
         };
         let authed = self.authenticate(path, rule, req).await?;
@@ -283,7 +287,10 @@ impl Acme {
         signed.check_url(&url)?;
         let (verified, account) = match (&signed.header().key, rule) {
             (KeyRef::Jwk(_), KeyRule::Kid) => {
-                return Err(Problem::new(ProblemType::Malformed, "this request must be signed with kid (the account URL), not jwk"))
+                return Err(Problem::new(
+                    ProblemType::Malformed,
+                    "this request must be signed with kid (the account URL), not jwk",
+                ))
             }
             (KeyRef::Kid(_), KeyRule::Jwk) => {
                 return Err(Problem::new(ProblemType::Malformed, "newAccount must be signed with jwk, not kid"))
@@ -297,18 +304,24 @@ impl Acme {
         };
         match self.nonces.redeem(&verified.header().nonce) {
             Ok(()) => {}
-            Err(NonceError::Unknown) => return Err(Problem::new(ProblemType::BadNonce, "the nonce was not issued by this server (or before a restart)")),
-            Err(NonceError::Used) => return Err(Problem::new(ProblemType::BadNonce, "the nonce has already been used")),
+            Err(NonceError::Unknown) => {
+                return Err(Problem::new(
+                    ProblemType::BadNonce,
+                    "the nonce was not issued by this server (or before a restart)",
+                ))
+            }
+            Err(NonceError::Used) => {
+                return Err(Problem::new(ProblemType::BadNonce, "the nonce has already been used"))
+            }
         }
         Ok(Authed { req: verified, account, url })
     }
 
     fn account_by_url(&self, kid: &str) -> Result<AuthedAccount, Problem> {
         let prefix = self.url("/acme/acct/");
-        let id = kid
-            .strip_prefix(&prefix)
-            .and_then(parse_id)
-            .ok_or_else(|| Problem::new(ProblemType::AccountDoesNotExist, format!("{kid:?} is not an account URL of this server")))?;
+        let id = kid.strip_prefix(&prefix).and_then(parse_id).ok_or_else(|| {
+            Problem::new(ProblemType::AccountDoesNotExist, format!("{kid:?} is not an account URL of this server"))
+        })?;
         let rec = self
             .db
             .store
@@ -316,7 +329,10 @@ impl Acme {
             .map_err(|e| internal("reading an account", e))?
             .ok_or_else(|| Problem::new(ProblemType::AccountDoesNotExist, "no such account"))?;
         if rec.status != signet_acme::types::AccountStatus::Valid {
-            return Err(Problem::new(ProblemType::Unauthorized, format!("the account is {}", status_name(&rec.status))));
+            return Err(Problem::new(
+                ProblemType::Unauthorized,
+                format!("the account is {}", status_name(&rec.status)),
+            ));
         }
         let jwk = self.jwk_of(&rec)?;
         Ok(AuthedAccount { id, rec, jwk, url: kid.to_owned() })
@@ -377,7 +393,8 @@ async fn read_body(mut body: Incoming, limit: usize) -> Result<Bytes, Problem> {
     let mut buf = Vec::new();
     let mut seen = 0usize;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| Problem::new(ProblemType::Malformed, format!("reading the request body: {e}")))?;
+        let frame =
+            frame.map_err(|e| Problem::new(ProblemType::Malformed, format!("reading the request body: {e}")))?;
         let Ok(data) = frame.into_data() else { continue };
         seen += data.len();
         if seen <= limit {
@@ -387,7 +404,11 @@ async fn read_body(mut body: Incoming, limit: usize) -> Result<Bytes, Problem> {
         }
     }
     if seen > limit {
-        return Err(problem_with_status(ProblemType::Malformed, 413, format!("request body larger than {limit} bytes")));
+        return Err(problem_with_status(
+            ProblemType::Malformed,
+            413,
+            format!("request body larger than {limit} bytes"),
+        ));
     }
     Ok(Bytes::from(buf))
 }

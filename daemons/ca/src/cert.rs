@@ -11,12 +11,12 @@ use rand_core::RngCore;
 use signet_ipc::{KeyAlgorithm, SignatureScheme};
 use spki::{AlgorithmIdentifierOwned, SubjectPublicKeyInfoOwned};
 use x509_cert::certificate::{TbsCertificate, Version};
+use x509_cert::ext::pkix::crl::dp::DistributionPoint;
 use x509_cert::ext::pkix::name::{DistributionPointName, GeneralName};
 use x509_cert::ext::pkix::{
     AccessDescription, AuthorityInfoAccessSyntax, AuthorityKeyIdentifier, BasicConstraints, CrlDistributionPoints,
     ExtendedKeyUsage, KeyUsage, KeyUsages, SubjectAltName, SubjectKeyIdentifier,
 };
-use x509_cert::ext::pkix::crl::dp::DistributionPoint;
 use x509_cert::ext::Extension;
 use x509_cert::name::Name;
 use x509_cert::serial_number::SerialNumber;
@@ -177,7 +177,8 @@ pub fn build_leaf_tbs(
     let validity = match req.exact_validity {
         Some((not_before, not_after)) => validity_between(not_before, not_after, profile.max_validity())?,
         None => {
-            let default_validity = Duration::from_secs(profile.default_validity_seconds.unwrap_or(profile.max_validity_seconds));
+            let default_validity =
+                Duration::from_secs(profile.default_validity_seconds.unwrap_or(profile.max_validity_seconds));
             let validity = req.validity.unwrap_or(default_validity).min(profile.max_validity());
             validity_from(now, Duration::from_secs(profile.backdate_seconds), validity)?
         }
@@ -309,13 +310,13 @@ pub(crate) fn assemble_signed(
 ) -> Result<Vec<u8>, CaError> {
     let tbs = AnyRef::from_der(tbs_der).map_err(CaError::malformed(what))?;
     if tbs.tag() != Tag::Sequence {
-        return Err(CaError::Malformed { what, source: der::ErrorKind::TagUnexpected { expected: Some(Tag::Sequence), actual: tbs.tag() }.into() });
+        return Err(CaError::Malformed {
+            what,
+            source: der::ErrorKind::TagUnexpected { expected: Some(Tag::Sequence), actual: tbs.tag() }.into(),
+        });
     }
-    let signed = Signed {
-        tbs,
-        algorithm: alg::signature_algorithm(scheme)?,
-        signature: BitStringRef::from_bytes(signature)?,
-    };
+    let signed =
+        Signed { tbs, algorithm: alg::signature_algorithm(scheme)?, signature: BitStringRef::from_bytes(signature)? };
     to_der(&signed)
 }
 

@@ -7,13 +7,13 @@ use der::{Decode, DecodeValue, Encode, EncodeValue, Header, Length, Reader, Sequ
 use signet_ipc::SignatureScheme;
 use spki::AlgorithmIdentifierOwned;
 use x509_cert::certificate::Version;
-use x509_cert::ext::Extensions;
-use x509_cert::name::Name;
-use x509_cert::time::Time;
 use x509_cert::ext::pkix::crl::dp::IssuingDistributionPoint;
 use x509_cert::ext::pkix::name::DistributionPointName;
 use x509_cert::ext::pkix::{AuthorityKeyIdentifier, BaseCrlNumber, CrlNumber, CrlReason, FreshestCrl};
 use x509_cert::ext::Extension;
+use x509_cert::ext::Extensions;
+use x509_cert::name::Name;
+use x509_cert::time::Time;
 
 use crate::alg::to_der;
 use crate::cert::{assemble_signed, ext, ext_raw};

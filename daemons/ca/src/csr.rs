@@ -256,7 +256,10 @@ mod tests {
         der[last] ^= 0x01; // inside the signature
         assert!(matches!(parse_csr(&der), Err(CaError::CsrSignature(_))));
         assert!(matches!(parse_csr(b"\x30\x00"), Err(CaError::Malformed { .. })));
-        assert!(matches!(parse_csr(b"-----BEGIN CERTIFICATE REQUEST-----\n!!\n-----END CERTIFICATE REQUEST-----\n"), Err(CaError::CsrPem(_))));
+        assert!(matches!(
+            parse_csr(b"-----BEGIN CERTIFICATE REQUEST-----\n!!\n-----END CERTIFICATE REQUEST-----\n"),
+            Err(CaError::CsrPem(_))
+        ));
         let good = csr(&key, MessageDigest::sha256());
         let cert_pem = der::pem::encode_string("CERTIFICATE", der::pem::LineEnding::LF, &good).unwrap();
         assert!(matches!(parse_csr(cert_pem.as_bytes()), Err(CaError::CsrPem(_))));

@@ -14,8 +14,8 @@ use signet_ipc::{KeyAlgorithm, SignatureScheme};
 use crate::cert::{build_ocsp_responder_tbs, ResponderRequest};
 use crate::crl::{build_tbs_crl, CrlParams, RevokedEntry};
 use crate::ocsp::{
-    assemble_ocsp_response, build_response_data, ocsp_error_response, parse_ocsp_request, CertIdentity,
-    CertStatusInfo, OcspErrorStatus, OcspHash, OcspIssuer, OcspResponseParams, Responder,
+    assemble_ocsp_response, build_response_data, ocsp_error_response, parse_ocsp_request, CertIdentity, CertStatusInfo,
+    OcspErrorStatus, OcspHash, OcspIssuer, OcspResponseParams, Responder,
 };
 use crate::testutil::{self, TestCa, TestKey};
 use crate::{assemble_certificate, assemble_crl, CrlReason};
@@ -53,7 +53,11 @@ impl Pki {
         let responder_der = assemble_certificate(&tbs, inter.key.scheme, &inter.key.sign(&tbs)).unwrap();
 
         let revoked = vec![
-            RevokedEntry { serial: vec![0x40, 1, 2, 3], revocation_time: now - Duration::from_secs(7200), reason: None },
+            RevokedEntry {
+                serial: vec![0x40, 1, 2, 3],
+                revocation_time: now - Duration::from_secs(7200),
+                reason: None,
+            },
             RevokedEntry {
                 serial: leaf_serial.clone(),
                 revocation_time: now - Duration::from_secs(60),
@@ -62,7 +66,17 @@ impl Pki {
         ];
         let crl_der = sign_crl(&inter, now, 100, Some("http://crl.example/7.crl"), &revoked);
 
-        let pki = Self { dir: tempfile::tempdir().unwrap(), root, inter, leaf_der, leaf_serial, responder_key, responder_der, crl_der, now };
+        let pki = Self {
+            dir: tempfile::tempdir().unwrap(),
+            root,
+            inter,
+            leaf_der,
+            leaf_serial,
+            responder_key,
+            responder_der,
+            crl_der,
+            now,
+        };
         for (name, der) in [
             ("root", &pki.root.cert_der),
             ("inter", &pki.inter.cert_der),
@@ -186,7 +200,10 @@ fn cli_case(alg: KeyAlgorithm, scheme: SignatureScheme) {
         assert!(!text.contains("Key Encipherment"), "{text}");
     }
     if scheme == SignatureScheme::RsaPssSha256 {
-        assert_contains(&text, &["rsassaPss", "Hash Algorithm: sha256", "Mask Algorithm: mgf1 with sha256", "Salt Length: 0x20"]);
+        assert_contains(
+            &text,
+            &["rsassaPss", "Hash Algorithm: sha256", "Mask Algorithm: mgf1 with sha256", "Salt Length: 0x20"],
+        );
     }
     let (_, text) = openssl(d, &["x509", "-in", "root.pem", "-noout", "-text"]);
     assert_contains(&text, &["CA:TRUE, pathlen:1", "Certificate Sign, CRL Sign"]);
@@ -197,16 +214,40 @@ fn cli_case(alg: KeyAlgorithm, scheme: SignatureScheme) {
     let (ok, out) = openssl(d, &["crl", "-in", "crl.pem", "-CAfile", "chain.pem", "-noout"]);
     assert!(ok && out.contains("verify OK"), "{out}");
     let (_, text) = openssl(d, &["crl", "-in", "crl.pem", "-noout", "-text"]);
-    assert_contains(&text, &["X509v3 Issuing Distribution Point: critical", "Only User Certificates", "X509v3 CRL Number", "Key Compromise"]);
-    let (ok, out) = openssl(d, &["verify", "-crl_check", "-CRLfile", "crl.pem", "-CAfile", "root.pem", "-untrusted", "inter.pem", "leaf.pem"]);
+    assert_contains(
+        &text,
+        &[
+            "X509v3 Issuing Distribution Point: critical",
+            "Only User Certificates",
+            "X509v3 CRL Number",
+            "Key Compromise",
+        ],
+    );
+    let (ok, out) = openssl(
+        d,
+        &["verify", "-crl_check", "-CRLfile", "crl.pem", "-CAfile", "root.pem", "-untrusted", "inter.pem", "leaf.pem"],
+    );
     assert!(!ok && out.contains("certificate revoked"), "{out}");
-    let (ok, out) =
-        openssl(d, &["verify", "-crl_check", "-CRLfile", "crl-empty.pem", "-CAfile", "root.pem", "-untrusted", "inter.pem", "leaf.pem"]);
+    let (ok, out) = openssl(
+        d,
+        &[
+            "verify",
+            "-crl_check",
+            "-CRLfile",
+            "crl-empty.pem",
+            "-CAfile",
+            "root.pem",
+            "-untrusted",
+            "inter.pem",
+            "leaf.pem",
+        ],
+    );
     assert!(ok && out.contains("leaf.pem: OK"), "{out}");
 
     // OCSP: the CLI's own requests (SHA-1 and SHA-256 CertIDs, with nonce), our responses.
     for (digest, hash) in [("-sha1", OcspHash::Sha1), ("-sha256", OcspHash::Sha256)] {
-        let (ok, out) = openssl(d, &["ocsp", digest, "-issuer", "inter.pem", "-cert", "leaf.pem", "-reqout", "req.der"]);
+        let (ok, out) =
+            openssl(d, &["ocsp", digest, "-issuer", "inter.pem", "-cert", "leaf.pem", "-reqout", "req.der"]);
         assert!(ok, "{out}");
         let req_der = std::fs::read(pki.path("req.der")).unwrap();
         let req = parse_ocsp_request(&req_der).unwrap();
@@ -216,18 +257,49 @@ fn cli_case(alg: KeyAlgorithm, scheme: SignatureScheme) {
         // -reqin alone: the CLI checks the response's nonce against the request's.
         let (ok, out) = openssl(
             d,
-            &["ocsp", "-reqin", "req.der", "-respin", "resp.der", "-CAfile", "root.pem", "-verify_other", "inter.pem", "-resp_text"],
+            &[
+                "ocsp",
+                "-reqin",
+                "req.der",
+                "-respin",
+                "resp.der",
+                "-CAfile",
+                "root.pem",
+                "-verify_other",
+                "inter.pem",
+                "-resp_text",
+            ],
         );
         assert!(ok, "{alg}/{scheme} {digest}: {out}");
-        assert_contains(&out, &["Response verify OK", "Cert Status: revoked", "Revocation Reason: keyCompromise", "OCSP Nonce", "Responder Id: "]);
+        assert_contains(
+            &out,
+            &[
+                "Response verify OK",
+                "Cert Status: revoked",
+                "Revocation Reason: keyCompromise",
+                "OCSP Nonce",
+                "Responder Id: ",
+            ],
+        );
         assert!(!out.contains("WARNING"), "{out}");
         // -issuer/-cert: the CLI matches the status to the certificate (its own
         // request would carry a fresh nonce, hence -no_nonce).
         let (ok, out) = openssl(
             d,
             &[
-                "ocsp", "-respin", "resp.der", "-CAfile", "root.pem", "-verify_other", "inter.pem", digest, "-issuer",
-                "inter.pem", "-cert", "leaf.pem", "-no_nonce",
+                "ocsp",
+                "-respin",
+                "resp.der",
+                "-CAfile",
+                "root.pem",
+                "-verify_other",
+                "inter.pem",
+                digest,
+                "-issuer",
+                "inter.pem",
+                "-cert",
+                "leaf.pem",
+                "-no_nonce",
             ],
         );
         assert!(ok, "{alg}/{scheme} {digest}: {out}");
@@ -383,16 +455,21 @@ fn python_check(pki: &Pki, verify: bool) {
         Ok(false) => {
             let _ = Command::new("python3").args(["-m", "pip", "install", "--quiet", "cryptography"]).status();
             if !has(&["-c", "import cryptography"]).unwrap_or(false) {
-                eprintln!("SKIP python cryptography check: `cryptography` is not installed and pip could not install it");
+                eprintln!(
+                    "SKIP python cryptography check: `cryptography` is not installed and pip could not install it"
+                );
                 return;
             }
         }
         Ok(true) => {}
     }
-    pki.write("resp.der", &pki.respond(&request_der(
-        &CertIdentity::new(OcspHash::Sha1, &pki.inter.cert_der, &pki.leaf_serial).unwrap(),
-        &[9; 16],
-    )));
+    pki.write(
+        "resp.der",
+        &pki.respond(&request_der(
+            &CertIdentity::new(OcspHash::Sha1, &pki.inter.cert_der, &pki.leaf_serial).unwrap(),
+            &[9; 16],
+        )),
+    );
     let out = Command::new("python3")
         .args(["-c", PY_CHECK, pki.dir.path().to_str().unwrap(), if verify { "1" } else { "0" }])
         .output()

@@ -26,8 +26,8 @@ pub mod validate;
 
 pub use alg::{key_algorithm_of_spki, signature_algorithm, subject_key_identifier};
 pub use cert::{
-    assemble_certificate, build_intermediate_tbs, build_leaf_tbs, build_ocsp_responder_tbs, build_root_tbs,
-    CaRequest, Issuer, LeafRequest, ResponderRequest, SanEntry,
+    assemble_certificate, build_intermediate_tbs, build_leaf_tbs, build_ocsp_responder_tbs, build_root_tbs, CaRequest,
+    Issuer, LeafRequest, ResponderRequest, SanEntry,
 };
 pub use crl::{assemble_crl, build_tbs_crl, CrlParams, RevokedEntry};
 pub use csr::{parse_csr, ParsedCsr};
@@ -37,7 +37,10 @@ pub use ocsp::{
     OcspErrorStatus, OcspHash, OcspIssuer, OcspRequest, OcspResponseParams, Responder,
 };
 pub use profile::{Eku, KeyUsageBit, Profile};
-pub use validate::{validate_end_entity_tbs, validate_ocsp_response_data, validate_tbs_crl, IssuerPolicy, ParsedResponseData, ParsedTbs, ParsedTbsCrl};
+pub use validate::{
+    validate_end_entity_tbs, validate_ocsp_response_data, validate_tbs_crl, IssuerPolicy, ParsedResponseData,
+    ParsedTbs, ParsedTbsCrl,
+};
 
 /// Re-exported so callers name the same types this crate uses.
 pub use der;
@@ -48,6 +51,6 @@ pub use x509_cert::name::Name;
 pub use x509_ocsp;
 
 #[cfg(test)]
-mod testutil;
-#[cfg(test)]
 mod interop_tests;
+#[cfg(test)]
+mod testutil;

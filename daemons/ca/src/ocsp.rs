@@ -124,7 +124,9 @@ pub fn parse_ocsp_request(der: &[u8]) -> Result<OcspRequest, CaError> {
     if raw.hash_algorithm.parameters.as_ref().is_some_and(|p| p.tag() != Tag::Null || !p.value().is_empty()) {
         return Err(CaError::OcspUnsupportedHash(raw.hash_algorithm.oid));
     }
-    if raw.issuer_name_hash.as_bytes().len() != hash.output_len() || raw.issuer_key_hash.as_bytes().len() != hash.output_len() {
+    if raw.issuer_name_hash.as_bytes().len() != hash.output_len()
+        || raw.issuer_key_hash.as_bytes().len() != hash.output_len()
+    {
         return Err(CaError::OcspBadCertIdHash);
     }
 

@@ -70,7 +70,8 @@ fn ca_request(subject: &str, key: &TestKey, path_len: Option<u8>) -> CaRequest {
 
 pub fn root(alg: KeyAlgorithm, scheme: SignatureScheme, now: SystemTime) -> TestCa {
     let key = TestKey::new(alg, scheme);
-    let tbs = build_root_tbs(&ca_request("CN=Signet Test Root,O=Signet", &key, Some(1)), key.scheme, now, &mut rng()).unwrap();
+    let tbs = build_root_tbs(&ca_request("CN=Signet Test Root,O=Signet", &key, Some(1)), key.scheme, now, &mut rng())
+        .unwrap();
     let cert_der = assemble_certificate(&tbs, key.scheme, &key.sign(&tbs)).unwrap();
     let issuer = Issuer::from_certificate_der(&cert_der, key.scheme).unwrap();
     TestCa { key, cert_der, issuer }

@@ -179,15 +179,7 @@ pub fn validate_end_entity_tbs(tbs_der: &[u8], policy: &IssuerPolicy, now: Syste
         return Err(CaError::EmptySubjectWithoutCriticalSan);
     }
 
-    Ok(ParsedTbs {
-        serial,
-        subject: tbs.subject,
-        not_before,
-        not_after,
-        subject_key_algorithm: key_alg,
-        sans,
-        ekus,
-    })
+    Ok(ParsedTbs { serial, subject: tbs.subject, not_before, not_after, subject_key_algorithm: key_alg, sans, ekus })
 }
 
 /// signedCertificateTimestampList (RFC 6962).
@@ -259,13 +251,7 @@ pub fn validate_tbs_crl(der: &[u8], issuer: &Issuer) -> Result<ParsedTbsCrl, CaE
         return Err(CaError::MissingAuthorityKeyId);
     }
     let crl_number = crl_number.ok_or(CaError::CrlMissingNumber)?;
-    Ok(ParsedTbsCrl {
-        crl_number,
-        delta_base,
-        this_update,
-        next_update,
-        revoked_count,
-    })
+    Ok(ParsedTbsCrl { crl_number, delta_base, this_update, next_update, revoked_count })
 }
 
 /// What a validated OCSP ResponseData says.
@@ -297,10 +283,9 @@ pub fn validate_ocsp_response_data(der: &[u8], responder: &Responder) -> Result<
     let status = match single.cert_status {
         CertStatus::Good(_) => CertStatusInfo::Good,
         CertStatus::Unknown(_) => CertStatusInfo::Unknown,
-        CertStatus::Revoked(info) => CertStatusInfo::Revoked {
-            time: info.revocation_time.0.to_system_time(),
-            reason: info.revocation_reason,
-        },
+        CertStatus::Revoked(info) => {
+            CertStatusInfo::Revoked { time: info.revocation_time.0.to_system_time(), reason: info.revocation_reason }
+        }
     };
     Ok(ParsedResponseData {
         serial: single.cert_id.serial_number.as_bytes().to_vec(),
@@ -335,7 +320,6 @@ fn check_aki(value: &[u8], issuer: &Issuer) -> Result<(), Option<der::Error>> {
         _ => Err(None),
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -373,7 +357,10 @@ mod tests {
         assert_eq!(parsed.subject_key_algorithm, KeyAlgorithm::Ed25519);
         assert_eq!(parsed.sans.len(), 4);
         assert_eq!(parsed.serial.len(), 16);
-        assert_eq!(parsed.not_after.duration_since(parsed.not_before).unwrap() + Duration::from_secs(1), policy.max_validity);
+        assert_eq!(
+            parsed.not_after.duration_since(parsed.not_before).unwrap() + Duration::from_secs(1),
+            policy.max_validity
+        );
     }
 
     #[test]
@@ -456,7 +443,10 @@ mod tests {
         narrow.allowed_ekus.retain(|o| *o == crate::Eku::ServerAuth.oid());
         assert!(matches!(validate_end_entity_tbs(&tbs, &narrow, now()), Err(CaError::EkuNotAllowed(_))));
 
-        assert!(matches!(validate_end_entity_tbs(b"\x30\x03\x02\x01\x01", &policy, now()), Err(CaError::Malformed { .. })));
+        assert!(matches!(
+            validate_end_entity_tbs(b"\x30\x03\x02\x01\x01", &policy, now()),
+            Err(CaError::Malformed { .. })
+        ));
     }
 
     #[test]
@@ -478,7 +468,12 @@ mod tests {
         assert!(matches!(validate_tbs_crl(&tbs, &foreign), Err(CaError::IssuerNameMismatch)));
         let other_key = Issuer { key_id: vec![1; 20], ..issuer.clone() };
         assert!(matches!(validate_tbs_crl(&tbs, &other_key), Err(CaError::AuthorityKeyIdMismatch)));
-        let leaf_like = leaf_tbs(&issuer, &TestKey::new(KeyAlgorithm::EcP256, SignatureScheme::Default), &testutil::profile(), now());
+        let leaf_like = leaf_tbs(
+            &issuer,
+            &TestKey::new(KeyAlgorithm::EcP256, SignatureScheme::Default),
+            &testutil::profile(),
+            now(),
+        );
         assert!(matches!(validate_tbs_crl(&leaf_like, &issuer), Err(CaError::Malformed { .. })));
     }
 }

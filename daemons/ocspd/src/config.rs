@@ -197,7 +197,8 @@ mod tests {
 
     #[test]
     fn nonsense_values_are_refused() {
-        let s: IssuerSettings = toml::from_str("response_validity_seconds = 100\nrefresh_before_seconds = 100").unwrap();
+        let s: IssuerSettings =
+            toml::from_str("response_validity_seconds = 100\nrefresh_before_seconds = 100").unwrap();
         assert!(s.check("x").unwrap_err().contains("refresh_before_seconds"));
     }
 }

@@ -23,8 +23,8 @@ use signet_store::{StoreError, WriteTxn};
 use tokio::sync::Notify;
 
 use crate::config::{ClientRate, IssuerSettings};
-use crate::limit::ClientLimiter;
 use crate::db::{response_key, unknown_status, CertRecord, CrlKind, Db, Released, Revoked, StoredCrl, StoredResponse};
+use crate::limit::ClientLimiter;
 
 /// One CA ocspd serves, as loaded from signd at start.
 #[derive(Debug)]
@@ -195,7 +195,9 @@ async fn commit<R: Send + 'static>(
 }
 
 /// Runs a blocking store operation off the async threads.
-async fn blocking<R: Send + 'static>(f: impl FnOnce() -> Result<R, StoreError> + Send + 'static) -> Result<R, IpcError> {
+async fn blocking<R: Send + 'static>(
+    f: impl FnOnce() -> Result<R, StoreError> + Send + 'static,
+) -> Result<R, IpcError> {
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| IpcError::internal(format!("store task failed: {e}")))?
@@ -225,7 +227,11 @@ impl Core {
     }
 
     /// The issuer named `name`, or the first `admitted` one for an empty name.
-    pub fn issuer_for(&self, name: &str, admitted: impl Fn(&LoadedIssuer) -> bool) -> Result<Arc<LoadedIssuer>, IpcError> {
+    pub fn issuer_for(
+        &self,
+        name: &str,
+        admitted: impl Fn(&LoadedIssuer) -> bool,
+    ) -> Result<Arc<LoadedIssuer>, IpcError> {
         let found = if name.is_empty() {
             self.issuers.iter().find(|i| admitted(i))
         } else {
@@ -282,7 +288,13 @@ impl Core {
 
     /// Signs the current status of `serial` for each hash; failures are logged
     /// and left out (the response is then signed on demand later).
-    async fn sign_all(&self, iss: &LoadedIssuer, serial: &[u8], rec: &CertRecord, hashes: &[OcspHash]) -> Vec<(Vec<u8>, Option<StoredResponse>)> {
+    async fn sign_all(
+        &self,
+        iss: &LoadedIssuer,
+        serial: &[u8],
+        rec: &CertRecord,
+        hashes: &[OcspHash],
+    ) -> Vec<(Vec<u8>, Option<StoredResponse>)> {
         let mut out = Vec::new();
         for &h in hashes {
             let key = response_key(iss.id, h, serial);
@@ -327,7 +339,12 @@ impl Core {
                 ))
             };
         }
-        let rec = CertRecord { not_after: cert.not_after_unix_secs, shard: cert.crl_shard, recorded: now_secs(), revoked: None };
+        let rec = CertRecord {
+            not_after: cert.not_after_unix_secs,
+            shard: cert.crl_shard,
+            recorded: now_secs(),
+            revoked: None,
+        };
         let signed = self.sign_all(&iss, &cert.serial, &rec, &[OcspHash::Sha1]).await;
         let (db, serial) = (self.db.clone(), cert.serial.clone());
         let stored = commit(&self.db, move |t| {
@@ -584,7 +601,11 @@ impl Core {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(issuer = %iss.name, error = %e, "cannot sign an OCSP response");
-                return OcspAnswer::Error(if e.kind == ErrorKind::Unavailable { E::TryLater } else { E::InternalError });
+                return OcspAnswer::Error(if e.kind == ErrorKind::Unavailable {
+                    E::TryLater
+                } else {
+                    E::InternalError
+                });
             }
         };
         // Keep a fresh response for a known certificate, so the next request
@@ -608,7 +629,8 @@ impl Core {
             }
         }
         OcspAnswer::Signed {
-            cache: (!with_nonce).then(|| (signed.this_update, signed.next_update, self.max_age(iss, signed.next_update, now))),
+            cache: (!with_nonce)
+                .then(|| (signed.this_update, signed.next_update, self.max_age(iss, signed.next_update, now))),
             der: signed.der,
             etag: signed.etag,
             status: status_name(&status),

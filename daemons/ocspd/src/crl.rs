@@ -90,7 +90,8 @@ pub async fn publish(core: &Core, iss: &LoadedIssuer) -> Result<usize, IpcError>
     let full = sign(core, iss, &times, number, &full_entries, Scope::Full(&iss.delta_crl_url)).await?;
     built.push((CrlKind::Full, full));
     for shard in 0..iss.profile.crl_shards {
-        let entries: Vec<RevokedEntry> = live.iter().filter(|(_, r)| r.shard == shard).map(|(s, r)| entry(s, r)).collect();
+        let entries: Vec<RevokedEntry> =
+            live.iter().filter(|(_, r)| r.shard == shard).map(|(s, r)| entry(s, r)).collect();
         number += 1;
         let url = iss.shard_url(shard);
         built.push((
@@ -233,7 +234,14 @@ async fn sign(
         .map_err(|e| IpcError::internal(format!("cannot build a CRL: {e}")))?;
     let der = core.signd.sign_crl(&iss.name, tbs).await?;
     let next = t.now + iss.settings.crl_validity_seconds as i64;
-    Ok(StoredCrl { etag: crate::db::etag(&der), der, number, this_update: t.now, next_update: next, entries: entries.len() as u64 })
+    Ok(StoredCrl {
+        etag: crate::db::etag(&der),
+        der,
+        number,
+        this_update: t.now,
+        next_update: next,
+        entries: entries.len() as u64,
+    })
 }
 
 #[cfg(test)]

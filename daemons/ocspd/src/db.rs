@@ -285,7 +285,13 @@ impl Db {
 
     /// Stores a certificate's record and keeps the revoked index in step (a
     /// record that is not revoked, such as one released from hold, leaves it).
-    pub fn put_cert(&self, t: &mut WriteTxn<'_>, issuer: u32, serial: &[u8], rec: &CertRecord) -> Result<(), StoreError> {
+    pub fn put_cert(
+        &self,
+        t: &mut WriteTxn<'_>,
+        issuer: u32,
+        serial: &[u8],
+        rec: &CertRecord,
+    ) -> Result<(), StoreError> {
         let key = cert_key(issuer, serial);
         t.put(&self.certs, &key, rec)?;
         match rec.revoked {
@@ -424,7 +430,12 @@ impl Db {
     }
 
     /// Cached responses of `issuer` from `after` (exclusive), up to `limit`. For the refresher.
-    pub fn responses_page(&self, issuer: u32, after: Option<&Vec<u8>>, limit: usize) -> Result<Vec<CachedEntry>, StoreError> {
+    pub fn responses_page(
+        &self,
+        issuer: u32,
+        after: Option<&Vec<u8>>,
+        limit: usize,
+    ) -> Result<Vec<CachedEntry>, StoreError> {
         let start = after.cloned().map(|mut k| {
             k.push(0);
             k

@@ -23,7 +23,9 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{HeaderMap, HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE, ETAG, EXPIRES, IF_NONE_MATCH, LAST_MODIFIED};
+use hyper::header::{
+    HeaderMap, HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE, ETAG, EXPIRES, IF_NONE_MATCH, LAST_MODIFIED,
+};
 use hyper::{Method, Request, Response, StatusCode};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -222,7 +224,8 @@ pub fn decode_get(encoded: &str) -> Option<Vec<u8>> {
     let decoded: Vec<u8> = percent_encoding::percent_decode_str(encoded).collect();
     let engine = base64::engine::GeneralPurpose::new(
         &base64::alphabet::STANDARD,
-        base64::engine::GeneralPurposeConfig::new().with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+        base64::engine::GeneralPurposeConfig::new()
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
     );
     engine.decode(decoded).ok()
 }
@@ -251,7 +254,8 @@ fn der_response(der: Vec<u8>, content_type: &'static str) -> Response<Full<Bytes
 fn http_date(secs: i64) -> HeaderValue {
     let t = UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64);
     // An HTTP-date is plain ASCII.
-    HeaderValue::from_str(&httpdate::fmt_http_date(t)).unwrap_or_else(|_| HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"))
+    HeaderValue::from_str(&httpdate::fmt_http_date(t))
+        .unwrap_or_else(|_| HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"))
 }
 
 /// RFC 5019 6.2: Last-Modified = thisUpdate, Expires = nextUpdate, max-age

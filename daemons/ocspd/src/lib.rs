@@ -47,8 +47,10 @@ pub fn run(config_path: &Path, config: Config) -> Result<(), OcspdError> {
     for (name, s) in &config.issuers {
         s.check(name).map_err(cfg_err)?;
     }
-    let mode = signet_runtime::config::parse_mode(&config.socket_mode).ok_or_else(|| cfg_err(format!("socket_mode {:?} is not octal", config.socket_mode)))?;
-    let db = Db::open(&config.state_dir).map_err(|source| OcspdError::Store { path: config.state_dir.clone(), source })?;
+    let mode = signet_runtime::config::parse_mode(&config.socket_mode)
+        .ok_or_else(|| cfg_err(format!("socket_mode {:?} is not octal", config.socket_mode)))?;
+    let db =
+        Db::open(&config.state_dir).map_err(|source| OcspdError::Store { path: config.state_dir.clone(), source })?;
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = config.http_threads {
         builder.worker_threads(n.max(1));
@@ -71,9 +73,8 @@ async fn serve(config_path: &Path, config: Config, db: Db, mode: u32) -> Result<
         loaded = load_issuers(&config, &db, &signd) => loaded.map_err(|e| OcspdError::Config(format!("{}: {e}", config_path.display())))?,
         () = shutdown.cancelled() => return Ok(()),
     };
-    let core = Arc::new(
-        Core::new(db, signd, issuers, config.max_fresh_signatures).with_client_limit(config.fresh_per_client),
-    );
+    let core =
+        Arc::new(Core::new(db, signd, issuers, config.max_fresh_signatures).with_client_limit(config.fresh_per_client));
     tokio::spawn(forget_idle_clients(core.clone()));
 
     for iss in &core.issuers {
@@ -93,7 +94,8 @@ async fn serve(config_path: &Path, config: Config, db: Db, mode: u32) -> Result<
 
     let metrics = Metrics::new("ocspd");
     let handler = Arc::new(http::OcspHttp::new(core.clone(), &metrics));
-    let http = tokio::spawn(signet_runtime::http::serve(http_listener, handler, metrics, Arc::new(|| true), shutdown.clone()));
+    let http =
+        tokio::spawn(signet_runtime::http::serve(http_listener, handler, metrics, Arc::new(|| true), shutdown.clone()));
 
     let names: Vec<&str> = core.issuers.iter().map(|i| i.name.as_str()).collect();
     tracing::info!(socket = %config.socket.display(), listen = %config.listen, issuers = ?names, "ocspd ready");
@@ -160,7 +162,10 @@ fn reload_registrars(path: &Path, core: &Core) -> Result<(), String> {
     let config: Config = signet_runtime::config::load(path).map_err(|e| e.to_string())?;
     let mut resolved = Vec::new();
     for iss in &core.issuers {
-        let settings = config.issuers.get(&iss.name).ok_or_else(|| format!("issuer `{}` is no longer configured; restart to drop it", iss.name))?;
+        let settings = config
+            .issuers
+            .get(&iss.name)
+            .ok_or_else(|| format!("issuer `{}` is no longer configured; restart to drop it", iss.name))?;
         resolved.push(settings.registrars.resolve().map_err(|e| format!("issuer `{}`: registrars: {e}", iss.name))?);
     }
     // All or nothing: only a config that resolved completely is applied.
@@ -207,7 +212,8 @@ async fn load_issuers(config: &Config, db: &Db, signd: &SigndClient) -> Result<V
         let (ca_der, responder_der, profile_toml) = fetched.map_err(|e| format!("issuer `{name}`: signd: {e}"))?;
         let bad = |what: &str, e: &dyn std::fmt::Display| format!("issuer `{name}`: {what}: {e}");
         let profile: Profile = toml::from_str(&profile_toml).map_err(|e| bad("profile from signd", &e))?;
-        let ca = Issuer::from_certificate_der(&ca_der, SignatureScheme::Default).map_err(|e| bad("CA certificate", &e))?;
+        let ca =
+            Issuer::from_certificate_der(&ca_der, SignatureScheme::Default).map_err(|e| bad("CA certificate", &e))?;
         let ocsp_issuer = OcspIssuer::from_certificate_der(&ca_der).map_err(|e| bad("CA certificate", &e))?;
         let responder = Responder::from_certificate_der(&responder_der, SignatureScheme::Default)
             .map_err(|e| bad("responder certificate", &e))?;
@@ -218,7 +224,8 @@ async fn load_issuers(config: &Config, db: &Db, signd: &SigndClient) -> Result<V
         let crl_url = format!("{public}/crl/{name}.crl");
         let delta_crl_url = format!("{public}/crl/{name}/delta.crl");
         if let Some(u) = &profile.crl_url {
-            let expected = if profile.crl_shards > 0 { format!("/crl/{name}/{{shard}}.crl") } else { format!("/crl/{name}.crl") };
+            let expected =
+                if profile.crl_shards > 0 { format!("/crl/{name}/{{shard}}.crl") } else { format!("/crl/{name}.crl") };
             if !u.ends_with(&expected) {
                 tracing::warn!(issuer = %name, crl_url = %u, expected = %expected, "the profile's crl_url does not point at ocspd's CRL path");
             }

@@ -29,7 +29,12 @@ impl Registry {
 
 impl OcspdService for Registry {
     fn session(&self, peer: PeerCredentials) -> Rc<dyn OcspdSession> {
-        Rc::new(Session { core: self.core.clone(), runtime: self.runtime.clone(), groups: supplementary_groups(peer.uid), peer })
+        Rc::new(Session {
+            core: self.core.clone(),
+            runtime: self.runtime.clone(),
+            groups: supplementary_groups(peer.uid),
+            peer,
+        })
     }
 }
 
@@ -53,8 +58,10 @@ impl OcspdSession for Session {
         }
         let (core, runtime) = (self.core.clone(), self.runtime.clone());
         let peer = self.peer;
-        futures::future::ready(outcome.map(|issuer| Rc::new(IssuerRegistry { core, runtime, issuer, peer }) as Rc<dyn RegistryService>))
-            .boxed_local()
+        futures::future::ready(
+            outcome.map(|issuer| Rc::new(IssuerRegistry { core, runtime, issuer, peer }) as Rc<dyn RegistryService>),
+        )
+        .boxed_local()
     }
 }
 

@@ -23,12 +23,7 @@ use listenfd::ListenFd;
 /// The name systemd gives a socket without `FileDescriptorName=`.
 pub const DEFAULT_NAME: &str = "unknown";
 
-const ENV_VARS: [&str; 4] = [
-    "LISTEN_PID",
-    "LISTEN_FDS",
-    "LISTEN_FDNAMES",
-    "LISTEN_FDS_FIRST_FD",
-];
+const ENV_VARS: [&str; 4] = ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "LISTEN_FDS_FIRST_FD"];
 
 /// Why a listener could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -114,9 +109,7 @@ pub struct Activation {
 
 impl std::fmt::Debug for Activation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Activation")
-            .field("names", &self.names)
-            .finish_non_exhaustive()
+        f.debug_struct("Activation").field("names", &self.names).finish_non_exhaustive()
     }
 }
 
@@ -127,16 +120,8 @@ impl Activation {
     /// Sockets meant for another process (`LISTEN_PID` differs or is unset) are ignored. A
     /// malformed environment is logged and treated as no activation.
     pub fn from_env() -> Activation {
-        let vars: Vec<Option<String>> = ENV_VARS[..3]
-            .iter()
-            .map(|v| std::env::var(v).ok())
-            .collect();
-        let parsed = parse_env(
-            vars[0].as_deref(),
-            vars[1].as_deref(),
-            vars[2].as_deref(),
-            std::process::id(),
-        );
+        let vars: Vec<Option<String>> = ENV_VARS[..3].iter().map(|v| std::env::var(v).ok()).collect();
+        let parsed = parse_env(vars[0].as_deref(), vars[1].as_deref(), vars[2].as_deref(), std::process::id());
         // listenfd honours LISTEN_FDS_FIRST_FD; systemd always starts at 3.
         std::env::remove_var("LISTEN_FDS_FIRST_FD");
         let act = match parsed {
@@ -167,10 +152,7 @@ impl Activation {
 
     /// No activated sockets: every `take_*` returns `None`, and the helpers bind themselves.
     pub fn none() -> Activation {
-        Activation {
-            fds: ListenFd::empty(),
-            names: Vec::new(),
-        }
+        Activation { fds: ListenFd::empty(), names: Vec::new() }
     }
 
     /// The names of all passed sockets, in fd order (taken ones included).
@@ -181,20 +163,14 @@ impl Activation {
     /// Takes the first not-yet-taken Unix stream listener called `name`.
     ///
     /// `Ok(None)` if there is none; an error if the fd by that name is another kind of socket.
-    pub fn take_unix(
-        &mut self,
-        name: &str,
-    ) -> Result<Option<std::os::unix::net::UnixListener>, ActivationError> {
+    pub fn take_unix(&mut self, name: &str) -> Result<Option<std::os::unix::net::UnixListener>, ActivationError> {
         self.take(name, "unix stream socket", ListenFd::take_unix_listener)
     }
 
     /// Takes the first not-yet-taken TCP listener (IPv4 or IPv6) called `name`.
     ///
     /// `Ok(None)` if there is none; an error if the fd by that name is another kind of socket.
-    pub fn take_tcp(
-        &mut self,
-        name: &str,
-    ) -> Result<Option<std::net::TcpListener>, ActivationError> {
+    pub fn take_tcp(&mut self, name: &str) -> Result<Option<std::net::TcpListener>, ActivationError> {
         // listenfd accepts IPv6 TCP sockets here too.
         self.take(name, "TCP socket", ListenFd::take_tcp_listener)
     }
@@ -209,13 +185,7 @@ impl Activation {
             match take(&mut self.fds, idx) {
                 Ok(Some(listener)) => return Ok(Some(listener)),
                 Ok(None) => continue, // already taken
-                Err(source) => {
-                    return Err(ActivationError::WrongType {
-                        name: name.to_owned(),
-                        expected,
-                        source,
-                    })
-                }
+                Err(source) => return Err(ActivationError::WrongType { name: name.to_owned(), expected, source }),
             }
         }
         Ok(None)
@@ -232,17 +202,13 @@ fn parse_env(
     let (Some(pid), Some(fds)) = (listen_pid, listen_fds) else {
         return Ok(Vec::new());
     };
-    let pid: u32 = pid
-        .trim()
-        .parse()
-        .map_err(|_| ActivationError::Environment(format!("LISTEN_PID={pid:?} is not a PID")))?;
+    let pid: u32 =
+        pid.trim().parse().map_err(|_| ActivationError::Environment(format!("LISTEN_PID={pid:?} is not a PID")))?;
     if pid != own_pid {
         return Ok(Vec::new());
     }
-    let count: usize = fds
-        .trim()
-        .parse()
-        .map_err(|_| ActivationError::Environment(format!("LISTEN_FDS={fds:?} is not a count")))?;
+    let count: usize =
+        fds.trim().parse().map_err(|_| ActivationError::Environment(format!("LISTEN_FDS={fds:?} is not a count")))?;
     let names: Vec<String> = match listen_fdnames {
         None => vec![DEFAULT_NAME.to_owned(); count],
         Some(names) => names.split(':').map(str::to_owned).collect(),
@@ -275,10 +241,7 @@ pub fn unix_listener(
         Some(l) => l,
         None => bind_unix(fallback_path, mode)?,
     };
-    let register = |source| ActivationError::Register {
-        name: name.to_owned(),
-        source,
-    };
+    let register = |source| ActivationError::Register { name: name.to_owned(), source };
     std_listener.set_nonblocking(true).map_err(register)?;
     tokio::net::UnixListener::from_std(std_listener).map_err(register)
 }
@@ -293,25 +256,16 @@ pub fn tcp_listener(
     ensure_runtime(name)?;
     let std_listener = match act.take_tcp(name)? {
         Some(l) => l,
-        None => {
-            std::net::TcpListener::bind(fallback_addr).map_err(|source| ActivationError::Bind {
-                addr: fallback_addr.to_string(),
-                source,
-            })?
-        }
+        None => std::net::TcpListener::bind(fallback_addr)
+            .map_err(|source| ActivationError::Bind { addr: fallback_addr.to_string(), source })?,
     };
-    let register = |source| ActivationError::Register {
-        name: name.to_owned(),
-        source,
-    };
+    let register = |source| ActivationError::Register { name: name.to_owned(), source };
     std_listener.set_nonblocking(true).map_err(register)?;
     tokio::net::TcpListener::from_std(std_listener).map_err(register)
 }
 
 fn ensure_runtime(name: &str) -> Result<(), ActivationError> {
-    tokio::runtime::Handle::try_current()
-        .map(drop)
-        .map_err(|_| ActivationError::NoRuntime(name.to_owned()))
+    tokio::runtime::Handle::try_current().map(drop).map_err(|_| ActivationError::NoRuntime(name.to_owned()))
 }
 
 fn bind_unix(path: &Path, mode: u32) -> Result<std::os::unix::net::UnixListener, ActivationError> {
@@ -320,23 +274,15 @@ fn bind_unix(path: &Path, mode: u32) -> Result<std::os::unix::net::UnixListener,
             .recursive(true)
             .mode(0o755)
             .create(dir)
-            .map_err(|source| ActivationError::CreateDir {
-                path: dir.to_owned(),
-                source,
-            })?;
+            .map_err(|source| ActivationError::CreateDir { path: dir.to_owned(), source })?;
     }
     remove_stale_socket(path)?;
-    let listener =
-        std::os::unix::net::UnixListener::bind(path).map_err(|source| ActivationError::Bind {
-            addr: path.display().to_string(),
-            source,
-        })?;
-    std::fs::set_permissions(path, Permissions::from_mode(mode)).map_err(|source| {
-        ActivationError::Chmod {
-            path: path.to_owned(),
-            mode,
-            source,
-        }
+    let listener = std::os::unix::net::UnixListener::bind(path)
+        .map_err(|source| ActivationError::Bind { addr: path.display().to_string(), source })?;
+    std::fs::set_permissions(path, Permissions::from_mode(mode)).map_err(|source| ActivationError::Chmod {
+        path: path.to_owned(),
+        mode,
+        source,
     })?;
     Ok(listener)
 }
@@ -345,27 +291,15 @@ fn remove_stale_socket(path: &Path) -> Result<(), ActivationError> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(source) => {
-            return Err(ActivationError::RemoveStale {
-                path: path.to_owned(),
-                source,
-            })
-        }
+        Err(source) => return Err(ActivationError::RemoveStale { path: path.to_owned(), source }),
     };
     if !meta.file_type().is_socket() {
-        return Err(ActivationError::NotASocket {
-            path: path.to_owned(),
-        });
+        return Err(ActivationError::NotASocket { path: path.to_owned() });
     }
     if std::os::unix::net::UnixStream::connect(path).is_ok() {
-        return Err(ActivationError::InUse {
-            path: path.to_owned(),
-        });
+        return Err(ActivationError::InUse { path: path.to_owned() });
     }
-    std::fs::remove_file(path).map_err(|source| ActivationError::RemoveStale {
-        path: path.to_owned(),
-        source,
-    })
+    std::fs::remove_file(path).map_err(|source| ActivationError::RemoveStale { path: path.to_owned(), source })
 }
 
 #[cfg(test)]

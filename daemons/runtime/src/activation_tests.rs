@@ -25,33 +25,19 @@ fn parse_default_names() {
 
 #[test]
 fn parse_not_for_us() {
-    assert!(parse_env(Some("41"), Some("2"), None, 42)
-        .unwrap()
-        .is_empty());
+    assert!(parse_env(Some("41"), Some("2"), None, 42).unwrap().is_empty());
     // systemd always sets LISTEN_PID; without it the fds are not ours.
     assert!(parse_env(None, Some("2"), None, 42).unwrap().is_empty());
     assert!(parse_env(Some("42"), None, None, 42).unwrap().is_empty());
-    assert!(parse_env(Some("42"), Some("0"), Some(""), 42)
-        .unwrap()
-        .is_empty());
+    assert!(parse_env(Some("42"), Some("0"), Some(""), 42).unwrap().is_empty());
 }
 
 #[test]
 fn parse_malformed() {
-    assert!(matches!(
-        parse_env(Some("x"), Some("1"), None, 42),
-        Err(ActivationError::Environment(_))
-    ));
-    assert!(matches!(
-        parse_env(Some("42"), Some("-1"), None, 42),
-        Err(ActivationError::Environment(_))
-    ));
+    assert!(matches!(parse_env(Some("x"), Some("1"), None, 42), Err(ActivationError::Environment(_))));
+    assert!(matches!(parse_env(Some("42"), Some("-1"), None, 42), Err(ActivationError::Environment(_))));
     let err = parse_env(Some("42"), Some("2"), Some("a:b:c"), 42).unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("LISTEN_FDS=2 but LISTEN_FDNAMES has 3"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("LISTEN_FDS=2 but LISTEN_FDNAMES has 3"), "{err}");
 }
 
 #[test]
@@ -111,8 +97,7 @@ async fn tcp_fallback_binds() {
     let mut act = Activation::none();
     let listener = tcp_listener(&mut act, "http", "127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = listener.local_addr().unwrap();
-    let (accepted, connected) =
-        tokio::join!(listener.accept(), tokio::net::TcpStream::connect(addr));
+    let (accepted, connected) = tokio::join!(listener.accept(), tokio::net::TcpStream::connect(addr));
     accepted.unwrap();
     connected.unwrap();
 }
@@ -120,8 +105,7 @@ async fn tcp_fallback_binds() {
 #[test]
 fn helpers_outside_runtime_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    let err =
-        unix_listener(&mut Activation::none(), "c", &dir.path().join("s"), 0o600).unwrap_err();
+    let err = unix_listener(&mut Activation::none(), "c", &dir.path().join("s"), 0o600).unwrap_err();
     assert!(matches!(err, ActivationError::NoRuntime(_)));
     assert!(!dir.path().join("s").exists());
 }
@@ -152,12 +136,7 @@ fn real_socket_activation() {
         .arg("-E")
         .arg(format!("{CHILD_ENV}=1"))
         .arg(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "activation::tests::activated_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", "activation::tests::activated_child", "--nocapture", "--test-threads=1"])
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
@@ -174,8 +153,7 @@ fn real_socket_activation() {
             }
         }
     };
-    conn.set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let mut reply = String::new();
     let read = conn.read_to_string(&mut reply);
     let status = wait_with_timeout(&mut child, Duration::from_secs(30));
@@ -214,10 +192,7 @@ fn activated_child() {
     assert!(matches!(err, ActivationError::WrongType { .. }), "{err}");
     assert!(act.take_tcp("nope").unwrap().is_none());
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let unused = Path::new("/nonexistent/fallback.sock");
         let ctl = unix_listener(&mut act, "ctl", unused, 0o600).unwrap();

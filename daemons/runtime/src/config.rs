@@ -67,10 +67,7 @@ pub enum ConfigError {
 
 /// Reads and strictly decodes the TOML file at `path`.
 pub fn load<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
     parse(&text, path)
 }
 
@@ -96,19 +93,8 @@ fn convert_error(e: &toml::de::Error, text: &str, origin: &Path) -> ConfigError 
     };
     let (line, column) = line_column(text, span.start);
     match key {
-        Some(key) => ConfigError::UnknownKey {
-            path,
-            line,
-            column,
-            key,
-            message,
-        },
-        None => ConfigError::Invalid {
-            path,
-            line,
-            column,
-            message,
-        },
+        Some(key) => ConfigError::UnknownKey { path, line, column, key, message },
+        None => ConfigError::Invalid { path, line, column, message },
     }
 }
 
@@ -176,12 +162,7 @@ pub enum Startup<T> {
 /// };
 /// ```
 pub fn startup<T: DeserializeOwned>(args: &DaemonArgs, default_path: &Path) -> Startup<T> {
-    startup_to(
-        args,
-        default_path,
-        &mut io::stdout().lock(),
-        &mut io::stderr().lock(),
-    )
+    startup_to(args, default_path, &mut io::stdout().lock(), &mut io::stderr().lock())
 }
 
 /// [`startup`] writing its messages to the given writers instead of stdout/stderr.
@@ -246,15 +227,12 @@ mod tests {
         let text = "# comment\nsocket = \"/run/s\"\n\n\n\n\nsokcet = 1\n";
         let err = parse::<Conf>(text, origin()).unwrap_err();
         let shown = err.to_string();
-        assert!(
-            shown.starts_with("/etc/signet/signd.toml:7:1: unknown key `sokcet`, expected one of"),
-            "{shown}"
-        );
+        assert!(shown.starts_with("/etc/signet/signd.toml:7:1: unknown key `sokcet`, expected one of"), "{shown}");
         assert!(shown.contains("`socket`"), "{shown}");
         match err {
-            ConfigError::UnknownKey {
-                line, column, key, ..
-            } => assert_eq!((line, column, key.as_str()), (7, 1, "sokcet")),
+            ConfigError::UnknownKey { line, column, key, .. } => {
+                assert_eq!((line, column, key.as_str()), (7, 1, "sokcet"))
+            }
             other => panic!("wrong variant: {other:?}"),
         }
     }
@@ -264,9 +242,9 @@ mod tests {
         let text = "socket = \"x\"\n[http]\nlisten = \"a\"\n  lisen = \"b\"\n";
         let err = parse::<Conf>(text, origin()).unwrap_err();
         match &err {
-            ConfigError::UnknownKey {
-                line, column, key, ..
-            } => assert_eq!((*line, *column, key.as_str()), (4, 3, "lisen")),
+            ConfigError::UnknownKey { line, column, key, .. } => {
+                assert_eq!((*line, *column, key.as_str()), (4, 3, "lisen"))
+            }
             other => panic!("wrong variant: {other:?}"),
         }
         assert!(err.to_string().contains("expected `listen`"), "{err}");
@@ -276,20 +254,14 @@ mod tests {
     fn type_error_has_position() {
         let err = parse::<Conf>("socket = \"x\"\nworkers = \"many\"\n", origin()).unwrap_err();
         let shown = err.to_string();
-        assert!(
-            shown.starts_with("/etc/signet/signd.toml:2:11: "),
-            "{shown}"
-        );
+        assert!(shown.starts_with("/etc/signet/signd.toml:2:11: "), "{shown}");
         assert!(matches!(err, ConfigError::Invalid { line: 2, .. }));
     }
 
     #[test]
     fn syntax_error_has_position() {
         let err = parse::<Conf>("socket = \"x\"\nworkers = = 3\n", origin()).unwrap_err();
-        assert!(
-            matches!(err, ConfigError::Invalid { line: 2, .. }),
-            "{err:?}"
-        );
+        assert!(matches!(err, ConfigError::Invalid { line: 2, .. }), "{err:?}");
     }
 
     #[test]
@@ -304,11 +276,7 @@ mod tests {
     fn missing_file_names_path() {
         let err = load::<Conf>(Path::new("/nonexistent/signet/x.toml")).unwrap_err();
         assert!(matches!(err, ConfigError::Read { .. }));
-        assert!(
-            err.to_string()
-                .starts_with("/nonexistent/signet/x.toml: cannot read config file"),
-            "{err}"
-        );
+        assert!(err.to_string().starts_with("/nonexistent/signet/x.toml: cannot read config file"), "{err}");
     }
 
     #[test]
@@ -327,29 +295,18 @@ mod tests {
 
     #[test]
     fn daemon_args_flatten_and_default_path() {
-        let cli =
-            Cli::try_parse_from(["signd", "--config", "/tmp/a.toml", "--check-config"]).unwrap();
+        let cli = Cli::try_parse_from(["signd", "--config", "/tmp/a.toml", "--check-config"]).unwrap();
         assert!(cli.daemon.check_config);
-        assert_eq!(
-            cli.daemon.config_path(Path::new("/etc/d.toml")),
-            Path::new("/tmp/a.toml")
-        );
+        assert_eq!(cli.daemon.config_path(Path::new("/etc/d.toml")), Path::new("/tmp/a.toml"));
         let cli = Cli::try_parse_from(["signd"]).unwrap();
         assert!(!cli.daemon.check_config);
-        assert_eq!(
-            cli.daemon.config_path(Path::new("/etc/d.toml")),
-            Path::new("/etc/d.toml")
-        );
+        assert_eq!(cli.daemon.config_path(Path::new("/etc/d.toml")), Path::new("/etc/d.toml"));
     }
 
     fn run_startup(args: &DaemonArgs, default: &Path) -> (Startup<Conf>, String, String) {
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let s = startup_to::<Conf>(args, default, &mut out, &mut err);
-        (
-            s,
-            String::from_utf8(out).unwrap(),
-            String::from_utf8(err).unwrap(),
-        )
+        (s, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
     }
 
     #[test]
@@ -360,26 +317,17 @@ mod tests {
         let bad = dir.path().join("bad.toml");
         std::fs::write(&bad, "socket = \"/run/s\"\nsokcet = 1\n").unwrap();
 
-        let args = DaemonArgs {
-            config: Some(good.clone()),
-            check_config: true,
-        };
+        let args = DaemonArgs { config: Some(good.clone()), check_config: true };
         let (s, out, err) = run_startup(&args, Path::new("/unused"));
         assert!(matches!(s, Startup::Exit(0)));
         assert_eq!(out, format!("config OK: {}\n", good.display()));
         assert!(err.is_empty());
 
-        let args = DaemonArgs {
-            config: Some(bad.clone()),
-            check_config: true,
-        };
+        let args = DaemonArgs { config: Some(bad.clone()), check_config: true };
         let (s, out, err) = run_startup(&args, Path::new("/unused"));
         assert!(matches!(s, Startup::Exit(2)));
         assert!(out.is_empty());
-        assert!(
-            err.starts_with(&format!("{}:2:1: unknown key `sokcet`", bad.display())),
-            "{err}"
-        );
+        assert!(err.starts_with(&format!("{}:2:1: unknown key `sokcet`", bad.display())), "{err}");
 
         // Without --check-config: run with the default path, or exit 2 on error.
         let args = DaemonArgs::default();
@@ -392,10 +340,7 @@ mod tests {
         }
         let (s, _, err) = run_startup(&args, &dir.path().join("missing.toml"));
         assert!(matches!(s, Startup::Exit(2)));
-        assert!(
-            err.contains("missing.toml: cannot read config file"),
-            "{err}"
-        );
+        assert!(err.contains("missing.toml: cannot read config file"), "{err}");
     }
 }
 

@@ -21,14 +21,14 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
+use openssl::ssl::{Ssl, SslAcceptor};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Unit;
-use tokio::io::{AsyncRead, AsyncWrite};
-use openssl::ssl::{Ssl, SslAcceptor};
 use std::pin::Pin;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_openssl::SslStream;
@@ -73,10 +73,7 @@ where
 pub fn text_response(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(body.into()));
     *resp.status_mut() = status;
-    resp.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
+    resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     resp
 }
 
@@ -153,11 +150,7 @@ async fn serve_with_drain(
     shutdown: CancellationToken,
     drain: Duration,
 ) -> io::Result<()> {
-    let server = Server::new(Routes {
-        handler,
-        metrics,
-        health,
-    });
+    let server = Server::new(Routes { handler, metrics, health });
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "HTTP server listening");
     }
@@ -226,11 +219,7 @@ struct Server {
 impl Server {
     fn new(routes: Routes) -> Server {
         let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder
-            .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT)
-            .keep_alive(true);
+        builder.http1().timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT).keep_alive(true);
         builder.http2().timer(TokioTimer::new());
         Server {
             builder,
@@ -254,10 +243,7 @@ impl Server {
             let routes = routes.clone();
             async move { Ok::<_, Infallible>(routes.answer(req).await) }
         });
-        let conn = self
-            .builder
-            .serve_connection(TokioIo::new(io), service)
-            .into_owned();
+        let conn = self.builder.serve_connection(TokioIo::new(io), service).into_owned();
         let conn = self.graceful.watch(conn);
         let force_close = self.force_close.clone();
         tokio::spawn(async move {
@@ -277,14 +263,8 @@ impl Server {
     /// Asks every connection to finish, waiting up to `limit`, then drops the rest.
     async fn drain(self, limit: Duration) {
         let open = self.graceful.count();
-        if tokio::time::timeout(limit, self.graceful.shutdown())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                ?limit,
-                "HTTP connections still busy after drain timeout; closing"
-            );
+        if tokio::time::timeout(limit, self.graceful.shutdown()).await.is_err() {
+            tracing::warn!(?limit, "HTTP connections still busy after drain timeout; closing");
             self.force_close.cancel();
         } else {
             tracing::debug!(open, "HTTP connections drained");
@@ -336,10 +316,7 @@ impl Routes {
             return method_not_allowed();
         }
         let mut resp = Response::new(Full::new(Bytes::from(self.metrics.encode())));
-        resp.headers_mut().insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
-        );
+        resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE));
         resp
     }
 }
@@ -350,8 +327,7 @@ fn is_get(method: &Method) -> bool {
 
 fn method_not_allowed() -> Response<Full<Bytes>> {
     let mut resp = text_response(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
-    resp.headers_mut()
-        .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+    resp.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
     resp
 }
 
@@ -372,11 +348,7 @@ impl HttpMetrics {
         let requests = Family::<CodeLabel, Counter>::default();
         // 0.5 ms to ~16 s.
         let latency = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
-        metrics.register(
-            "http_requests",
-            "HTTP requests answered, by status code",
-            requests.clone(),
-        );
+        metrics.register("http_requests", "HTTP requests answered, by status code", requests.clone());
         metrics.register_with_unit(
             "http_request_duration",
             "Time to produce an HTTP response",
@@ -387,11 +359,7 @@ impl HttpMetrics {
     }
 
     fn observe(&self, status: StatusCode, elapsed: Duration) {
-        self.requests
-            .get_or_create(&CodeLabel {
-                code: status.as_u16(),
-            })
-            .inc();
+        self.requests.get_or_create(&CodeLabel { code: status.as_u16() }).inc();
         self.latency.observe(elapsed.as_secs_f64());
     }
 }

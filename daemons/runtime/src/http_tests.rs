@@ -52,13 +52,7 @@ async fn start(drain: Duration) -> Running {
         token.clone(),
         drain,
     ));
-    Running {
-        addr,
-        healthy,
-        metrics,
-        token,
-        task,
-    }
+    Running { addr, healthy, metrics, token, task }
 }
 
 /// One HTTP/1.1 request with `Connection: close`; returns (status, head, body).
@@ -109,10 +103,7 @@ async fn healthz_metrics_and_handler() {
 
     let (status, head, body) = request(srv.addr, "GET", "/metrics").await;
     assert_eq!(status, 200);
-    assert!(
-        head.contains("content-type: application/openmetrics-text; version=1.0.0"),
-        "{head}"
-    );
+    assert!(head.contains("content-type: application/openmetrics-text; version=1.0.0"), "{head}");
     for line in [
         "http_requests_total{daemon=\"test\",code=\"200\"} 2",
         "http_requests_total{daemon=\"test\",code=\"503\"} 1",
@@ -128,22 +119,16 @@ async fn healthz_metrics_and_handler() {
     assert!(srv.metrics.encode().contains("code=\"200\"} 3"));
 
     srv.token.cancel();
-    let result = tokio::time::timeout(Duration::from_secs(5), srv.task)
-        .await
-        .expect("serve returns after cancel");
+    let result = tokio::time::timeout(Duration::from_secs(5), srv.task).await.expect("serve returns after cancel");
     result.unwrap().unwrap();
-    assert!(
-        TcpStream::connect(srv.addr).await.is_err(),
-        "listener closed"
-    );
+    assert!(TcpStream::connect(srv.addr).await.is_err(), "listener closed");
 }
 
 #[tokio::test]
 async fn keep_alive_serves_several_requests_on_one_connection() {
     let srv = start(DRAIN_TIMEOUT).await;
     let mut s = TcpStream::connect(srv.addr).await.unwrap();
-    let two =
-        "GET /a HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    let two = "GET /a HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
     s.write_all(two.as_bytes()).await.unwrap();
     let mut raw = String::new();
     s.read_to_string(&mut raw).await.unwrap();
@@ -158,13 +143,9 @@ async fn h2c_prior_knowledge() {
     let srv = start(DRAIN_TIMEOUT).await;
     let stream = TcpStream::connect(srv.addr).await.unwrap();
     let (mut sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .unwrap();
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream)).await.unwrap();
     tokio::spawn(conn);
-    let req = Request::get(format!("http://{}/healthz", srv.addr))
-        .body(http_body_util::Empty::<Bytes>::new())
-        .unwrap();
+    let req = Request::get(format!("http://{}/healthz", srv.addr)).body(http_body_util::Empty::<Bytes>::new()).unwrap();
     let resp = sender.send_request(req).await.unwrap();
     assert_eq!(resp.version(), hyper::Version::HTTP_2);
     assert_eq!(resp.status(), StatusCode::OK);
@@ -181,9 +162,7 @@ async fn shutdown_lets_in_flight_request_finish_and_closes_idle() {
     let srv = start(DRAIN_TIMEOUT).await;
     // An idle keep-alive connection must not hold up shutdown.
     let mut idle = TcpStream::connect(srv.addr).await.unwrap();
-    idle.write_all(b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n")
-        .await
-        .unwrap();
+    idle.write_all(b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n").await.unwrap();
     let mut buf = [0u8; 1024];
     let n = idle.read(&mut buf).await.unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).contains("handled /x"));
@@ -194,11 +173,7 @@ async fn shutdown_lets_in_flight_request_finish_and_closes_idle() {
     srv.token.cancel();
     let (status, _, body) = slow.await.unwrap();
     assert_eq!((status, body.as_str()), (200, "handled /slow\n"));
-    tokio::time::timeout(Duration::from_secs(5), srv.task)
-        .await
-        .expect("serve returns")
-        .unwrap()
-        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), srv.task).await.expect("serve returns").unwrap().unwrap();
     assert!(begun.elapsed() < Duration::from_secs(3));
     // The idle connection was closed by the server.
     let n = tokio::time::timeout(Duration::from_secs(2), idle.read(&mut buf))
@@ -213,9 +188,7 @@ async fn drain_is_capped() {
     let srv = start(Duration::from_millis(300)).await;
     let stuck = tokio::spawn(async move {
         let mut s = TcpStream::connect(srv.addr).await.unwrap();
-        s.write_all(b"GET /stuck HTTP/1.1\r\nHost: t\r\n\r\n")
-            .await
-            .unwrap();
+        s.write_all(b"GET /stuck HTTP/1.1\r\nHost: t\r\n\r\n").await.unwrap();
         let mut raw = Vec::new();
         // The server drops the connection without an answer.
         let _ = s.read_to_end(&mut raw).await;
@@ -232,10 +205,7 @@ async fn drain_is_capped() {
     let waited = begun.elapsed();
     assert!(waited >= Duration::from_millis(250), "{waited:?}");
     assert!(waited < Duration::from_secs(3), "{waited:?}");
-    let raw = tokio::time::timeout(Duration::from_secs(2), stuck)
-        .await
-        .expect("stuck connection closed")
-        .unwrap();
+    let raw = tokio::time::timeout(Duration::from_secs(2), stuck).await.expect("stuck connection closed").unwrap();
     assert!(raw.is_empty());
 }
 
@@ -247,13 +217,7 @@ async fn closure_handler_via_public_serve() {
         Box::pin(async { text_response(StatusCode::IM_A_TEAPOT, "tea\n") })
     };
     let token = CancellationToken::new();
-    let task = tokio::spawn(serve(
-        listener,
-        Arc::new(handler),
-        Metrics::new("t"),
-        Arc::new(|| true),
-        token.clone(),
-    ));
+    let task = tokio::spawn(serve(listener, Arc::new(handler), Metrics::new("t"), Arc::new(|| true), token.clone()));
     let (status, _, body) = request(addr, "GET", "/").await;
     assert_eq!((status, body.as_str()), (418, "tea\n"));
     token.cancel();
@@ -262,8 +226,6 @@ async fn closure_handler_via_public_serve() {
 
 #[test]
 fn connection_errors_are_not_listener_errors() {
-    assert!(is_connection_error(&io::Error::from(
-        io::ErrorKind::ConnectionAborted
-    )));
+    assert!(is_connection_error(&io::Error::from(io::ErrorKind::ConnectionAborted)));
     assert!(!is_connection_error(&io::Error::from_raw_os_error(24))); // EMFILE
 }

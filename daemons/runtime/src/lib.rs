@@ -23,6 +23,5 @@ pub use error::DaemonError;
 #[cfg(test)]
 pub(crate) fn env_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

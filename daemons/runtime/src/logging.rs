@@ -24,15 +24,10 @@ pub const FILTER_ENV: &str = "SIGNET_LOG";
 ///
 /// Calling it again, or after another global subscriber was installed, does nothing.
 pub fn init(daemon: &str, default_level: &str) {
-    let (filter, bad_directive) = filter_from(
-        std::env::var(FILTER_ENV).ok(),
-        std::env::var("RUST_LOG").ok(),
-        default_level,
-    );
+    let (filter, bad_directive) =
+        filter_from(std::env::var(FILTER_ENV).ok(), std::env::var("RUST_LOG").ok(), default_level);
     let journal = stderr_is_journal();
-    let installed = subscriber(journal, filter, std::io::stderr)
-        .try_init()
-        .is_ok();
+    let installed = subscriber(journal, filter, std::io::stderr).try_init().is_ok();
     if installed {
         if let Some(bad) = bad_directive {
             tracing::warn!(filter = %bad, "ignoring invalid log filter, using {default_level:?}");
@@ -52,11 +47,7 @@ pub fn syslog_priority(level: Level) -> u8 {
 }
 
 /// Picks the filter; returns the rejected directive if the chosen variable did not parse.
-fn filter_from(
-    signet: Option<String>,
-    rust: Option<String>,
-    default_level: &str,
-) -> (EnvFilter, Option<String>) {
+fn filter_from(signet: Option<String>, rust: Option<String>, default_level: &str) -> (EnvFilter, Option<String>) {
     let fallback = || EnvFilter::try_new(default_level).unwrap_or_else(|_| EnvFilter::new("info"));
     match signet.or(rust).filter(|s| !s.trim().is_empty()) {
         Some(s) => match EnvFilter::try_new(&s) {
@@ -99,17 +90,9 @@ where
     // otherwise report it with eprintln!, which panics when stderr itself is
     // the broken pipe (e.g. the `tee` of scripts/run died with the same Ctrl-C):
     // a panic in the signal-handling task would then leave the daemon running.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(writer)
-        .log_internal_errors(false);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).log_internal_errors(false);
     if journal {
-        Box::new(
-            builder
-                .with_ansi(false)
-                .event_format(JournalFormat)
-                .finish(),
-        )
+        Box::new(builder.with_ansi(false).event_format(JournalFormat).finish())
     } else {
         Box::new(builder.with_ansi(std::io::stderr().is_terminal()).finish())
     }
@@ -123,12 +106,7 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
     N: for<'a> FormatFields<'a> + 'static,
 {
-    fn format_event(
-        &self,
-        ctx: &FmtContext<'_, S, N>,
-        mut writer: Writer<'_>,
-        event: &Event<'_>,
-    ) -> fmt::Result {
+    fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
         let meta = event.metadata();
         write!(writer, "<{}>", syslog_priority(*meta.level()))?;
         if let Some(scope) = ctx.event_scope() {
@@ -202,10 +180,7 @@ mod tests {
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 5, "{out}");
         let target = module_path!();
-        assert_eq!(
-            lines[0],
-            format!("<3>conn{{peer=7}}: {target}: boom code=5")
-        );
+        assert_eq!(lines[0], format!("<3>conn{{peer=7}}: {target}: boom code=5"));
         assert_eq!(lines[1], format!("<4>conn{{peer=7}}: {target}: careful"));
         assert!(lines[2].starts_with("<6>") && lines[2].ends_with("hello"));
         assert!(lines[3].starts_with("<7>") && lines[3].ends_with("details"));

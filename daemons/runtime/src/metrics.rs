@@ -81,18 +81,13 @@ impl Metrics {
     }
 
     pub(crate) fn http(&self) -> &crate::http::HttpMetrics {
-        self.inner
-            .http
-            .get_or_init(|| crate::http::HttpMetrics::register(self))
+        self.inner.http.get_or_init(|| crate::http::HttpMetrics::register(self))
     }
 
     fn registry(&self) -> MutexGuard<'_, Registry> {
         // A panic while holding the lock cannot leave the registry half-updated in a way that
         // matters for encoding, so keep serving metrics.
-        self.inner
-            .registry
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.inner.registry.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -116,10 +111,7 @@ mod tests {
         let text = clone.encode();
         assert!(text.contains("# HELP responses OCSP responses."), "{text}");
         assert!(text.contains("# TYPE responses counter"), "{text}");
-        assert!(
-            text.contains("responses_total{daemon=\"ocspd\"} 3"),
-            "{text}"
-        );
+        assert!(text.contains("responses_total{daemon=\"ocspd\"} 3"), "{text}");
         assert!(text.contains("age_seconds{daemon=\"ocspd\"} 42"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
@@ -127,10 +119,7 @@ mod tests {
     #[test]
     fn with_registry_gives_access() {
         let m = Metrics::new("x");
-        m.with_registry(|r| {
-            r.sub_registry_with_prefix("sub")
-                .register("n", "N", Counter::<u64>::default())
-        });
+        m.with_registry(|r| r.sub_registry_with_prefix("sub").register("n", "N", Counter::<u64>::default()));
         assert!(m.encode().contains("sub_n_total{daemon=\"x\"} 0"));
     }
 }

@@ -139,11 +139,7 @@ mod tests {
         let msg = recv(&sock);
         let mut lines = msg.lines();
         assert_eq!(lines.next(), Some("RELOADING=1"));
-        let usec = lines
-            .next()
-            .unwrap()
-            .strip_prefix("MONOTONIC_USEC=")
-            .unwrap();
+        let usec = lines.next().unwrap().strip_prefix("MONOTONIC_USEC=").unwrap();
         assert!(usec.parse::<u64>().unwrap() > 0);
 
         std::env::remove_var("NOTIFY_SOCKET");
@@ -164,14 +160,8 @@ mod tests {
 
     #[test]
     fn watchdog_period_rules() {
-        assert_eq!(
-            watchdog_period(Some("2000000"), None, 42),
-            Some(Duration::from_secs(1))
-        );
-        assert_eq!(
-            watchdog_period(Some("2000000"), Some("42"), 42),
-            Some(Duration::from_secs(1))
-        );
+        assert_eq!(watchdog_period(Some("2000000"), None, 42), Some(Duration::from_secs(1)));
+        assert_eq!(watchdog_period(Some("2000000"), Some("42"), 42), Some(Duration::from_secs(1)));
         assert_eq!(watchdog_period(Some("2000000"), Some("43"), 42), None);
         assert_eq!(watchdog_period(Some("2000000"), Some("x"), 42), None);
         assert_eq!(watchdog_period(Some("0"), None, 42), None);
@@ -209,10 +199,7 @@ mod tests {
         assert!(quiet.is_err(), "no ping while unhealthy");
 
         healthy.store(true, Ordering::SeqCst);
-        let n = tokio::time::timeout(Duration::from_secs(2), sock.recv(&mut buf))
-            .await
-            .expect("pings resume")
-            .unwrap();
+        let n = tokio::time::timeout(Duration::from_secs(2), sock.recv(&mut buf)).await.expect("pings resume").unwrap();
         assert_eq!(&buf[..n], b"WATCHDOG=1\n");
 
         task.abort();
@@ -228,10 +215,7 @@ mod tests {
         let _sock = bind(&dir);
         std::env::set_var("WATCHDOG_USEC", "100000");
         std::env::set_var("WATCHDOG_PID", "1");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async { assert!(spawn_watchdog(|| true).is_none()) });
         for var in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] {
             std::env::remove_var(var);

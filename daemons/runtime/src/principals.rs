@@ -37,16 +37,8 @@ pub struct ResolvedPrincipals {
 impl Principals {
     /// Resolves names through the system databases (NSS); an unknown name is an error naming it.
     pub fn resolve(&self) -> Result<ResolvedPrincipals, String> {
-        let uids = self
-            .users
-            .iter()
-            .map(|p| resolve(p, lookup_user, "user"))
-            .collect::<Result<_, _>>()?;
-        let gids = self
-            .groups
-            .iter()
-            .map(|p| resolve(p, lookup_group, "group"))
-            .collect::<Result<_, _>>()?;
+        let uids = self.users.iter().map(|p| resolve(p, lookup_user, "user")).collect::<Result<_, _>>()?;
+        let gids = self.groups.iter().map(|p| resolve(p, lookup_group, "group")).collect::<Result<_, _>>()?;
         Ok(ResolvedPrincipals { uids, gids })
     }
 }

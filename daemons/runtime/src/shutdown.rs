@@ -22,9 +22,8 @@ impl Signals {
     /// From then on these signals no longer kill the process: SIGTERM or SIGINT cancels
     /// [`Signals::shutdown_token`], each SIGHUP bumps the [`Signals::reload`] counter.
     pub fn install() -> io::Result<Signals> {
-        let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
-            io::Error::other(format!("Signals::install needs a tokio runtime: {e}"))
-        })?;
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|e| io::Error::other(format!("Signals::install needs a tokio runtime: {e}")))?;
         // Register all three before spawning, so a failure is reported here.
         let term = signal(SignalKind::terminate())?;
         let int = signal(SignalKind::interrupt())?;
@@ -94,24 +93,16 @@ mod tests {
         assert_eq!(*reload.borrow(), 0);
 
         kill(Pid::this(), NixSignal::SIGHUP).unwrap();
-        tokio::time::timeout(Duration::from_secs(5), reload.changed())
-            .await
-            .expect("reload within 5 s")
-            .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), reload.changed()).await.expect("reload within 5 s").unwrap();
         assert_eq!(*reload.borrow_and_update(), 1);
         assert!(!token.is_cancelled());
 
         kill(Pid::this(), NixSignal::SIGHUP).unwrap();
-        tokio::time::timeout(Duration::from_secs(5), reload.changed())
-            .await
-            .expect("second reload")
-            .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), reload.changed()).await.expect("second reload").unwrap();
         assert_eq!(*reload.borrow_and_update(), 2);
 
         kill(Pid::this(), NixSignal::SIGTERM).unwrap();
-        tokio::time::timeout(Duration::from_secs(5), token.cancelled())
-            .await
-            .expect("shutdown within 5 s");
+        tokio::time::timeout(Duration::from_secs(5), token.cancelled()).await.expect("shutdown within 5 s");
         assert!(signals.shutdown_token().is_cancelled());
 
         let again = Signals::install().unwrap();

@@ -232,7 +232,9 @@ mod tests {
         assert_eq!(nss.token, "signet");
         assert_eq!(nss.keys.len(), 2);
         assert_eq!(nss.keys[1].cka_id.as_deref(), Some("0a1b"));
-        let e = toml::from_str::<Config>("socket = \"/s\"\nstate_dir = \"/d\"\n[nss]\ndatabase = \"x\"\npin = \"1234\"\n").unwrap_err();
+        let e =
+            toml::from_str::<Config>("socket = \"/s\"\nstate_dir = \"/d\"\n[nss]\ndatabase = \"x\"\npin = \"1234\"\n")
+                .unwrap_err();
         assert!(e.to_string().contains("pin"), "{e}");
     }
 

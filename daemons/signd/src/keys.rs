@@ -45,7 +45,10 @@ impl LoadedKey {
     /// The handle, or a typed error saying why there is none.
     pub fn signer(&self) -> Result<&Arc<dyn SigningKey>, IpcError> {
         self.handle.as_ref().ok_or_else(|| {
-            IpcError::new(ErrorKind::KeyUnavailable, format!("key `{}` is unavailable: {}", self.info.id, self.info.problem))
+            IpcError::new(
+                ErrorKind::KeyUnavailable,
+                format!("key `{}` is unavailable: {}", self.info.id, self.info.problem),
+            )
         })
     }
 }
@@ -64,7 +67,8 @@ impl KeyRing {
     pub fn open(store: &Store, backends: Vec<Arc<dyn Backend>>) -> Result<Self, StoreError> {
         let table = store.table::<String, KeyRecord>("keys")?;
         let records = store.read(|txn| txn.range(&table, None, usize::MAX))?;
-        let ring = Self { store: store.clone(), table, backends, keys: RwLock::new(HashMap::new()), creating: Mutex::new(()) };
+        let ring =
+            Self { store: store.clone(), table, backends, keys: RwLock::new(HashMap::new()), creating: Mutex::new(()) };
         let mut keys = HashMap::new();
         for (id, record) in records {
             let loaded = ring.load(&id, &record);
@@ -92,7 +96,10 @@ impl KeyRing {
             if h.spki() != record.spki.as_slice() {
                 Err(IpcError::new(ErrorKind::KeyUnavailable, "private key does not match the recorded public key"))
             } else if h.algorithm() != record.algorithm {
-                Err(IpcError::new(ErrorKind::KeyUnavailable, format!("private key is {}, recorded as {}", h.algorithm(), record.algorithm)))
+                Err(IpcError::new(
+                    ErrorKind::KeyUnavailable,
+                    format!("private key is {}, recorded as {}", h.algorithm(), record.algorithm),
+                ))
             } else {
                 Ok(h)
             }
@@ -152,14 +159,14 @@ impl KeyRing {
             backend: backend.name().to_owned(),
             location: new.location.clone(),
         };
-        let committed = self
-            .store
-            .write(|txn| txn.insert_new(&self.table, &spec.id, &record))
-            .and_then(|()| self.store.sync());
+        let committed =
+            self.store.write(|txn| txn.insert_new(&self.table, &spec.id, &record)).and_then(|()| self.store.sync());
         if let Err(e) = committed {
             backend.discard(&new.location);
             return Err(match e {
-                StoreError::AlreadyExists { .. } => IpcError::new(ErrorKind::AlreadyExists, format!("a key `{}` already exists", spec.id)),
+                StoreError::AlreadyExists { .. } => {
+                    IpcError::new(ErrorKind::AlreadyExists, format!("a key `{}` already exists", spec.id))
+                }
                 e => IpcError::internal(format!("recording key `{}`: {e}", spec.id)),
             });
         }
@@ -202,7 +209,10 @@ impl KeyRing {
                 .write(|txn| txn.put(&self.table, &id.to_owned(), &record))
                 .and_then(|()| self.store.sync())
                 .map_err(|e| IpcError::internal(format!("recording key `{id}`: {e}")))?;
-            let loaded = LoadedKey { info: KeyInfo { roles: roles.to_vec(), ..existing.info.clone() }, handle: existing.handle.clone() };
+            let loaded = LoadedKey {
+                info: KeyInfo { roles: roles.to_vec(), ..existing.info.clone() },
+                handle: existing.handle.clone(),
+            };
             let out = loaded.info.clone();
             self.keys.write().unwrap_or_else(|p| p.into_inner()).insert(id.to_owned(), Arc::new(loaded));
             return Ok(out);
@@ -270,7 +280,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let r = ring(dir.path());
-            let spec = |id: &str| KeySpec { id: id.into(), algorithm: KeyAlgorithm::EcP256, roles: vec!["issuer".into()], backend: String::new() };
+            let spec = |id: &str| KeySpec {
+                id: id.into(),
+                algorithm: KeyAlgorithm::EcP256,
+                roles: vec!["issuer".into()],
+                backend: String::new(),
+            };
             r.create(&spec("a"), None).unwrap();
             r.create(&spec("b"), None).unwrap();
             assert_eq!(r.create(&spec("a"), None).unwrap_err().kind, ErrorKind::AlreadyExists);

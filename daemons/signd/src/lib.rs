@@ -60,14 +60,14 @@ pub fn open_state(config: &Config) -> Result<State, SigndError> {
     opts.write_map = true;
     let store_err = |source| SigndError::Store { path: db.clone(), source };
     let store = Store::open(&db, opts).map_err(store_err)?;
-    let openssl: Arc<dyn Backend> = Arc::new(
-        OpensslBackend::new(&config.state_dir.join("keys")).map_err(|e| SigndError::Startup(e.to_string()))?,
-    );
+    let openssl: Arc<dyn Backend> =
+        Arc::new(OpensslBackend::new(&config.state_dir.join("keys")).map_err(|e| SigndError::Startup(e.to_string()))?);
     let mut backends = vec![openssl];
     let nss = match &config.nss {
         None => None,
         Some(c) => {
-            let settings = NssSettings { database: c.database.clone(), token: c.token.clone(), pin_file: c.pin_file.clone() };
+            let settings =
+                NssSettings { database: c.database.clone(), token: c.token.clone(), pin_file: c.pin_file.clone() };
             let nss = Arc::new(NssBackend::open(&settings).map_err(|e| SigndError::Startup(e.detail))?);
             backends.push(nss.clone() as Arc<dyn Backend>);
             Some(nss)
@@ -96,7 +96,9 @@ fn adopt_nss_keys(keys: &keys::KeyRing, nss: &NssBackend, configured: &[config::
             .locate(k.nickname.as_deref(), k.cka_id.as_deref())
             .and_then(|location| keys.adopt(&k.id, &k.roles, backend::nss::NAME, &location));
         match adopted {
-            Ok(info) => tracing::info!(key = %k.id, location = %info.location, available = info.available, "NSS key configured"),
+            Ok(info) => {
+                tracing::info!(key = %k.id, location = %info.location, available = info.available, "NSS key configured")
+            }
             Err(e) => tracing::error!(key = %k.id, error = %e, "configured NSS key not served"),
         }
     }
@@ -104,9 +106,11 @@ fn adopt_nss_keys(keys: &keys::KeyRing, nss: &NssBackend, configured: &[config::
 
 /// Runs signd until SIGTERM or SIGINT. `config_path` is re-read on SIGHUP.
 pub fn run(config_path: &Path, config: Config) -> Result<(), SigndError> {
-    let policy = Policy::resolve(&config.roles).map_err(|e| SigndError::Config(format!("{}: {e}", config_path.display())))?;
-    let mode = signet_runtime::config::parse_mode(&config.socket_mode)
-        .ok_or_else(|| SigndError::Config(format!("{}: socket_mode {:?} is not octal", config_path.display(), config.socket_mode)))?;
+    let policy =
+        Policy::resolve(&config.roles).map_err(|e| SigndError::Config(format!("{}: {e}", config_path.display())))?;
+    let mode = signet_runtime::config::parse_mode(&config.socket_mode).ok_or_else(|| {
+        SigndError::Config(format!("{}: socket_mode {:?} is not octal", config_path.display(), config.socket_mode))
+    })?;
     let state = Arc::new(open_state(&config)?);
     let issuers = issuers::Issuers::load(&config.issuers, &state.keys)
         .map_err(|e| SigndError::Config(format!("{}: {e}", config_path.display())))?;
@@ -138,7 +142,8 @@ pub fn run(config_path: &Path, config: Config) -> Result<(), SigndError> {
             "signd ready"
         );
         let _ = notify::ready();
-        let _ = notify::status(&format!("serving {} keys ({} unavailable)", health.keys_loaded, health.keys_unavailable));
+        let _ =
+            notify::status(&format!("serving {} keys ({} unavailable)", health.keys_loaded, health.keys_unavailable));
         let _watchdog = notify::spawn_watchdog(|| true);
         let mut reload = signals.reload();
         loop {

@@ -124,11 +124,7 @@ mod tests {
 
     fn policy(toml_text: &str) -> Result<Policy, PolicyError> {
         let roles: BTreeMap<String, RoleConfig> = toml::from_str(toml_text).unwrap();
-        Policy::resolve_with(
-            &roles,
-            &|n| (n == "acmed").then_some(900),
-            &|n| (n == "signet-clients").then_some(800),
-        )
+        Policy::resolve_with(&roles, &|n| (n == "acmed").then_some(900), &|n| (n == "signet-clients").then_some(800))
     }
 
     fn peer(uid: u32, gid: u32) -> PeerCredentials {

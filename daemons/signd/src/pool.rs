@@ -20,11 +20,8 @@ pub struct Pool {
 impl Pool {
     /// Starts `threads` workers (0: one per CPU).
     pub fn new(threads: usize) -> std::io::Result<Self> {
-        let threads = if threads == 0 {
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
-        } else {
-            threads
-        };
+        let threads =
+            if threads == 0 { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2) } else { threads };
         let (tx, rx) = crossbeam_channel::unbounded::<Work>();
         for i in 0..threads {
             let rx = rx.clone();

@@ -8,11 +8,10 @@ use std::time::Instant;
 
 use futures::FutureExt;
 use signet_ipc::server::{
-    AdminService, CrlSignerService, IssuerService, LocalResult, OcspSignerService, Session, SignerService, SigndService,
+    AdminService, CrlSignerService, IssuerService, LocalResult, OcspSignerService, Session, SigndService, SignerService,
 };
 use signet_ipc::{
-    AuditQuery, AuditRecord, CallerInfo, Health, IpcError, KeyInfo, KeySpec, PeerCredentials,
-    SignatureScheme,
+    AuditQuery, AuditRecord, CallerInfo, Health, IpcError, KeyInfo, KeySpec, PeerCredentials, SignatureScheme,
 };
 
 use crate::audit::{AuditLog, Entry};
@@ -116,7 +115,13 @@ impl Caller {
     }
 
     /// Records a refusal, waits for the commit, and returns the error.
-    pub(crate) async fn refuse<T>(&self, role: &str, operation: &str, key_id: &str, e: IpcError) -> Result<T, IpcError> {
+    pub(crate) async fn refuse<T>(
+        &self,
+        role: &str,
+        operation: &str,
+        key_id: &str,
+        e: IpcError,
+    ) -> Result<T, IpcError> {
         let entry = Entry::new(&self.peer, role, operation, key_id).failed(&e);
         tracing::info!(uid = self.peer.uid, pid = self.peer.pid, role, operation, key = key_id, error = %e, "refused");
         self.shared.state.audit.append_wait(vec![entry]).await?;
@@ -142,7 +147,8 @@ impl Session for Caller {
         async move {
             let policy = me.policy();
             let held = policy.roles_for(&me.peer, &me.groups);
-            let chosen = if role.is_empty() { held.first().copied() } else { held.into_iter().find(|r| r.name == role) };
+            let chosen =
+                if role.is_empty() { held.first().copied() } else { held.into_iter().find(|r| r.name == role) };
             match chosen {
                 Some(r) => Ok(Rc::new(Signer { caller: me.clone(), role: r.name.clone() }) as Rc<dyn SignerService>),
                 None => {
@@ -211,7 +217,11 @@ impl Signer {
     }
 
     /// Everything that must hold before signing with `key_id`.
-    fn check_sign(&self, key_id: &str, scheme: SignatureScheme) -> Result<(Arc<dyn crate::backend::SigningKey>, SignatureScheme), IpcError> {
+    fn check_sign(
+        &self,
+        key_id: &str,
+        scheme: SignatureScheme,
+    ) -> Result<(Arc<dyn crate::backend::SigningKey>, SignatureScheme), IpcError> {
         let role = self.check(Operation::Sign)?;
         let key = self.caller.shared.state.keys.require(key_id)?;
         if !role.may_use(key_id, &key.info.roles) {
@@ -274,11 +284,8 @@ impl SignerService for Signer {
     }
 
     fn sign_batch(&self, key_id: String, scheme: SignatureScheme, messages: Vec<Vec<u8>>) -> LocalResult<Vec<Vec<u8>>> {
-        let checked = if messages.is_empty() {
-            Err(IpcError::invalid("empty batch"))
-        } else {
-            self.check_sign(&key_id, scheme)
-        };
+        let checked =
+            if messages.is_empty() { Err(IpcError::invalid("empty batch")) } else { self.check_sign(&key_id, scheme) };
         let template = self.entry("sign-batch", &key_id);
         let caller = self.caller.clone();
         async move {
@@ -389,7 +396,8 @@ impl AdminService for Admin {
     }
 
     fn key(&self, key_id: String) -> LocalResult<KeyInfo> {
-        let outcome = self.still_admin().and_then(|()| Ok(self.caller.shared.state.keys.require(&key_id)?.info.clone()));
+        let outcome =
+            self.still_admin().and_then(|()| Ok(self.caller.shared.state.keys.require(&key_id)?.info.clone()));
         futures::future::ready(outcome).boxed_local()
     }
 
@@ -406,4 +414,3 @@ impl AdminService for Admin {
         futures::future::ready(outcome).boxed_local()
     }
 }
-

@@ -174,7 +174,13 @@ fn ca_request(subject: &str, spki: Vec<u8>, years: u64, path_len: Option<u8>) ->
 }
 
 /// Signs `tbs` with `key` through the raw Signer (the ceremony) and assembles the certificate.
-fn ceremony_sign(client: &SigndClient, role: &str, key: &str, alg: KeyAlgorithm, tbs: &[u8]) -> Result<Vec<u8>, Failure> {
+fn ceremony_sign(
+    client: &SigndClient,
+    role: &str,
+    key: &str,
+    alg: KeyAlgorithm,
+    tbs: &[u8],
+) -> Result<Vec<u8>, Failure> {
     let scheme = alg.default_scheme();
     let sig = block_on(client.sign(role, key, scheme, tbs.to_vec()))?;
     assemble_certificate(tbs, scheme, &sig).map_err(ca_err)
@@ -289,13 +295,20 @@ fn unix(t: &signet_ca::x509_cert::time::Time) -> i64 {
 }
 
 /// `cert ...`
-pub fn cert(signd: &SigndClient, ocspd: &OcspdClient, issuer: &str, cmd: &CertCommand, out: &Printer) -> Result<(), Failure> {
+pub fn cert(
+    signd: &SigndClient,
+    ocspd: &OcspdClient,
+    issuer: &str,
+    cmd: &CertCommand,
+    out: &Printer,
+) -> Result<(), Failure> {
     match cmd {
         CertCommand::Issue { csr, days, out: path } => {
             let input = crate::read_input(csr)?;
             let csr = parse_csr(&input).map_err(ca_err)?;
             let profile_toml = block_on(signd.issuer_profile(issuer))?;
-            let profile: Profile = toml::from_str(&profile_toml).map_err(|e| fail(1, format!("profile from signd: {e}")))?;
+            let profile: Profile =
+                toml::from_str(&profile_toml).map_err(|e| fail(1, format!("profile from signd: {e}")))?;
             let ca_der = block_on(signd.issuer_certificate(issuer))?;
             let ca = Issuer::from_certificate_der(&ca_der, SignatureScheme::Default).map_err(ca_err)?;
             let shard = (profile.crl_shards > 0).then(|| OsRng.next_u32() % profile.crl_shards);
@@ -310,7 +323,8 @@ pub fn cert(signd: &SigndClient, ocspd: &OcspdClient, issuer: &str, cmd: &CertCo
             };
             let tbs = build_leaf_tbs(&profile, &ca, &req, now(), &mut OsRng).map_err(ca_err)?;
             let der = block_on(signd.sign_certificate(issuer, tbs))?;
-            let cert = Certificate::from_der(&der).map_err(|e| fail(1, format!("signd returned a bad certificate: {e}")))?;
+            let cert =
+                Certificate::from_der(&der).map_err(|e| fail(1, format!("signd returned a bad certificate: {e}")))?;
             let serial = cert.tbs_certificate.serial_number.as_bytes().to_vec();
             let record = IssuedCert {
                 serial: serial.clone(),
@@ -319,7 +333,13 @@ pub fn cert(signd: &SigndClient, ocspd: &OcspdClient, issuer: &str, cmd: &CertCo
             };
             // Only a certificate ocspd knows about is handed out.
             block_on(ocspd.record_issued(issuer, record)).map_err(|e| {
-                fail(1, format!("certificate {} was signed but ocspd could not record it, so it is withheld: {e}", hex::encode(&serial)))
+                fail(
+                    1,
+                    format!(
+                        "certificate {} was signed but ocspd could not record it, so it is withheld: {e}",
+                        hex::encode(&serial)
+                    ),
+                )
             })?;
             let text = cert_pem(&der);
             match path {
@@ -413,7 +433,8 @@ pub fn crl(ocspd: &OcspdClient, issuer: &str, cmd: &CrlCommand, out: &Printer) -
     let mut number = None;
     let mut base = None;
     for e in tbs.crl_extensions.iter().flatten() {
-        let value = || signet_ca::der::asn1::Uint::from_der(e.extn_value.as_bytes()).ok().map(|u| hex::encode(u.as_bytes()));
+        let value =
+            || signet_ca::der::asn1::Uint::from_der(e.extn_value.as_bytes()).ok().map(|u| hex::encode(u.as_bytes()));
         match e.extn_id.to_string().as_str() {
             "2.5.29.20" => number = value(),
             "2.5.29.27" => base = value(),

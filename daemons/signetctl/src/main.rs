@@ -226,12 +226,14 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     let out = output::Printer { json: cli.json };
     match &cli.command {
         Command::Key(KeyCommand::Generate { id, algorithm, roles, backend }) => {
-            let spec = KeySpec { id: id.clone(), algorithm: *algorithm, roles: roles.clone(), backend: backend.clone() };
+            let spec =
+                KeySpec { id: id.clone(), algorithm: *algorithm, roles: roles.clone(), backend: backend.clone() };
             out.key(&block_on(client.generate_key(spec))?);
         }
         Command::Key(KeyCommand::Import { id, algorithm, file, roles, backend }) => {
             let pkcs8 = read_input(file)?;
-            let spec = KeySpec { id: id.clone(), algorithm: *algorithm, roles: roles.clone(), backend: backend.clone() };
+            let spec =
+                KeySpec { id: id.clone(), algorithm: *algorithm, roles: roles.clone(), backend: backend.clone() };
             out.key(&block_on(client.import_key(spec, pkcs8))?);
         }
         Command::Key(KeyCommand::List) => out.keys(&block_on(client.admin_list_keys())?),
@@ -289,8 +291,6 @@ pub(crate) fn read_input(path: &PathBuf) -> Result<Vec<u8>, Failure> {
 fn write_output(path: Option<&PathBuf>, bytes: &[u8]) -> Result<(), Failure> {
     match path {
         Some(p) => std::fs::write(p, bytes).map_err(|e| io_failure(p, e)),
-        None => std::io::stdout()
-            .write_all(bytes)
-            .map_err(|e| Failure { code: 1, message: format!("stdout: {e}") }),
+        None => std::io::stdout().write_all(bytes).map_err(|e| Failure { code: 1, message: format!("stdout: {e}") }),
     }
 }

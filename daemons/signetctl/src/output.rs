@@ -72,11 +72,27 @@ impl Printer {
                 .collect();
             return self.json(&serde_json::Value::Array(v));
         }
-        outln!("{:>8} {:>20} {:<10} {:<16} {:>6} {:>8} {:<10} OUTCOME", "SEQ", "TIME_NS", "OPERATION", "KEY", "UID", "PID", "ROLE");
+        outln!(
+            "{:>8} {:>20} {:<10} {:<16} {:>6} {:>8} {:<10} OUTCOME",
+            "SEQ",
+            "TIME_NS",
+            "OPERATION",
+            "KEY",
+            "UID",
+            "PID",
+            "ROLE"
+        );
         for r in records {
             outln!(
                 "{:>8} {:>20} {:<10} {:<16} {:>6} {:>8} {:<10} {}",
-                r.seq, r.time_unix_nanos, r.operation, r.key_id, r.uid, r.pid, r.role, r.outcome
+                r.seq,
+                r.time_unix_nanos,
+                r.operation,
+                r.key_id,
+                r.uid,
+                r.pid,
+                r.role,
+                r.outcome
             );
         }
     }

@@ -144,20 +144,14 @@ pub enum StoreError {
 impl StoreError {
     /// A key that failed to decode; the table is filled in by the caller.
     pub(crate) fn bad_key(detail: impl Into<String>) -> Self {
-        Self::Corrupt {
-            table: "",
-            detail: format!("key: {}", detail.into()),
-        }
+        Self::Corrupt { table: "", detail: format!("key: {}", detail.into()) }
     }
 
     /// Names the table in a [`StoreError::Corrupt`] raised by [`Key::decode`](crate::Key::decode),
     /// which does not know it.
     pub(crate) fn in_table(self, name: &'static str) -> Self {
         match self {
-            Self::Corrupt { table: "", detail } => Self::Corrupt {
-                table: name,
-                detail,
-            },
+            Self::Corrupt { table: "", detail } => Self::Corrupt { table: name, detail },
             other => other,
         }
     }
@@ -167,10 +161,7 @@ impl StoreError {
         move |err| match err {
             lmdb::Error::MapFull => Self::MapFull,
             lmdb::Error::DbsFull => Self::TooManyTables,
-            other => Self::Lmdb {
-                operation,
-                detail: other.to_string(),
-            },
+            other => Self::Lmdb { operation, detail: other.to_string() },
         }
     }
 }

@@ -58,9 +58,7 @@ where
         let Pending { f, tx } = *self;
         match f(txn) {
             Ok(value) => Some(Box::new(move |committed: Result<(), lmdb::Error>| {
-                let out = committed
-                    .map(|()| value)
-                    .map_err(|e| E::from(StoreError::lmdb("commit")(e)));
+                let out = committed.map(|()| value).map_err(|e| E::from(StoreError::lmdb("commit")(e)));
                 // The caller may have stopped waiting; the commit stands.
                 let _ = tx.send(out);
             })),
@@ -72,9 +70,7 @@ where
     }
 
     fn fail(self: Box<Self>, e: lmdb::Error) {
-        let _ = self
-            .tx
-            .send(Err(E::from(StoreError::lmdb("begin write")(e))));
+        let _ = self.tx.send(Err(E::from(StoreError::lmdb("begin write")(e))));
     }
 }
 
@@ -90,11 +86,7 @@ impl GroupWriter {
     /// Starts the thread. Nested transactions are not available with
     /// `MDB_WRITEMAP`; then (`nested == false`) each write gets its own
     /// transaction, still off the caller's thread.
-    pub(crate) fn start(
-        env: Arc<Environment>,
-        store_id: u64,
-        nested: bool,
-    ) -> Result<Self, StoreError> {
+    pub(crate) fn start(env: Arc<Environment>, store_id: u64, nested: bool) -> Result<Self, StoreError> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
@@ -110,19 +102,12 @@ impl GroupWriter {
                 }
             })
             .map_err(StoreError::WriterThread)?;
-        Ok(Self {
-            jobs: Some(jobs),
-            thread_id: thread.thread().id(),
-            thread: Some(thread),
-        })
+        Ok(Self { jobs: Some(jobs), thread_id: thread.thread().id(), thread: Some(thread) })
     }
 
     /// Queues `f`; the future resolves once its writes are committed (or
     /// dropped, with the error).
-    pub(crate) fn submit<R, E, F>(
-        &self,
-        f: F,
-    ) -> impl Future<Output = Result<R, E>> + Send + 'static
+    pub(crate) fn submit<R, E, F>(&self, f: F) -> impl Future<Output = Result<R, E>> + Send + 'static
     where
         F: for<'t> FnOnce(&mut WriteTxn<'t>) -> Result<R, E> + Send + 'static,
         R: Send + 'static,
@@ -137,8 +122,7 @@ impl GroupWriter {
             }
             // Dropped unanswered: the closure panicked (its writes were
             // taken back) or the thread is gone.
-            rx.await
-                .unwrap_or_else(|_| Err(E::from(StoreError::WriterGone)))
+            rx.await.unwrap_or_else(|_| Err(E::from(StoreError::WriterGone)))
         }
     }
 }

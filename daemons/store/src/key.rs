@@ -55,8 +55,7 @@ impl Key for String {
     }
 
     fn decode(bytes: &[u8]) -> Result<Self, StoreError> {
-        String::from_utf8(bytes.to_vec())
-            .map_err(|e| StoreError::bad_key(format!("String key is not UTF-8: {e}")))
+        String::from_utf8(bytes.to_vec()).map_err(|e| StoreError::bad_key(format!("String key is not UTF-8: {e}")))
     }
 }
 
@@ -122,67 +121,32 @@ mod tests {
 
     #[test]
     fn u64_round_trip_and_order() {
-        check_order(vec![
-            0u64,
-            1,
-            255,
-            256,
-            65_535,
-            1 << 32,
-            u64::MAX - 1,
-            u64::MAX,
-        ]);
+        check_order(vec![0u64, 1, 255, 256, 65_535, 1 << 32, u64::MAX - 1, u64::MAX]);
         assert!(u64::decode(&[1, 2, 3]).is_err());
     }
 
     #[test]
     fn u32_round_trip_and_order() {
         check_order(vec![0u32, 1, 255, 256, 1 << 24, u32::MAX]);
-        assert!(matches!(
-            u32::decode(&[0; 8]),
-            Err(StoreError::Corrupt { .. })
-        ));
+        assert!(matches!(u32::decode(&[0; 8]), Err(StoreError::Corrupt { .. })));
     }
 
     #[test]
     fn string_round_trip_and_order() {
-        check_order(
-            ["", "a", "aa", "ab", "b", "Z", "é", "\u{1F600}", "zz"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-        );
-        assert!(matches!(
-            String::decode(&[0xff, 0xfe]),
-            Err(StoreError::Corrupt { .. })
-        ));
+        check_order(["", "a", "aa", "ab", "b", "Z", "é", "\u{1F600}", "zz"].iter().map(|s| s.to_string()).collect());
+        assert!(matches!(String::decode(&[0xff, 0xfe]), Err(StoreError::Corrupt { .. })));
     }
 
     #[test]
     fn bytes_round_trip_and_order() {
-        check_order(vec![
-            vec![],
-            vec![0u8],
-            vec![0, 0],
-            vec![0, 1],
-            vec![1],
-            vec![255, 0],
-        ]);
+        check_order(vec![vec![], vec![0u8], vec![0, 0], vec![0, 1], vec![1], vec![255, 0]]);
         check_order(vec![[0u8; 4], [0, 0, 0, 1], [0, 1, 0, 0], [255; 4]]);
         assert!(<[u8; 4]>::decode(&[1, 2, 3]).is_err());
     }
 
     #[test]
     fn pair_round_trip_and_order() {
-        check_order(vec![
-            (0u64, 0u64),
-            (0, 1),
-            (0, u64::MAX),
-            (1, 0),
-            (1, 5),
-            (u64::MAX, 0),
-            (u64::MAX, u64::MAX),
-        ]);
+        check_order(vec![(0u64, 0u64), (0, 1), (0, u64::MAX), (1, 0), (1, 5), (u64::MAX, 0), (u64::MAX, u64::MAX)]);
         assert!(<(u64, u64)>::decode(&[0; 15]).is_err());
     }
 }

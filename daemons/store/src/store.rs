@@ -125,15 +125,8 @@ impl Store {
     /// [`StoreError::SchemaVersion`]. A directory may be open only once per
     /// process ([`StoreError::AlreadyOpen`]).
     pub fn open(dir: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
-        let dir_err = |source| StoreError::Directory {
-            path: dir.to_path_buf(),
-            source,
-        };
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(dir_err)?;
+        let dir_err = |source| StoreError::Directory { path: dir.to_path_buf(), source };
+        DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(dir_err)?;
         let path = dir.canonicalize().map_err(dir_err)?;
         let registration = Registration::claim(path)?;
 
@@ -155,9 +148,7 @@ impl Store {
 
         let flusher = match opts.durability {
             Durability::Sync => None,
-            Durability::Process { flush_interval } => {
-                Some(Flusher::start(Arc::clone(&env), flush_interval)?)
-            }
+            Durability::Process { flush_interval } => Some(Flusher::start(Arc::clone(&env), flush_interval)?),
         };
         Ok(Store {
             inner: Arc::new(Inner {
@@ -187,31 +178,16 @@ impl Store {
         if name == META_TABLE {
             return Err(StoreError::ReservedTableName { name });
         }
-        let db = self
-            .inner
-            .env
-            .create_db(Some(name), DatabaseFlags::empty())
-            .map_err(StoreError::lmdb("create table"))?;
-        Ok(Table {
-            db,
-            name,
-            store_id: self.inner.id,
-            _types: PhantomData,
-        })
+        let db =
+            self.inner.env.create_db(Some(name), DatabaseFlags::empty()).map_err(StoreError::lmdb("create table"))?;
+        Ok(Table { db, name, store_id: self.inner.id, _types: PhantomData })
     }
 
     /// Runs `f` in a read transaction: a consistent snapshot, unaffected by
     /// concurrent writers. Keep it short; a long reader stops LMDB reusing
     /// pages freed since it began.
-    pub fn read<R>(
-        &self,
-        f: impl FnOnce(&ReadTxn<'_>) -> Result<R, StoreError>,
-    ) -> Result<R, StoreError> {
-        let txn = self
-            .inner
-            .env
-            .begin_ro_txn()
-            .map_err(StoreError::lmdb("begin read"))?;
+    pub fn read<R>(&self, f: impl FnOnce(&ReadTxn<'_>) -> Result<R, StoreError>) -> Result<R, StoreError> {
+        let txn = self.inner.env.begin_ro_txn().map_err(StoreError::lmdb("begin read"))?;
         let txn = ReadTxn::new(txn, self.inner.id);
         f(&txn)
         // The transaction is aborted (released) on drop.
@@ -221,10 +197,7 @@ impl Store {
     /// (leaving nothing behind) if it returns `Err` or panics. Waits while
     /// another writer runs. When this returns `Ok` the commit is as durable
     /// as [`StoreOptions::durability`] promises.
-    pub fn write<R>(
-        &self,
-        f: impl FnOnce(&mut WriteTxn<'_>) -> Result<R, StoreError>,
-    ) -> Result<R, StoreError> {
+    pub fn write<R>(&self, f: impl FnOnce(&mut WriteTxn<'_>) -> Result<R, StoreError>) -> Result<R, StoreError> {
         self.try_write(f)
     }
 
@@ -235,16 +208,10 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        let txn = self
-            .inner
-            .env
-            .begin_rw_txn()
-            .map_err(StoreError::lmdb("begin write"))?;
+        let txn = self.inner.env.begin_rw_txn().map_err(StoreError::lmdb("begin write"))?;
         let mut txn = WriteTxn::new(txn, self.inner.id);
         let out = f(&mut txn)?;
-        txn.into_inner()
-            .commit()
-            .map_err(StoreError::lmdb("commit"))?;
+        txn.into_inner().commit().map_err(StoreError::lmdb("commit"))?;
         Ok(out)
     }
 
@@ -262,10 +229,7 @@ impl Store {
     /// group's commit fails, every closure in it gets the error and nothing
     /// of it is stored. With [`StoreOptions::write_map`] (no nested
     /// transactions in LMDB) each write is committed on its own.
-    pub fn write_grouped<R, E, F>(
-        &self,
-        f: F,
-    ) -> impl std::future::Future<Output = Result<R, E>> + Send + 'static
+    pub fn write_grouped<R, E, F>(&self, f: F) -> impl std::future::Future<Output = Result<R, E>> + Send + 'static
     where
         F: for<'t> FnOnce(&mut WriteTxn<'t>) -> Result<R, E> + Send + 'static,
         R: Send + 'static,
@@ -273,8 +237,7 @@ impl Store {
     {
         let inner = &self.inner;
         let writer = inner.writer.get_or_init(|| {
-            GroupWriter::start(Arc::clone(&inner.env), inner.id, !inner.write_map)
-                .map_err(|e| e.to_string())
+            GroupWriter::start(Arc::clone(&inner.env), inner.id, !inner.write_map).map_err(|e| e.to_string())
         });
         let submitted = match writer {
             Ok(writer) => Ok(writer.submit(f)),
@@ -294,15 +257,9 @@ impl Store {
     /// Also fails if a background flush failed since the previous call, since
     /// commits made before it may not be on disk.
     pub fn sync(&self) -> Result<(), StoreError> {
-        self.inner
-            .env
-            .sync(true)
-            .map_err(StoreError::lmdb("sync"))?;
+        self.inner.env.sync(true).map_err(StoreError::lmdb("sync"))?;
         match self.inner.flusher.as_ref().and_then(Flusher::take_failure) {
-            Some(detail) => Err(StoreError::Lmdb {
-                operation: "background sync",
-                detail,
-            }),
+            Some(detail) => Err(StoreError::Lmdb { operation: "background sync", detail }),
             None => Ok(()),
         }
     }
@@ -393,19 +350,12 @@ impl Flusher {
                 }
             })
             .map_err(StoreError::FlushThread)?;
-        Ok(Self {
-            stop: Some(stop),
-            thread: Some(thread),
-            failure,
-        })
+        Ok(Self { stop: Some(stop), thread: Some(thread), failure })
     }
 
     /// Takes the message of a background flush failure since the last call.
     fn take_failure(&self) -> Option<String> {
-        self.failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
+        self.failure.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 }
 
@@ -421,69 +371,39 @@ impl Drop for Flusher {
 
 /// Records or verifies the application name and schema version.
 fn check_meta(env: &Environment, opts: &StoreOptions) -> Result<(), StoreError> {
-    let meta = env
-        .create_db(Some(META_TABLE), DatabaseFlags::empty())
-        .map_err(StoreError::lmdb("create meta table"))?;
-    let mut txn = env
-        .begin_rw_txn()
-        .map_err(StoreError::lmdb("begin write"))?;
+    let meta =
+        env.create_db(Some(META_TABLE), DatabaseFlags::empty()).map_err(StoreError::lmdb("create meta table"))?;
+    let mut txn = env.begin_rw_txn().map_err(StoreError::lmdb("begin write"))?;
     let application = optional(txn.get(meta, &META_APPLICATION), "read meta")?.map(<[u8]>::to_vec);
     let version = optional(txn.get(meta, &META_SCHEMA_VERSION), "read meta")?.map(<[u8]>::to_vec);
-    let corrupt = |detail: String| StoreError::Corrupt {
-        table: META_TABLE,
-        detail,
-    };
+    let corrupt = |detail: String| StoreError::Corrupt { table: META_TABLE, detail };
     match (application, version) {
         (None, None) => {
-            txn.put(
-                meta,
-                &META_APPLICATION,
-                &opts.application,
-                WriteFlags::empty(),
-            )
-            .map_err(StoreError::lmdb("write meta"))?;
-            txn.put(
-                meta,
-                &META_SCHEMA_VERSION,
-                &opts.schema_version.to_be_bytes(),
-                WriteFlags::empty(),
-            )
-            .map_err(StoreError::lmdb("write meta"))?;
+            txn.put(meta, &META_APPLICATION, &opts.application, WriteFlags::empty())
+                .map_err(StoreError::lmdb("write meta"))?;
+            txn.put(meta, &META_SCHEMA_VERSION, &opts.schema_version.to_be_bytes(), WriteFlags::empty())
+                .map_err(StoreError::lmdb("write meta"))?;
             txn.commit().map_err(StoreError::lmdb("commit meta"))
         }
         (Some(app), Some(version)) => {
-            let found = String::from_utf8(app)
-                .map_err(|e| corrupt(format!("application is not UTF-8: {e}")))?;
+            let found = String::from_utf8(app).map_err(|e| corrupt(format!("application is not UTF-8: {e}")))?;
             if found != opts.application {
-                return Err(StoreError::WrongApplication {
-                    found,
-                    expected: opts.application.to_owned(),
-                });
+                return Err(StoreError::WrongApplication { found, expected: opts.application.to_owned() });
             }
             let found = <[u8; 4]>::try_from(version.as_slice())
                 .map(u32::from_be_bytes)
-                .map_err(|_| {
-                    corrupt(format!("schema_version is {} bytes, not 4", version.len()))
-                })?;
+                .map_err(|_| corrupt(format!("schema_version is {} bytes, not 4", version.len())))?;
             if found != opts.schema_version {
-                return Err(StoreError::SchemaVersion {
-                    found,
-                    expected: opts.schema_version,
-                });
+                return Err(StoreError::SchemaVersion { found, expected: opts.schema_version });
             }
             Ok(())
         }
-        _ => Err(corrupt(
-            "only one of application and schema_version is recorded".into(),
-        )),
+        _ => Err(corrupt("only one of application and schema_version is recorded".into())),
     }
 }
 
 /// Turns LMDB's `NotFound` into `None`.
-pub(crate) fn optional<T>(
-    res: lmdb::Result<T>,
-    operation: &'static str,
-) -> Result<Option<T>, StoreError> {
+pub(crate) fn optional<T>(res: lmdb::Result<T>, operation: &'static str) -> Result<Option<T>, StoreError> {
     match res {
         Ok(v) => Ok(Some(v)),
         Err(lmdb::Error::NotFound) => Ok(None),

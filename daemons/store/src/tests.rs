@@ -33,11 +33,7 @@ struct Record {
 
 impl Record {
     fn new(id: u64) -> Self {
-        Self {
-            id,
-            subject: format!("CN=host{id}.example"),
-            serial: id.to_be_bytes().repeat(8),
-        }
+        Self { id, subject: format!("CN=host{id}.example"), serial: id.to_be_bytes().repeat(8) }
     }
 }
 
@@ -66,19 +62,12 @@ fn reopen_keeps_data_and_meta() {
     {
         let store = open(dir.path());
         let t = store.table::<String, u32>("names").expect("table");
-        store
-            .write(|txn| txn.put(&t, &"alice".to_string(), &7))
-            .expect("write");
+        store.write(|txn| txn.put(&t, &"alice".to_string(), &7)).expect("write");
     }
     let store = open(dir.path());
     assert_eq!(store.application(), "testd");
     let t = store.table::<String, u32>("names").expect("table");
-    assert_eq!(
-        store
-            .read(|txn| txn.get(&t, &"alice".to_string()))
-            .expect("read"),
-        Some(7)
-    );
+    assert_eq!(store.read(|txn| txn.get(&t, &"alice".to_string())).expect("read"), Some(7));
 }
 
 #[test]
@@ -102,16 +91,7 @@ fn schema_version_mismatch_names_both() {
     let dir = tempfile::tempdir().expect("tempdir");
     drop(open(dir.path()));
     let err = Store::open(dir.path(), StoreOptions::new("testd", 4)).expect_err("must fail");
-    assert!(
-        matches!(
-            err,
-            StoreError::SchemaVersion {
-                found: 3,
-                expected: 4
-            }
-        ),
-        "{err:?}"
-    );
+    assert!(matches!(err, StoreError::SchemaVersion { found: 3, expected: 4 }), "{err:?}");
     let msg = err.to_string();
     assert!(msg.contains('3') && msg.contains('4'), "{msg}");
     // The failed open released the directory: the right version still opens.
@@ -135,10 +115,7 @@ fn second_open_in_process_is_refused_until_drop() {
 fn meta_table_name_is_reserved() {
     let (_dir, store) = fresh();
     let err = store.table::<String, String>("meta").expect_err("reserved");
-    assert!(matches!(
-        err,
-        StoreError::ReservedTableName { name: "meta" }
-    ));
+    assert!(matches!(err, StoreError::ReservedTableName { name: "meta" }));
 }
 
 /// Writes `keys` in the given (unsorted) order and checks a full range comes
@@ -156,9 +133,7 @@ where
             Ok(())
         })
         .expect("write");
-    let got = store
-        .read(|txn| txn.range(&t, None, usize::MAX))
-        .expect("range");
+    let got = store.read(|txn| txn.range(&t, None, usize::MAX)).expect("range");
     let mut want: Vec<(K, u64)> = keys.iter().cloned().zip(0..).collect();
     want.sort();
     assert_eq!(got, want, "table {name}");
@@ -170,90 +145,35 @@ where
 #[test]
 fn every_key_type_round_trips_in_order() {
     let (_dir, store) = fresh();
-    check_table_order(
-        &store,
-        "u64",
-        vec![300u64, 1, u64::MAX, 256, 0, 255, 1 << 40],
-    );
+    check_table_order(&store, "u64", vec![300u64, 1, u64::MAX, 256, 0, 255, 1 << 40]);
     check_table_order(&store, "u32", vec![70_000u32, 2, u32::MAX, 256, 0]);
-    check_table_order(
-        &store,
-        "string",
-        ["b", "ab", "a", "é", "Z", "aa", "\u{1F600}"]
-            .map(String::from)
-            .to_vec(),
-    );
-    check_table_order(
-        &store,
-        "bytes",
-        vec![
-            vec![1u8],
-            vec![0, 255],
-            vec![0],
-            vec![255, 0, 0],
-            vec![0, 0],
-        ],
-    );
-    check_table_order(
-        &store,
-        "array",
-        vec![[9u8, 0, 0], [0, 0, 1], [0, 1, 0], [255, 255, 255]],
-    );
-    check_table_order(
-        &store,
-        "pair",
-        vec![(2u64, 0u64), (1, u64::MAX), (1, 0), (0, 7), (u64::MAX, 1)],
-    );
+    check_table_order(&store, "string", ["b", "ab", "a", "é", "Z", "aa", "\u{1F600}"].map(String::from).to_vec());
+    check_table_order(&store, "bytes", vec![vec![1u8], vec![0, 255], vec![0], vec![255, 0, 0], vec![0, 0]]);
+    check_table_order(&store, "array", vec![[9u8, 0, 0], [0, 0, 1], [0, 1, 0], [255, 255, 255]]);
+    check_table_order(&store, "pair", vec![(2u64, 0u64), (1, u64::MAX), (1, 0), (0, 7), (u64::MAX, 1)]);
 }
 
 #[test]
 fn empty_and_oversized_keys_are_rejected() {
     let (_dir, store) = fresh();
     let t = store.table::<Vec<u8>, u8>("t").expect("table");
-    let err = store
-        .write(|txn| txn.put(&t, &Vec::new(), &1))
-        .expect_err("empty");
-    assert!(
-        matches!(err, StoreError::KeySize { table: "t", len: 0 }),
-        "{err:?}"
-    );
-    let err = store
-        .write(|txn| txn.put(&t, &vec![0; crate::MAX_KEY_LEN + 1], &1))
-        .expect_err("long");
-    assert!(
-        matches!(err, StoreError::KeySize { len: 512, .. }),
-        "{err:?}"
-    );
-    store
-        .write(|txn| txn.put(&t, &vec![7; crate::MAX_KEY_LEN], &1))
-        .expect("max length key");
+    let err = store.write(|txn| txn.put(&t, &Vec::new(), &1)).expect_err("empty");
+    assert!(matches!(err, StoreError::KeySize { table: "t", len: 0 }), "{err:?}");
+    let err = store.write(|txn| txn.put(&t, &vec![0; crate::MAX_KEY_LEN + 1], &1)).expect_err("long");
+    assert!(matches!(err, StoreError::KeySize { len: 512, .. }), "{err:?}");
+    store.write(|txn| txn.put(&t, &vec![7; crate::MAX_KEY_LEN], &1)).expect("max length key");
 }
 
 #[test]
 fn insert_new_conflicts_and_put_overwrites() {
     let (_dir, store) = fresh();
     let t = store.table::<u64, Record>("certs").expect("table");
-    store
-        .write(|txn| txn.insert_new(&t, &1, &Record::new(1)))
-        .expect("first");
-    let err = store
-        .write(|txn| txn.insert_new(&t, &1, &Record::new(99)))
-        .expect_err("conflict");
-    assert!(
-        matches!(err, StoreError::AlreadyExists { table: "certs" }),
-        "{err:?}"
-    );
-    assert_eq!(
-        store.read(|txn| txn.get(&t, &1)).expect("get"),
-        Some(Record::new(1))
-    );
-    store
-        .write(|txn| txn.put(&t, &1, &Record::new(99)))
-        .expect("put");
-    assert_eq!(
-        store.read(|txn| txn.get(&t, &1)).expect("get"),
-        Some(Record::new(99))
-    );
+    store.write(|txn| txn.insert_new(&t, &1, &Record::new(1))).expect("first");
+    let err = store.write(|txn| txn.insert_new(&t, &1, &Record::new(99))).expect_err("conflict");
+    assert!(matches!(err, StoreError::AlreadyExists { table: "certs" }), "{err:?}");
+    assert_eq!(store.read(|txn| txn.get(&t, &1)).expect("get"), Some(Record::new(1)));
+    store.write(|txn| txn.put(&t, &1, &Record::new(99))).expect("put");
+    assert_eq!(store.read(|txn| txn.get(&t, &1)).expect("get"), Some(Record::new(99)));
 }
 
 #[test]
@@ -290,10 +210,7 @@ fn range_queries_last_len_delete_and_next_key() {
             assert!(txn.range(&log, Some(&11), 100)?.is_empty());
             assert!(txn.range(&log, None, 0)?.is_empty());
             assert_eq!(keys(txn.range_rev(&log, 3)?), [10, 9, 8]);
-            assert_eq!(
-                keys(txn.range_rev(&log, 100)?),
-                (1..=10).rev().collect::<Vec<_>>()
-            );
+            assert_eq!(keys(txn.range_rev(&log, 100)?), (1..=10).rev().collect::<Vec<_>>());
             assert_eq!(keys(txn.range_rev_from(&log, Some(&5), 2)?), [5, 4]);
             assert_eq!(keys(txn.range_rev_from(&log, Some(&50), 2)?), [10, 9]);
             Ok(())
@@ -332,10 +249,7 @@ fn next_u64_key_reports_exhaustion() {
             txn.next_u64_key(&t)
         })
         .expect_err("exhausted");
-    assert!(
-        matches!(err, StoreError::KeySpaceExhausted { table: "t" }),
-        "{err:?}"
-    );
+    assert!(matches!(err, StoreError::KeySpaceExhausted { table: "t" }), "{err:?}");
 }
 
 #[test]
@@ -343,9 +257,7 @@ fn error_in_closure_aborts_everything() {
     let (_dir, store) = fresh();
     let a = store.table::<u64, String>("a").expect("table");
     let b = store.table::<String, u64>("b").expect("table");
-    store
-        .write(|txn| txn.put(&a, &1, &"kept".to_string()))
-        .expect("seed");
+    store.write(|txn| txn.put(&a, &1, &"kept".to_string())).expect("seed");
     let err = store
         .write(|txn| {
             txn.put(&a, &1, &"overwritten".to_string())?;
@@ -393,9 +305,7 @@ fn error_in_closure_aborts_everything() {
         })
         .expect("read");
     // The write lock was released each time.
-    store
-        .write(|txn| txn.put(&a, &5, &"after".to_string()))
-        .expect("write after aborts");
+    store.write(|txn| txn.put(&a, &5, &"after".to_string())).expect("write after aborts");
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -419,10 +329,7 @@ fn undecodable_values_and_keys_are_corrupt_not_panics() {
         })
         .expect("write raw");
     let is_corrupt = |r: Result<_, StoreError>| match r {
-        Err(StoreError::Corrupt {
-            table: "certs",
-            detail,
-        }) => assert!(!detail.is_empty()),
+        Err(StoreError::Corrupt { table: "certs", detail }) => assert!(!detail.is_empty()),
         Err(other) => panic!("expected Corrupt, got {other:?}"),
         Ok(_) => panic!("expected Corrupt, got a value"),
     };
@@ -435,30 +342,15 @@ fn undecodable_values_and_keys_are_corrupt_not_panics() {
     // A valid value with trailing bytes is corrupt too.
     let ok = store.table::<u64, u64>("numbers").expect("table");
     let wide = store.table::<u64, (u64, u64)>("numbers").expect("table");
-    store
-        .write(|txn| txn.put(&wide, &1, &(5, 6)))
-        .expect("write");
+    store.write(|txn| txn.put(&wide, &1, &(5, 6))).expect("write");
     let err = store.read(|txn| txn.get(&ok, &1)).expect_err("trailing");
-    assert!(
-        matches!(
-            err,
-            StoreError::Corrupt {
-                table: "numbers",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert!(matches!(err, StoreError::Corrupt { table: "numbers", .. }), "{err:?}");
 
     // A key of the wrong width names the table.
     let by_name = store.table::<String, u64>("index").expect("table");
     let by_id = store.table::<u64, u64>("index").expect("table");
-    store
-        .write(|txn| txn.put(&by_name, &"abc".to_string(), &1))
-        .expect("write");
-    let err = store
-        .read(|txn| txn.range(&by_id, None, 10))
-        .expect_err("bad key");
+    store.write(|txn| txn.put(&by_name, &"abc".to_string(), &1)).expect("write");
+    let err = store.read(|txn| txn.range(&by_id, None, 10)).expect_err("bad key");
     match err {
         StoreError::Corrupt { table, detail } => {
             assert_eq!(table, "index");
@@ -466,41 +358,26 @@ fn undecodable_values_and_keys_are_corrupt_not_panics() {
         }
         other => panic!("{other:?}"),
     }
-    let err = store
-        .write(|txn| txn.next_u64_key(&by_id))
-        .expect_err("bad key");
-    assert!(
-        matches!(err, StoreError::Corrupt { table: "index", .. }),
-        "{err:?}"
-    );
+    let err = store.write(|txn| txn.next_u64_key(&by_id)).expect_err("bad key");
+    assert!(matches!(err, StoreError::Corrupt { table: "index", .. }), "{err:?}");
 }
 
 #[test]
 fn map_full_is_its_own_error() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let opts = StoreOptions {
-        map_size: 1 << 20,
-        ..StoreOptions::new("testd", 1)
-    };
+    let opts = StoreOptions { map_size: 1 << 20, ..StoreOptions::new("testd", 1) };
     let store = Store::open(dir.path(), opts).expect("open");
     let t = store.table::<u64, Vec<u8>>("blobs").expect("table");
-    let err = store
-        .write(|txn| txn.put(&t, &1, &vec![0u8; 2 << 20]))
-        .expect_err("too big");
+    let err = store.write(|txn| txn.put(&t, &1, &vec![0u8; 2 << 20])).expect_err("too big");
     assert!(matches!(err, StoreError::MapFull), "{err:?}");
     // Smaller writes still work after the aborted one.
-    store
-        .write(|txn| txn.put(&t, &1, &vec![0u8; 1000]))
-        .expect("small write");
+    store.write(|txn| txn.put(&t, &1, &vec![0u8; 1000])).expect("small write");
 }
 
 #[test]
 fn too_many_tables_is_reported() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let opts = StoreOptions {
-        max_tables: 2,
-        ..StoreOptions::new("testd", 1)
-    };
+    let opts = StoreOptions { max_tables: 2, ..StoreOptions::new("testd", 1) };
     let store = Store::open(dir.path(), opts).expect("open");
     store.table::<u64, u64>("one").expect("first");
     store.table::<u64, u64>("two").expect("second");
@@ -515,10 +392,7 @@ fn table_from_another_store_is_refused() {
     let t = one.table::<u64, u64>("t").expect("table");
     two.table::<u64, u64>("t").expect("table");
     let err = two.write(|txn| txn.put(&t, &1, &1)).expect_err("foreign");
-    assert!(
-        matches!(err, StoreError::ForeignTable { table: "t" }),
-        "{err:?}"
-    );
+    assert!(matches!(err, StoreError::ForeignTable { table: "t" }), "{err:?}");
     assert!(two.read(|txn| txn.get(&t, &1)).is_err());
 }
 
@@ -531,9 +405,7 @@ fn readers_see_a_snapshot_and_may_cross_threads() {
         .read(|txn| {
             // A writer on another thread commits while this reader is open.
             let writer = store.clone();
-            std::thread::spawn(move || writer.write(|w| w.put(&t, &2, &2)))
-                .join()
-                .expect("writer thread")?;
+            std::thread::spawn(move || writer.write(|w| w.put(&t, &2, &2))).join().expect("writer thread")?;
             assert_eq!(txn.get(&t, &2)?, None);
             assert_eq!(txn.len(&t)?, 1);
             Ok(())
@@ -564,13 +436,8 @@ fn concurrent_writers_are_serialised() {
     for t in threads {
         t.join().expect("thread");
     }
-    let all = store
-        .read(|txn| txn.range(&log, None, usize::MAX))
-        .expect("read");
-    assert_eq!(
-        all.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
-        (1..=200).collect::<Vec<_>>()
-    );
+    let all = store.read(|txn| txn.range(&log, None, usize::MAX)).expect("read");
+    assert_eq!(all.iter().map(|(k, _)| *k).collect::<Vec<_>>(), (1..=200).collect::<Vec<_>>());
     for thread in 0..4 {
         assert_eq!(all.iter().filter(|(_, v)| *v == thread).count(), 50);
     }
@@ -580,9 +447,7 @@ fn concurrent_writers_are_serialised() {
 fn process_durability_syncs_and_stops_flusher_on_last_drop() {
     let dir = tempfile::tempdir().expect("tempdir");
     let opts = StoreOptions {
-        durability: Durability::Process {
-            flush_interval: Duration::from_secs(3600),
-        },
+        durability: Durability::Process { flush_interval: Duration::from_secs(3600) },
         ..StoreOptions::new("testd", 1)
     };
     let store = Store::open(dir.path(), opts.clone()).expect("open");
@@ -591,18 +456,12 @@ fn process_durability_syncs_and_stops_flusher_on_last_drop() {
     store.sync().expect("sync");
     let clone = store.clone();
     drop(store);
-    clone
-        .write(|txn| txn.put(&t, &2, &2))
-        .expect("clone still works");
+    clone.write(|txn| txn.put(&t, &2, &2)).expect("clone still works");
     // Dropping the last clone wakes the flusher at once rather than after the
     // hour-long interval, and joins it.
     let started = Instant::now();
     drop(clone);
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     let store = Store::open(dir.path(), opts).expect("reopen");
     let t = store.table::<u64, u64>("t").expect("table");
     assert_eq!(store.read(|txn| txn.len(&t)).expect("len"), 2);
@@ -625,9 +484,7 @@ fn crash_child() {
     };
     let opts = StoreOptions {
         // Never flushed in the background: commits live only in the page cache.
-        durability: Durability::Process {
-            flush_interval: Duration::from_secs(3600),
-        },
+        durability: Durability::Process { flush_interval: Duration::from_secs(3600) },
         write_map: std::env::var_os(CRASH_CHILD_WRITE_MAP).is_some(),
         ..StoreOptions::new("crashd", 1)
     };
@@ -666,13 +523,7 @@ fn commits_survive_sigkill(write_map: bool) {
         command.env(CRASH_CHILD_WRITE_MAP, "1");
     }
     let mut child = command
-        .args([
-            "--exact",
-            "tests::crash_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", "tests::crash_child", "--ignored", "--nocapture", "--test-threads=1"])
         .env(CRASH_CHILD_DIR, &state)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -686,10 +537,7 @@ fn commits_survive_sigkill(write_map: bool) {
         let Some(pos) = line.find("committed ") else {
             continue;
         };
-        let id: u64 = line[pos + "committed ".len()..]
-            .trim()
-            .parse()
-            .expect("committed id");
+        let id: u64 = line[pos + "committed ".len()..].trim().parse().expect("committed id");
         assert_eq!(id, reported + 1, "child reports ids in order");
         reported = id;
         if reported >= CRASH_AFTER {
@@ -699,23 +547,13 @@ fn commits_survive_sigkill(write_map: bool) {
         }
     }
     let status = child.wait().expect("wait child");
-    assert_eq!(
-        status.signal(),
-        Some(9),
-        "child must die by SIGKILL, got {status:?}"
-    );
+    assert_eq!(status.signal(), Some(9), "child must die by SIGKILL, got {status:?}");
     assert_eq!(reported, CRASH_AFTER, "child stopped early");
 
     let store = Store::open(&state, StoreOptions::new("crashd", 1)).expect("reopen");
     let t = store.table::<u64, Record>("records").expect("table");
-    let all = store
-        .read(|txn| txn.range(&t, None, usize::MAX))
-        .expect("read back");
-    assert!(
-        all.len() as u64 >= reported,
-        "only {} of {reported} commits survived",
-        all.len()
-    );
+    let all = store.read(|txn| txn.range(&t, None, usize::MAX)).expect("read back");
+    assert!(all.len() as u64 >= reported, "only {} of {reported} commits survived", all.len());
     for (i, (id, record)) in all.iter().enumerate() {
         assert_eq!(*id, i as u64 + 1, "records are contiguous");
         assert_eq!(record, &Record::new(*id));
@@ -727,10 +565,7 @@ fn commits_survive_sigkill(write_map: bool) {
 /// are committed as one group.
 fn held_writer(
     store: &Store,
-) -> (
-    std::sync::mpsc::Sender<()>,
-    impl std::future::Future<Output = Result<(), StoreError>>,
-) {
+) -> (std::sync::mpsc::Sender<()>, impl std::future::Future<Output = Result<(), StoreError>>) {
     let (release, held) = std::sync::mpsc::channel::<()>();
     let (entered_tx, entered) = std::sync::mpsc::channel::<()>();
     let first = store.write_grouped(move |_txn| {
@@ -766,35 +601,21 @@ fn a_grouped_write_that_fails_or_panics_takes_back_only_its_own_writes() {
     release.send(()).expect("writer waits");
     futures::executor::block_on(first).expect("first");
     assert_eq!(futures::executor::block_on(ok1).expect("ok1"), 1);
-    assert!(matches!(
-        futures::executor::block_on(failed),
-        Err(StoreError::MapFull)
-    ));
-    assert!(matches!(
-        futures::executor::block_on(panicked),
-        Err(StoreError::WriterGone)
-    ));
+    assert!(matches!(futures::executor::block_on(failed), Err(StoreError::MapFull)));
+    assert!(matches!(futures::executor::block_on(panicked), Err(StoreError::WriterGone)));
     assert_eq!(futures::executor::block_on(ok2).expect("ok2"), 4);
     let stored = store.read(|txn| txn.range(&t, None, usize::MAX)).expect("read");
-    assert_eq!(
-        stored,
-        vec![(1, "one".to_string()), (4, "four".to_string())]
-    );
+    assert_eq!(stored, vec![(1, "one".to_string()), (4, "four".to_string())]);
     // The writer thread survived the panic.
-    futures::executor::block_on(
-        store.write_grouped(move |txn| txn.put(&t, &5, &"five".to_string())),
-    )
-    .expect("later write");
+    futures::executor::block_on(store.write_grouped(move |txn| txn.put(&t, &5, &"five".to_string())))
+        .expect("later write");
 }
 
 #[test]
 fn grouped_writes_from_many_threads_all_commit_in_order_of_their_keys() {
     for write_map in [false, true] {
         let dir = tempfile::tempdir().expect("tempdir");
-        let opts = StoreOptions {
-            write_map,
-            ..StoreOptions::new("testd", 1)
-        };
+        let opts = StoreOptions { write_map, ..StoreOptions::new("testd", 1) };
         let store = Store::open(dir.path(), opts).expect("open");
         let t = store.table::<u64, u64>("t").expect("table");
         std::thread::scope(|s| {
@@ -813,10 +634,7 @@ fn grouped_writes_from_many_threads_all_commit_in_order_of_their_keys() {
                     for p in pending {
                         let id = futures::executor::block_on(p).expect("grouped write");
                         // Committed before the future resolved: visible to a new reader.
-                        assert_eq!(
-                            store.read(|txn| txn.get(&t, &id)).expect("read"),
-                            Some(thread)
-                        );
+                        assert_eq!(store.read(|txn| txn.get(&t, &id)).expect("read"), Some(thread));
                     }
                 });
             }
@@ -839,9 +657,7 @@ fn grouped_writes_queued_when_the_last_handle_drops_are_committed() {
     let store = open(dir.path());
     let t = store.table::<u64, u64>("t").expect("table");
     let (release, first) = held_writer(&store);
-    let queued: Vec<_> = (0..10u64)
-        .map(|i| store.write_grouped(move |txn| txn.put(&t, &i, &i)))
-        .collect();
+    let queued: Vec<_> = (0..10u64).map(|i| store.write_grouped(move |txn| txn.put(&t, &i, &i))).collect();
     // Dropping joins the writer, which must first be let go.
     let dropper = std::thread::spawn(move || drop(store));
     release.send(()).expect("writer waits");

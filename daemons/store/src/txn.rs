@@ -51,10 +51,7 @@ impl<K, V> Copy for Table<K, V> {}
 
 impl<K, V> fmt::Debug for Table<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Table")
-            .field("name", &self.name)
-            .field("store_id", &self.store_id)
-            .finish()
+        f.debug_struct("Table").field("name", &self.name).field("store_id", &self.store_id).finish()
     }
 }
 
@@ -77,11 +74,7 @@ pub struct WriteTxn<'env> {
 macro_rules! read_methods {
     () => {
         /// The value stored under `key`, if any.
-        pub fn get<K: Key, V: DeserializeOwned>(
-            &self,
-            table: &Table<K, V>,
-            key: &K,
-        ) -> Result<Option<V>, StoreError> {
+        pub fn get<K: Key, V: DeserializeOwned>(&self, table: &Table<K, V>, key: &K) -> Result<Option<V>, StoreError> {
             get(&self.txn, self.store_id, table, key)
         }
 
@@ -118,20 +111,14 @@ macro_rules! read_methods {
         }
 
         /// The entry with the greatest key, if the table is not empty.
-        pub fn last<K: Key, V: DeserializeOwned>(
-            &self,
-            table: &Table<K, V>,
-        ) -> Result<Option<(K, V)>, StoreError> {
+        pub fn last<K: Key, V: DeserializeOwned>(&self, table: &Table<K, V>) -> Result<Option<(K, V)>, StoreError> {
             Ok(range_rev(&self.txn, self.store_id, table, None, 1)?.pop())
         }
 
         /// The number of entries in the table.
         pub fn len<K, V>(&self, table: &Table<K, V>) -> Result<u64, StoreError> {
             check_store(self.store_id, table)?;
-            let stat = self
-                .txn
-                .stat(table.db)
-                .map_err(StoreError::lmdb("table stat"))?;
+            let stat = self.txn.stat(table.db).map_err(StoreError::lmdb("table stat"))?;
             // usize is at most 64 bits on every supported target.
             Ok(stat.entries() as u64)
         }
@@ -158,12 +145,7 @@ impl<'env> WriteTxn<'env> {
     read_methods!();
 
     /// Stores `value` under `key`, replacing any previous value.
-    pub fn put<K: Key, V: Serialize>(
-        &mut self,
-        table: &Table<K, V>,
-        key: &K,
-        value: &V,
-    ) -> Result<(), StoreError> {
+    pub fn put<K: Key, V: Serialize>(&mut self, table: &Table<K, V>, key: &K, value: &V) -> Result<(), StoreError> {
         self.put_with(table, key, value, WriteFlags::empty())
     }
 
@@ -188,10 +170,7 @@ impl<'env> WriteTxn<'env> {
     /// The key after the table's last key, or 1 for an empty table: the next
     /// id in an append-only table such as an audit log. Ids are gap-free
     /// because the write lock is held until commit.
-    pub fn next_u64_key<V: DeserializeOwned>(
-        &self,
-        table: &Table<u64, V>,
-    ) -> Result<u64, StoreError> {
+    pub fn next_u64_key<V: DeserializeOwned>(&self, table: &Table<u64, V>) -> Result<u64, StoreError> {
         check_store(self.store_id, table)?;
         // Only the key is needed; skip decoding the value.
         let mut cursor = open_cursor(&self.txn, table)?;
@@ -213,10 +192,8 @@ impl<'env> WriteTxn<'env> {
     ) -> Result<(), StoreError> {
         check_store(self.store_id, table)?;
         let key = encode_key(table, key)?;
-        let value = postcard::to_stdvec(value).map_err(|e| StoreError::Encode {
-            table: table.name,
-            detail: e.to_string(),
-        })?;
+        let value =
+            postcard::to_stdvec(value).map_err(|e| StoreError::Encode { table: table.name, detail: e.to_string() })?;
         match self.txn.put(table.db, &key, &value, flags) {
             Err(lmdb::Error::KeyExist) => Err(StoreError::AlreadyExists { table: table.name }),
             other => other.map_err(StoreError::lmdb("put")),
@@ -235,24 +212,14 @@ fn check_store<K, V>(store_id: u64, table: &Table<K, V>) -> Result<(), StoreErro
 fn encode_key<'k, K: Key, V>(table: &Table<K, V>, key: &'k K) -> Result<Cow<'k, [u8]>, StoreError> {
     let bytes = key.encode();
     if bytes.is_empty() || bytes.len() > MAX_KEY_LEN {
-        return Err(StoreError::KeySize {
-            table: table.name,
-            len: bytes.len(),
-        });
+        return Err(StoreError::KeySize { table: table.name, len: bytes.len() });
     }
     Ok(bytes)
 }
 
-fn decode_value<K, V: DeserializeOwned>(
-    table: &Table<K, V>,
-    bytes: &[u8],
-) -> Result<V, StoreError> {
-    let corrupt = |detail: String| StoreError::Corrupt {
-        table: table.name,
-        detail,
-    };
-    let (value, rest) =
-        postcard::take_from_bytes(bytes).map_err(|e| corrupt(format!("value: {e}")))?;
+fn decode_value<K, V: DeserializeOwned>(table: &Table<K, V>, bytes: &[u8]) -> Result<V, StoreError> {
+    let corrupt = |detail: String| StoreError::Corrupt { table: table.name, detail };
+    let (value, rest) = postcard::take_from_bytes(bytes).map_err(|e| corrupt(format!("value: {e}")))?;
     if !rest.is_empty() {
         return Err(corrupt(format!("value: {} trailing bytes", rest.len())));
     }
@@ -340,12 +307,8 @@ fn range_rev<T: Transaction, K: Key, V: DeserializeOwned>(
     Ok(out)
 }
 
-fn open_cursor<'txn, T: Transaction, K, V>(
-    txn: &'txn T,
-    table: &Table<K, V>,
-) -> Result<RoCursor<'txn>, StoreError> {
-    txn.open_ro_cursor(table.db)
-        .map_err(StoreError::lmdb("open cursor"))
+fn open_cursor<'txn, T: Transaction, K, V>(txn: &'txn T, table: &Table<K, V>) -> Result<RoCursor<'txn>, StoreError> {
+    txn.open_ro_cursor(table.db).map_err(StoreError::lmdb("open cursor"))
 }
 
 /// A key and value as stored.
@@ -362,9 +325,8 @@ fn position<'txn>(
         None => Ok(None),
         Some((Some(key), value)) => Ok(Some((key, value))),
         // LMDB always returns the key for these operations.
-        Some((None, _)) => Err(StoreError::Lmdb {
-            operation: "cursor",
-            detail: format!("table {table}: cursor returned no key"),
-        }),
+        Some((None, _)) => {
+            Err(StoreError::Lmdb { operation: "cursor", detail: format!("table {table}: cursor returned no key") })
+        }
     }
 }

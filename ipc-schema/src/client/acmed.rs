@@ -180,17 +180,34 @@ mod tests {
 
     impl AcmedSession for Stub {
         fn health(&self) -> AcmedHealth {
-            AcmedHealth { ok: true, version: "v".into(), uptime_secs: 1, accounts: 2, eab_keys: 3, external_account_required: true }
+            AcmedHealth {
+                ok: true,
+                version: "v".into(),
+                uptime_secs: 1,
+                accounts: 2,
+                eab_keys: 3,
+                external_account_required: true,
+            }
         }
 
         fn admin(&self) -> LocalResult<Rc<dyn AcmeAdminService>> {
-            let r = if self.admit { Ok(Rc::new(Stub { admit: true }) as Rc<dyn AcmeAdminService>) } else { Err(IpcError::new(ErrorKind::PermissionDenied, "no")) };
+            let r = if self.admit {
+                Ok(Rc::new(Stub { admit: true }) as Rc<dyn AcmeAdminService>)
+            } else {
+                Err(IpcError::new(ErrorKind::PermissionDenied, "no"))
+            };
             futures::future::ready(r).boxed_local()
         }
     }
 
     fn key(id: &str, mac: &[u8]) -> EabKey {
-        EabKey { key_id: id.into(), hmac_key: mac.to_vec(), created_unix_secs: 5, bound_account: "https://a/acct/1".into(), note: "n".into() }
+        EabKey {
+            key_id: id.into(),
+            hmac_key: mac.to_vec(),
+            created_unix_secs: 5,
+            bound_account: "https://a/acct/1".into(),
+            note: "n".into(),
+        }
     }
 
     impl AcmeAdminService for Stub {
@@ -201,11 +218,16 @@ mod tests {
             futures::future::ready(Ok(vec![key("k", b""), key("l", b"")])).boxed_local()
         }
         fn eab_show(&self, key_id: String) -> LocalResult<EabKey> {
-            let r = if key_id == "k" { Ok(key("k", b"")) } else { Err(IpcError::new(ErrorKind::NotFound, format!("no {key_id}"))) };
+            let r = if key_id == "k" {
+                Ok(key("k", b""))
+            } else {
+                Err(IpcError::new(ErrorKind::NotFound, format!("no {key_id}")))
+            };
             futures::future::ready(r).boxed_local()
         }
         fn eab_delete(&self, key_id: String) -> LocalResult<EabKey> {
-            futures::future::ready(Err(IpcError::new(ErrorKind::AlreadyExists, format!("{key_id} is bound")))).boxed_local()
+            futures::future::ready(Err(IpcError::new(ErrorKind::AlreadyExists, format!("{key_id} is bound"))))
+                .boxed_local()
         }
     }
 

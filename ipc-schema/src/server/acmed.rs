@@ -51,7 +51,8 @@ pub async fn serve_acmed(
 ) {
     serve_bootstrap(listener, opts, shutdown, None, move |peer, in_flight| {
         let session = service.session(peer);
-        let bootstrap: wire::acmed::Client = capnp_rpc::new_client(AcmedServer { session, in_flight: in_flight.clone() });
+        let bootstrap: wire::acmed::Client =
+            capnp_rpc::new_client(AcmedServer { session, in_flight: in_flight.clone() });
         bootstrap.client
     })
     .await
@@ -131,7 +132,10 @@ impl wire::acme_admin::Server for AcmeAdminServer {
         mut results: wire::acme_admin::EabShowResults,
     ) -> capnp::Result<()> {
         let _call = self.in_flight.enter();
-        let key_id = params.get().map_err(|e| malformed("EAB show request", e)).and_then(|p| convert::text(p.get_key_id(), "key id"));
+        let key_id = params
+            .get()
+            .map_err(|e| malformed("EAB show request", e))
+            .and_then(|p| convert::text(p.get_key_id(), "key id"));
         drop(params);
         let outcome = match key_id {
             Ok(k) => self.inner.eab_show(k).await,
@@ -147,7 +151,10 @@ impl wire::acme_admin::Server for AcmeAdminServer {
         mut results: wire::acme_admin::EabDeleteResults,
     ) -> capnp::Result<()> {
         let _call = self.in_flight.enter();
-        let key_id = params.get().map_err(|e| malformed("EAB delete request", e)).and_then(|p| convert::text(p.get_key_id(), "key id"));
+        let key_id = params
+            .get()
+            .map_err(|e| malformed("EAB delete request", e))
+            .and_then(|p| convert::text(p.get_key_id(), "key id"));
         drop(params);
         let outcome = match key_id {
             Ok(k) => self.inner.eab_delete(k).await,

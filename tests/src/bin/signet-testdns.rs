@@ -505,14 +505,10 @@ fn target_name(s: &str) -> Result<Name, String> {
 /// One record's data from its TYPE and VALUE columns.
 fn parse_rdata(rtype: &str, value: &str) -> Result<RData, String> {
     match rtype.to_ascii_uppercase().as_str() {
-        "A" => value
-            .parse::<Ipv4Addr>()
-            .map(|ip| RData::A(A(ip)))
-            .map_err(|_| format!("bad IPv4 address `{value}`")),
-        "AAAA" => value
-            .parse::<Ipv6Addr>()
-            .map(|ip| RData::AAAA(AAAA(ip)))
-            .map_err(|_| format!("bad IPv6 address `{value}`")),
+        "A" => value.parse::<Ipv4Addr>().map(|ip| RData::A(A(ip))).map_err(|_| format!("bad IPv4 address `{value}`")),
+        "AAAA" => {
+            value.parse::<Ipv6Addr>().map(|ip| RData::AAAA(AAAA(ip))).map_err(|_| format!("bad IPv6 address `{value}`"))
+        }
         "CNAME" => Ok(RData::CNAME(CNAME(target_name(value)?))),
         "TXT" => {
             let strings = character_strings(value)?;

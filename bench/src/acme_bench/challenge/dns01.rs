@@ -130,11 +130,16 @@ mod tests {
         let b = zone.add_txt("_acme-challenge.c1-1.bench.test", "def").unwrap();
         assert_eq!(
             fs::read_to_string(&path).unwrap(),
-            format!("{base}\n_acme-challenge.c0-1.bench.test TXT \"abc_-1\"\n_acme-challenge.c1-1.bench.test TXT \"def\"\n")
+            format!(
+                "{base}\n_acme-challenge.c0-1.bench.test TXT \"abc_-1\"\n_acme-challenge.c1-1.bench.test TXT \"def\"\n"
+            )
         );
         zone.remove(a).unwrap();
         zone.remove(a).unwrap();
-        assert_eq!(fs::read_to_string(&path).unwrap(), format!("{base}\n_acme-challenge.c1-1.bench.test TXT \"def\"\n"));
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            format!("{base}\n_acme-challenge.c1-1.bench.test TXT \"def\"\n")
+        );
         zone.remove(b).unwrap();
         zone.restore().unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), format!("{base}\n"));

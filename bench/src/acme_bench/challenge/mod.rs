@@ -113,7 +113,12 @@ impl Responder {
     }
 
     /// Publishes the response to a challenge for `identifier` with `token`.
-    pub async fn publish(&self, identifier: &Identifier, token: &str, key_authorization: &str) -> Result<Published, Error> {
+    pub async fn publish(
+        &self,
+        identifier: &Identifier,
+        token: &str,
+        key_authorization: &str,
+    ) -> Result<Published, Error> {
         match &self.inner {
             Inner::Http01(tokens) => {
                 tokens.insert(token, key_authorization);
@@ -132,7 +137,12 @@ impl Responder {
 
     /// Publishes a dns-persist-01 record for `identifier`: the CA's
     /// `issuer_domain` and this client's `account_url`.
-    pub async fn publish_persist(&self, identifier: &Identifier, issuer_domain: &str, account_url: &str) -> Result<Published, Error> {
+    pub async fn publish_persist(
+        &self,
+        identifier: &Identifier,
+        issuer_domain: &str,
+        account_url: &str,
+    ) -> Result<Published, Error> {
         let Inner::Dns01(zone) = &self.inner else {
             return Err(Error::ChallengeSetup("dns-persist-01 records go to the DNS zone (--dns-zone)".into()));
         };

@@ -91,7 +91,8 @@ pub fn acceptor(certs: &Arc<Certs>) -> Result<SslAcceptor, ErrorStack> {
     builder.set_alpn_select_callback(|_, client| select_next_proto(ACME_TLS_1, client).ok_or(AlpnError::ALERT_FATAL));
     let certs_for_sni = Arc::clone(certs);
     builder.set_servername_callback(move |ssl, alert| {
-        let cert = ssl.servername(NameType::HOST_NAME).map(str::to_ascii_lowercase).and_then(|n| certs_for_sni.lookup(&n));
+        let cert =
+            ssl.servername(NameType::HOST_NAME).map(str::to_ascii_lowercase).and_then(|n| certs_for_sni.lookup(&n));
         let Some(cert) = cert else {
             *alert = SslAlert::UNRECOGNIZED_NAME;
             return Err(SniError::ALERT_FATAL);
@@ -151,7 +152,11 @@ pub fn sni_name(identifier: &Identifier) -> Result<String, String> {
 /// The self-signed challenge certificate (RFC 8737 §3): the identifier as
 /// its only subjectAltName, and the critical acmeIdentifier extension whose
 /// value is the OCTET STRING of SHA-256(key authorization).
-pub fn challenge_cert(key: &PKey<Private>, identifier: &Identifier, key_authorization: &str) -> Result<X509, ErrorStack> {
+pub fn challenge_cert(
+    key: &PKey<Private>,
+    identifier: &Identifier,
+    key_authorization: &str,
+) -> Result<X509, ErrorStack> {
     let mut builder = X509Builder::new()?;
     builder.set_version(2)?;
     let mut serial = BigNum::new()?;
@@ -199,7 +204,8 @@ mod tests {
             let cert = challenge_cert(&certs.key, &identifier, "tok.thumb").unwrap();
             let parsed = x509_cert::Certificate::from_der(&cert.to_der().unwrap()).unwrap();
             let extensions = parsed.tbs_certificate.extensions.unwrap();
-            let acme = extensions.iter().find(|e| e.extn_id.to_string() == ACME_IDENTIFIER_OID).expect("acmeIdentifier");
+            let acme =
+                extensions.iter().find(|e| e.extn_id.to_string() == ACME_IDENTIFIER_OID).expect("acmeIdentifier");
             assert!(acme.critical);
             assert_eq!(acme.extn_value.as_bytes(), signet_acme::validate::tls_alpn01_extension_value("tok.thumb"));
             let sans = cert.subject_alt_names().unwrap();

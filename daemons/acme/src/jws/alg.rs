@@ -35,14 +35,8 @@ pub const SUPPORTED_ALGORITHMS: &[&str] = &["ES256", "ES384", "ES512", "EdDSA", 
 
 impl Algorithm {
     /// Every accepted algorithm.
-    pub const ALL: [Algorithm; 6] = [
-        Algorithm::Es256,
-        Algorithm::Es384,
-        Algorithm::Es512,
-        Algorithm::EdDsa,
-        Algorithm::Rs256,
-        Algorithm::Ps256,
-    ];
+    pub const ALL: [Algorithm; 6] =
+        [Algorithm::Es256, Algorithm::Es384, Algorithm::Es512, Algorithm::EdDsa, Algorithm::Rs256, Algorithm::Ps256];
 
     /// The `alg` name.
     pub fn name(self) -> &'static str {
@@ -90,10 +84,7 @@ impl Algorithm {
     /// algorithm (and the JWK's own `alg`, if it declared one).
     pub fn verify(self, key: &Jwk, signing_input: &[u8], signature: &[u8]) -> Result<(), JwsError> {
         if !self.fits(key.kind()) {
-            return Err(JwsError::AlgorithmKeyMismatch {
-                alg: self.name(),
-                key: key.kind().to_string(),
-            });
+            return Err(JwsError::AlgorithmKeyMismatch { alg: self.name(), key: key.kind().to_string() });
         }
         if let Some(declared) = key.declared_alg() {
             if declared != self.name() {
@@ -143,46 +134,29 @@ impl Algorithm {
     /// (raw r||s for ECDSA). For tests and tools; the CA never signs requests.
     pub fn sign(self, key: &PKeyRef<Private>, signing_input: &[u8]) -> Result<Vec<u8>, JwsError> {
         let internal = |e: openssl::error::ErrorStack| JwsError::Internal(e.to_string());
-        let public = PKey::public_key_from_der(&key.public_key_to_der().map_err(internal)?)
-            .map_err(internal)?;
+        let public = PKey::public_key_from_der(&key.public_key_to_der().map_err(internal)?).map_err(internal)?;
         self.sign_with_jwk(key, &Jwk::from_public_key(&public)?, signing_input)
     }
 
     /// [`Algorithm::sign`] with the key's public JWK already at hand (it must
     /// be `key`'s): deriving it costs more than an ECDSA signature.
-    pub fn sign_with_jwk(
-        self,
-        key: &PKeyRef<Private>,
-        jwk: &Jwk,
-        signing_input: &[u8],
-    ) -> Result<Vec<u8>, JwsError> {
+    pub fn sign_with_jwk(self, key: &PKeyRef<Private>, jwk: &Jwk, signing_input: &[u8]) -> Result<Vec<u8>, JwsError> {
         let internal = |e: openssl::error::ErrorStack| JwsError::Internal(e.to_string());
         if !self.fits(jwk.kind()) {
-            return Err(JwsError::AlgorithmKeyMismatch {
-                alg: self.name(),
-                key: jwk.kind().to_string(),
-            });
+            return Err(JwsError::AlgorithmKeyMismatch { alg: self.name(), key: jwk.kind().to_string() });
         }
         match self.digest() {
-            None => Signer::new_without_digest(key)
-                .and_then(|mut s| s.sign_oneshot_to_vec(signing_input))
-                .map_err(internal),
+            None => {
+                Signer::new_without_digest(key).and_then(|mut s| s.sign_oneshot_to_vec(signing_input)).map_err(internal)
+            }
             Some(md) => {
                 let mut signer = Signer::new(md, key).map_err(internal)?;
                 if self == Algorithm::Ps256 {
-                    signer
-                        .set_rsa_padding(Padding::PKCS1_PSS)
-                        .map_err(internal)?;
-                    signer
-                        .set_rsa_mgf1_md(MessageDigest::sha256())
-                        .map_err(internal)?;
-                    signer
-                        .set_rsa_pss_saltlen(RsaPssSaltlen::DIGEST_LENGTH)
-                        .map_err(internal)?;
+                    signer.set_rsa_padding(Padding::PKCS1_PSS).map_err(internal)?;
+                    signer.set_rsa_mgf1_md(MessageDigest::sha256()).map_err(internal)?;
+                    signer.set_rsa_pss_saltlen(RsaPssSaltlen::DIGEST_LENGTH).map_err(internal)?;
                 }
-                let sig = signer
-                    .sign_oneshot_to_vec(signing_input)
-                    .map_err(internal)?;
+                let sig = signer.sign_oneshot_to_vec(signing_input).map_err(internal)?;
                 match jwk.ec_coordinate_len() {
                     Some(len) => ecdsa_der_to_raw(&sig, len).map_err(internal),
                     None => Ok(sig),
@@ -212,11 +186,7 @@ pub enum MacAlgorithm {
 
 impl MacAlgorithm {
     /// Every accepted MAC algorithm.
-    pub const ALL: [MacAlgorithm; 3] = [
-        MacAlgorithm::Hs256,
-        MacAlgorithm::Hs384,
-        MacAlgorithm::Hs512,
-    ];
+    pub const ALL: [MacAlgorithm; 3] = [MacAlgorithm::Hs256, MacAlgorithm::Hs384, MacAlgorithm::Hs512];
 
     /// The `alg` name.
     pub fn name(self) -> &'static str {
@@ -241,9 +211,7 @@ impl MacAlgorithm {
             MacAlgorithm::Hs512 => MessageDigest::sha512(),
         };
         let pkey = PKey::hmac(key).map_err(internal)?;
-        Signer::new(md, &pkey)
-            .and_then(|mut s| s.sign_oneshot_to_vec(signing_input))
-            .map_err(internal)
+        Signer::new(md, &pkey).and_then(|mut s| s.sign_oneshot_to_vec(signing_input)).map_err(internal)
     }
 
     /// Checks a MAC in constant time.

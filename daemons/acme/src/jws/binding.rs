@@ -14,23 +14,12 @@ use super::{Algorithm, Jwk, JwsError, KeyRef, MacAlgorithm, RawJws, VerifiedRequ
 /// has no `nonce`, and whose payload `{"account", "oldKey"}` names this account
 /// and its current key. Checking that no other account already uses the new
 /// key is the caller's job.
-pub fn verify_key_change(
-    outer: &VerifiedRequest,
-    account_url: &str,
-    old_key: &Jwk,
-) -> Result<Jwk, JwsError> {
+pub fn verify_key_change(outer: &VerifiedRequest, account_url: &str, old_key: &Jwk) -> Result<Jwk, JwsError> {
     if outer.kid() != Some(account_url) {
         return Err(JwsError::WrongKeyReference("kid"));
     }
-    let inner =
-        RawJws::parse(outer.payload()).map_err(|e| JwsError::Payload(format!("inner JWS: {e}")))?;
-    let alg = Algorithm::from_name(
-        inner
-            .header
-            .alg
-            .as_deref()
-            .ok_or(JwsError::MissingHeader("alg"))?,
-    )?;
+    let inner = RawJws::parse(outer.payload()).map_err(|e| JwsError::Payload(format!("inner JWS: {e}")))?;
+    let alg = Algorithm::from_name(inner.header.alg.as_deref().ok_or(JwsError::MissingHeader("alg"))?)?;
     if inner.header.nonce.is_some() {
         return Err(JwsError::ForbiddenHeader("nonce"));
     }
@@ -45,8 +34,8 @@ pub fn verify_key_change(
     }
     alg.verify(&new_key, &inner.signing_input(), &inner.signature)?;
 
-    let change: KeyChangePayload = serde_json::from_slice(&inner.payload)
-        .map_err(|e| JwsError::Payload(format!("key change: {e}")))?;
+    let change: KeyChangePayload =
+        serde_json::from_slice(&inner.payload).map_err(|e| JwsError::Payload(format!("key change: {e}")))?;
     if change.account != account_url {
         return Err(JwsError::KeyChangeAccount);
     }
@@ -82,15 +71,9 @@ impl ExternalAccountBinding {
     /// neither `nonce` nor `jwk`.
     pub fn parse(value: &Value) -> Result<ExternalAccountBinding, JwsError> {
         let raw = RawJws::from_value(value)?;
-        let alg_name = raw
-            .header
-            .alg
-            .as_deref()
-            .ok_or(JwsError::MissingHeader("alg"))?;
+        let alg_name = raw.header.alg.as_deref().ok_or(JwsError::MissingHeader("alg"))?;
         let alg = MacAlgorithm::from_name(alg_name).ok_or_else(|| {
-            JwsError::Header(format!(
-                "external account binding alg {alg_name:?} is not HS256, HS384 or HS512"
-            ))
+            JwsError::Header(format!("external account binding alg {alg_name:?} is not HS256, HS384 or HS512"))
         })?;
         if raw.header.nonce.is_some() {
             return Err(JwsError::ForbiddenHeader("nonce"));
@@ -102,11 +85,7 @@ impl ExternalAccountBinding {
             None | Some("") => return Err(JwsError::MissingHeader("kid")),
             Some(kid) => kid.to_owned(),
         };
-        let url = raw
-            .header
-            .url
-            .clone()
-            .ok_or(JwsError::MissingHeader("url"))?;
+        let url = raw.header.url.clone().ok_or(JwsError::MissingHeader("url"))?;
         Ok(ExternalAccountBinding { alg, kid, url, raw })
     }
 
@@ -123,17 +102,11 @@ impl ExternalAccountBinding {
     /// Verifies the binding with `mac_key` (the key behind [`Self::key_id`]):
     /// the `url` must be the newAccount URL `outer_url`, the MAC must verify
     /// and the payload must be `account_key`, the outer request's `jwk`.
-    pub fn verify(
-        &self,
-        mac_key: &[u8],
-        outer_url: &str,
-        account_key: &Jwk,
-    ) -> Result<(), JwsError> {
+    pub fn verify(&self, mac_key: &[u8], outer_url: &str, account_key: &Jwk) -> Result<(), JwsError> {
         if self.url != outer_url {
             return Err(JwsError::InnerUrlMismatch);
         }
-        self.alg
-            .verify(mac_key, &self.raw.signing_input(), &self.raw.signature)?;
+        self.alg.verify(mac_key, &self.raw.signing_input(), &self.raw.signature)?;
         let bound: Value = serde_json::from_slice(&self.raw.payload)
             .map_err(|e| JwsError::Payload(format!("external account binding: {e}")))?;
         match Jwk::from_json(&bound) {

@@ -72,18 +72,9 @@ pub struct Jwk {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Params {
-    Ec {
-        curve: Curve,
-        x: Vec<u8>,
-        y: Vec<u8>,
-    },
-    Rsa {
-        n: Vec<u8>,
-        e: Vec<u8>,
-    },
-    Ed25519 {
-        x: Vec<u8>,
-    },
+    Ec { curve: Curve, x: Vec<u8>, y: Vec<u8> },
+    Rsa { n: Vec<u8>, e: Vec<u8> },
+    Ed25519 { x: Vec<u8> },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,9 +108,7 @@ impl Curve {
         }
     }
     fn from_nid(nid: Nid) -> Option<Curve> {
-        [Curve::P256, Curve::P384, Curve::P521]
-            .into_iter()
-            .find(|c| c.nid() == nid)
+        [Curve::P256, Curve::P384, Curve::P521].into_iter().find(|c| c.nid() == nid)
     }
     /// The length of one coordinate (and of r or s in a JWS signature), in bytes.
     pub(crate) fn coordinate_len(self) -> usize {
@@ -141,9 +130,7 @@ impl Eq for Jwk {}
 impl Jwk {
     /// Parses a JWK from its JSON object (as found in a `jwk` header or a key-change payload).
     pub fn from_json(value: &Value) -> Result<Jwk, JwsError> {
-        let obj = value
-            .as_object()
-            .ok_or_else(|| bad_key("JWK is not a JSON object"))?;
+        let obj = value.as_object().ok_or_else(|| bad_key("JWK is not a JSON object"))?;
         if let Some(private) = PRIVATE_MEMBERS.iter().find(|m| obj.contains_key(**m)) {
             return Err(bad_key(format!("JWK has the private member {private:?}")));
         }
@@ -160,8 +147,7 @@ impl Jwk {
         let params = match member_str(obj, "kty")? {
             "EC" => {
                 let crv = member_str(obj, "crv")?;
-                let curve = Curve::from_name(crv)
-                    .ok_or_else(|| bad_key(format!("unsupported EC curve {crv:?}")))?;
+                let curve = Curve::from_name(crv).ok_or_else(|| bad_key(format!("unsupported EC curve {crv:?}")))?;
                 let x = member_b64(obj, "x")?;
                 let y = member_b64(obj, "y")?;
                 if x.len() != curve.coordinate_len() || y.len() != curve.coordinate_len() {
@@ -173,26 +159,16 @@ impl Jwk {
                 }
                 Params::Ec { curve, x, y }
             }
-            "RSA" => Params::Rsa {
-                n: member_b64(obj, "n")?,
-                e: member_b64(obj, "e")?,
-            },
+            "RSA" => Params::Rsa { n: member_b64(obj, "n")?, e: member_b64(obj, "e")? },
             "OKP" => match member_str(obj, "crv")? {
-                "Ed25519" => Params::Ed25519 {
-                    x: member_b64(obj, "x")?,
-                },
+                "Ed25519" => Params::Ed25519 { x: member_b64(obj, "x")? },
                 crv => return Err(bad_key(format!("unsupported OKP curve {crv:?}"))),
             },
             kty => return Err(bad_key(format!("unsupported key type {kty:?}"))),
         };
         let key = params.public_key()?;
         let ec = key.ec_key().ok();
-        Ok(Jwk {
-            params,
-            declared_alg,
-            key,
-            ec,
-        })
+        Ok(Jwk { params, declared_alg, key, ec })
     }
 
     /// The JWK of an OpenSSL public (or private) key.
@@ -200,51 +176,34 @@ impl Jwk {
         let params = match key.id() {
             Id::EC => {
                 let ec = key.ec_key().map_err(|e| bad_key(format!("EC key: {e}")))?;
-                let curve = ec
-                    .group()
-                    .curve_name()
-                    .and_then(Curve::from_nid)
-                    .ok_or_else(|| bad_key("unsupported EC curve"))?;
-                let (x, y) =
-                    ec_coordinates(&ec, curve).map_err(|e| bad_key(format!("EC key: {e}")))?;
+                let curve =
+                    ec.group().curve_name().and_then(Curve::from_nid).ok_or_else(|| bad_key("unsupported EC curve"))?;
+                let (x, y) = ec_coordinates(&ec, curve).map_err(|e| bad_key(format!("EC key: {e}")))?;
                 Params::Ec { curve, x, y }
             }
             Id::RSA => {
                 let rsa = key.rsa().map_err(|e| bad_key(format!("RSA key: {e}")))?;
-                Params::Rsa {
-                    n: rsa.n().to_vec(),
-                    e: rsa.e().to_vec(),
-                }
+                Params::Rsa { n: rsa.n().to_vec(), e: rsa.e().to_vec() }
             }
-            Id::ED25519 => Params::Ed25519 {
-                x: key
-                    .raw_public_key()
-                    .map_err(|e| bad_key(format!("Ed25519 key: {e}")))?,
-            },
+            Id::ED25519 => {
+                Params::Ed25519 { x: key.raw_public_key().map_err(|e| bad_key(format!("Ed25519 key: {e}")))? }
+            }
             other => return Err(bad_key(format!("unsupported key type {other:?}"))),
         };
         let key = params.public_key()?;
         let ec = key.ec_key().ok();
-        Ok(Jwk {
-            params,
-            declared_alg: None,
-            key,
-            ec,
-        })
+        Ok(Jwk { params, declared_alg: None, key, ec })
     }
 
     /// Parses a DER SubjectPublicKeyInfo.
     pub fn from_spki_der(der: &[u8]) -> Result<Jwk, JwsError> {
-        let key = PKey::public_key_from_der(der)
-            .map_err(|e| bad_key(format!("SubjectPublicKeyInfo: {e}")))?;
+        let key = PKey::public_key_from_der(der).map_err(|e| bad_key(format!("SubjectPublicKeyInfo: {e}")))?;
         Jwk::from_public_key(&key)
     }
 
     /// The key as a DER SubjectPublicKeyInfo.
     pub fn to_spki_der(&self) -> Result<Vec<u8>, JwsError> {
-        self.key
-            .public_key_to_der()
-            .map_err(|e| bad_key(format!("encoding SubjectPublicKeyInfo: {e}")))
+        self.key.public_key_to_der().map_err(|e| bad_key(format!("encoding SubjectPublicKeyInfo: {e}")))
     }
 
     /// The OpenSSL public key.
@@ -255,15 +214,9 @@ impl Jwk {
     /// What kind of key this is.
     pub fn kind(&self) -> KeyKind {
         match &self.params {
-            Params::Ec {
-                curve: Curve::P256, ..
-            } => KeyKind::EcP256,
-            Params::Ec {
-                curve: Curve::P384, ..
-            } => KeyKind::EcP384,
-            Params::Ec {
-                curve: Curve::P521, ..
-            } => KeyKind::EcP521,
+            Params::Ec { curve: Curve::P256, .. } => KeyKind::EcP256,
+            Params::Ec { curve: Curve::P384, .. } => KeyKind::EcP384,
+            Params::Ec { curve: Curve::P521, .. } => KeyKind::EcP521,
             Params::Rsa { .. } => KeyKind::Rsa(self.key.bits()),
             Params::Ed25519 { .. } => KeyKind::Ed25519,
         }
@@ -285,17 +238,10 @@ impl Jwk {
     pub fn canonical_json(&self) -> String {
         // Every value is either a fixed ASCII name or base64url, so none needs escaping.
         match &self.params {
-            Params::Ec { curve, x, y } => format!(
-                r#"{{"crv":"{}","kty":"EC","x":"{}","y":"{}"}}"#,
-                curve.name(),
-                b64_encode(x),
-                b64_encode(y)
-            ),
-            Params::Rsa { n, e } => format!(
-                r#"{{"e":"{}","kty":"RSA","n":"{}"}}"#,
-                b64_encode(e),
-                b64_encode(n)
-            ),
+            Params::Ec { curve, x, y } => {
+                format!(r#"{{"crv":"{}","kty":"EC","x":"{}","y":"{}"}}"#, curve.name(), b64_encode(x), b64_encode(y))
+            }
+            Params::Rsa { n, e } => format!(r#"{{"e":"{}","kty":"RSA","n":"{}"}}"#, b64_encode(e), b64_encode(n)),
             Params::Ed25519 { x } => {
                 format!(r#"{{"crv":"Ed25519","kty":"OKP","x":"{}"}}"#, b64_encode(x))
             }
@@ -330,57 +276,41 @@ impl Params {
     fn public_key(&self) -> Result<PKey<Public>, JwsError> {
         match self {
             Params::Ec { curve, x, y } => {
-                let group = EcGroup::from_curve_name(curve.nid())
-                    .map_err(|e| bad_key(format!("{}: {e}", curve.name())))?;
+                let group =
+                    EcGroup::from_curve_name(curve.nid()).map_err(|e| bad_key(format!("{}: {e}", curve.name())))?;
                 let (bx, by) = (bn(x)?, bn(y)?);
                 // Checks that the point lies on the curve (EC_KEY_check_key).
                 let ec = EcKey::from_public_key_affine_coordinates(&group, &bx, &by)
                     .map_err(|_| bad_key(format!("the point is not on {}", curve.name())))?;
-                ec.check_key().map_err(|_| {
-                    bad_key(format!("the point is not a valid {} key", curve.name()))
-                })?;
+                ec.check_key().map_err(|_| bad_key(format!("the point is not a valid {} key", curve.name())))?;
                 PKey::from_ec_key(ec).map_err(|e| bad_key(e.to_string()))
             }
             Params::Rsa { n, e } => {
                 if n.first() == Some(&0) || e.first() == Some(&0) {
-                    return Err(bad_key(
-                        "RSA integers must use their minimal encoding (no leading zero)",
-                    ));
+                    return Err(bad_key("RSA integers must use their minimal encoding (no leading zero)"));
                 }
                 let bits = u32::try_from(n.len() * 8).unwrap_or(u32::MAX);
                 if n.is_empty() || bits - n[0].leading_zeros() < RSA_MIN_BITS {
-                    return Err(bad_key(format!(
-                        "RSA keys must have at least {RSA_MIN_BITS} bits"
-                    )));
+                    return Err(bad_key(format!("RSA keys must have at least {RSA_MIN_BITS} bits")));
                 }
                 if bits - n[0].leading_zeros() > RSA_MAX_BITS {
-                    return Err(bad_key(format!(
-                        "RSA keys must have at most {RSA_MAX_BITS} bits"
-                    )));
+                    return Err(bad_key(format!("RSA keys must have at most {RSA_MAX_BITS} bits")));
                 }
                 if n.last().is_some_and(|b| b & 1 == 0) {
                     return Err(bad_key("the RSA modulus is even"));
                 }
                 // e: odd, at least 3, at most 32 bits (bounds verification cost).
-                if e.is_empty()
-                    || e.len() > 4
-                    || e.last().is_some_and(|b| b & 1 == 0)
-                    || e.as_slice() == [1]
-                {
-                    return Err(bad_key(
-                        "the RSA public exponent must be odd, at least 3 and below 2^32",
-                    ));
+                if e.is_empty() || e.len() > 4 || e.last().is_some_and(|b| b & 1 == 0) || e.as_slice() == [1] {
+                    return Err(bad_key("the RSA public exponent must be odd, at least 3 and below 2^32"));
                 }
-                let rsa = Rsa::from_public_components(bn(n)?, bn(e)?)
-                    .map_err(|e| bad_key(e.to_string()))?;
+                let rsa = Rsa::from_public_components(bn(n)?, bn(e)?).map_err(|e| bad_key(e.to_string()))?;
                 PKey::from_rsa(rsa).map_err(|e| bad_key(e.to_string()))
             }
             Params::Ed25519 { x } => {
                 if x.len() != 32 {
                     return Err(bad_key("Ed25519 keys are 32 bytes"));
                 }
-                PKey::public_key_from_raw_bytes(x, Id::ED25519)
-                    .map_err(|e| bad_key(format!("Ed25519: {e}")))
+                PKey::public_key_from_raw_bytes(x, Id::ED25519).map_err(|e| bad_key(format!("Ed25519: {e}")))
             }
         }
     }
@@ -399,14 +329,10 @@ impl<'de> Deserialize<'de> for Jwk {
     }
 }
 
-fn ec_coordinates<T: HasPublic>(
-    ec: &EcKey<T>,
-    curve: Curve,
-) -> Result<(Vec<u8>, Vec<u8>), openssl::error::ErrorStack> {
+fn ec_coordinates<T: HasPublic>(ec: &EcKey<T>, curve: Curve) -> Result<(Vec<u8>, Vec<u8>), openssl::error::ErrorStack> {
     let mut ctx = BigNumContext::new()?;
     let (mut x, mut y) = (BigNum::new()?, BigNum::new()?);
-    ec.public_key()
-        .affine_coordinates(ec.group(), &mut x, &mut y, &mut ctx)?;
+    ec.public_key().affine_coordinates(ec.group(), &mut x, &mut y, &mut ctx)?;
     let len = i32::try_from(curve.coordinate_len()).unwrap_or(66);
     Ok((x.to_vec_padded(len)?, y.to_vec_padded(len)?))
 }
@@ -424,11 +350,8 @@ fn member_str<'a>(obj: &'a Map<String, Value>, name: &'static str) -> Result<&'a
 }
 
 fn member_b64(obj: &Map<String, Value>, name: &'static str) -> Result<Vec<u8>, JwsError> {
-    b64_decode(member_str(obj, name)?).map_err(|_| {
-        bad_key(format!(
-            "JWK member {name:?} is not base64url without padding"
-        ))
-    })
+    b64_decode(member_str(obj, name)?)
+        .map_err(|_| bad_key(format!("JWK member {name:?} is not base64url without padding")))
 }
 
 fn bad_key(detail: impl Into<String>) -> JwsError {

@@ -56,9 +56,7 @@ pub fn request_with_jwk(
         header.insert("nonce".into(), nonce.into());
     }
     header.insert("url".into(), url.into());
-    assemble(&Value::Object(header).to_string(), payload, |input| {
-        alg.sign_with_jwk(key, jwk, input)
-    })
+    assemble(&Value::Object(header).to_string(), payload, |input| alg.sign_with_jwk(key, jwk, input))
 }
 
 /// Signs `payload` under an arbitrary protected header (which need not even
@@ -69,9 +67,7 @@ pub fn with_header(
     protected: &Value,
     payload: &[u8],
 ) -> Result<Value, JwsError> {
-    assemble(&protected.to_string(), payload, |input| {
-        alg.sign(key, input)
-    })
+    assemble(&protected.to_string(), payload, |input| alg.sign(key, input))
 }
 
 /// Signs `payload` under a protected header given as JSON text, byte for byte
@@ -92,9 +88,7 @@ pub fn mac_with_header(
     protected: &Value,
     payload: &[u8],
 ) -> Result<Value, JwsError> {
-    assemble(&protected.to_string(), payload, |input| {
-        alg.mac(mac_key, input)
-    })
+    assemble(&protected.to_string(), payload, |input| alg.mac(mac_key, input))
 }
 
 /// The inner JWS of a keyChange request (RFC 8555 §7.3.5): signed by the new
@@ -108,14 +102,7 @@ pub fn key_change(
     old_key: &Jwk,
 ) -> Result<Value, JwsError> {
     let payload = json!({"account": account_url, "oldKey": old_key.to_json()});
-    request(
-        alg,
-        new_key,
-        Signer::Jwk,
-        None,
-        url,
-        payload.to_string().as_bytes(),
-    )
+    request(alg, new_key, Signer::Jwk, None, url, payload.to_string().as_bytes())
 }
 
 /// An `externalAccountBinding` value (RFC 8555 §7.3.4) binding `account_key`.
@@ -127,19 +114,12 @@ pub fn external_account_binding(
     account_key: &Jwk,
 ) -> Result<Value, JwsError> {
     let protected = json!({"alg": alg.name(), "kid": key_id, "url": new_account_url});
-    mac_with_header(
-        alg,
-        mac_key,
-        &protected,
-        account_key.canonical_json().as_bytes(),
-    )
+    mac_with_header(alg, mac_key, &protected, account_key.canonical_json().as_bytes())
 }
 
 /// The public JWK of a private key.
 pub fn public_jwk(key: &PKeyRef<Private>) -> Result<Jwk, JwsError> {
-    let der = key
-        .public_key_to_der()
-        .map_err(|e| JwsError::Internal(e.to_string()))?;
+    let der = key.public_key_to_der().map_err(|e| JwsError::Internal(e.to_string()))?;
     let public = PKey::public_key_from_der(&der).map_err(|e| JwsError::Internal(e.to_string()))?;
     Jwk::from_public_key(&public)
 }
@@ -152,7 +132,5 @@ fn assemble(
     let protected_b64 = b64_encode(protected.as_bytes());
     let payload_b64 = b64_encode(payload);
     let signature = sign(format!("{protected_b64}.{payload_b64}").as_bytes())?;
-    Ok(
-        json!({"protected": protected_b64, "payload": payload_b64, "signature": b64_encode(&signature)}),
-    )
+    Ok(json!({"protected": protected_b64, "payload": payload_b64, "signature": b64_encode(&signature)}))
 }

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use signet_ipc::{IpcError, KeyAlgorithm, SignatureScheme};
 
 #[allow(unsafe_code)]
-pub mod nss;
-#[allow(unsafe_code)]
 mod nonces;
+#[allow(unsafe_code)]
+pub mod nss;
 pub mod openssl;
 
 /// A loaded private key. Implementations are cheap to share between threads.

@@ -61,19 +61,15 @@ impl Backend for OpensslBackend {
             .map_err(|e| IpcError::invalid(format!("not a PKCS#8 private key (PEM or DER): {e}")))?;
         let found = algorithm_of(&pkey)?;
         if found != algorithm {
-            return Err(IpcError::new(
-                ErrorKind::WrongAlgorithm,
-                format!("the key is {found}, not {algorithm}"),
-            ));
+            return Err(IpcError::new(ErrorKind::WrongAlgorithm, format!("the key is {found}, not {algorithm}")));
         }
         self.store(id, pkey, algorithm)
     }
 
     fn load(&self, location: &str) -> Result<Arc<dyn SigningKey>, IpcError> {
         let path = self.dir.join(location);
-        let bytes = fs::read(&path).map_err(|e| {
-            IpcError::new(ErrorKind::KeyUnavailable, format!("cannot read {}: {e}", path.display()))
-        })?;
+        let bytes = fs::read(&path)
+            .map_err(|e| IpcError::new(ErrorKind::KeyUnavailable, format!("cannot read {}: {e}", path.display())))?;
         let pkey = parse_private(&bytes).map_err(|e| {
             IpcError::new(ErrorKind::KeyUnavailable, format!("{} is not a usable private key: {e}", path.display()))
         })?;
@@ -107,9 +103,7 @@ impl OpensslKey {
     pub fn new(pkey: PKey<Private>, algorithm: KeyAlgorithm) -> Result<Self, IpcError> {
         let spki = pkey.public_key_to_der().map_err(backend)?;
         let ec = match algorithm {
-            KeyAlgorithm::EcP256 | KeyAlgorithm::EcP384 | KeyAlgorithm::EcP521 => {
-                Some(pkey.ec_key().map_err(backend)?)
-            }
+            KeyAlgorithm::EcP256 | KeyAlgorithm::EcP384 | KeyAlgorithm::EcP521 => Some(pkey.ec_key().map_err(backend)?),
             _ => None,
         };
         Ok(Self { pkey, ec, nonces: NonceStock::default(), algorithm, spki })
@@ -191,7 +185,11 @@ impl SigningKey for OpensslKey {
 /// Signs with an OpenSSL key through `EVP_DigestSign*`: every algorithm,
 /// with nothing prepared ahead (ECDSA keys held by signd take the shorter
 /// path of [`OpensslKey::sign_message`]).
-pub fn sign(pkey: &PKey<Private>, scheme: SignatureScheme, message: &[u8]) -> Result<Vec<u8>, openssl::error::ErrorStack> {
+pub fn sign(
+    pkey: &PKey<Private>,
+    scheme: SignatureScheme,
+    message: &[u8],
+) -> Result<Vec<u8>, openssl::error::ErrorStack> {
     use SignatureScheme as S;
     let (digest, pss) = match scheme {
         S::EcdsaSha256 | S::RsaPkcs1Sha256 => (Some(MessageDigest::sha256()), false),
@@ -373,7 +371,9 @@ mod tests {
             let stocked = key.nonces_ready();
             assert_eq!(stocked, super::super::nonces::STOCK, "{alg}: prepared up to the stock");
             let mut rs = std::collections::HashSet::new();
-            for (i, scheme) in [S::EcdsaSha256, S::EcdsaSha384, S::EcdsaSha512].into_iter().cycle().take(stocked).enumerate() {
+            for (i, scheme) in
+                [S::EcdsaSha256, S::EcdsaSha384, S::EcdsaSha512].into_iter().cycle().take(stocked).enumerate()
+            {
                 let sig = key.sign_message(scheme, b"same message").unwrap();
                 assert_eq!(key.nonces_ready(), stocked - i - 1, "{alg}: each signature spends one pair");
                 assert!(verify(&pkey, scheme, b"same message", &sig), "{alg} {scheme:?}");

@@ -87,7 +87,11 @@ async fn obtain(caller: Caller, name: String, kind: Kind) -> Result<Cap, IpcErro
     let role_for = |ca: &CaIssuer| kind.roles(ca).and_then(|roles| held.iter().find(|h| roles.contains(h)).cloned());
     let chosen = if name.is_empty() {
         issuers.iter().find_map(|ca| role_for(ca).map(|r| (ca.clone(), r))).ok_or_else(|| {
-            IpcError::denied(format!("uid {} holds no role of any issuer's {}", caller.peer.uid, kind.obtain_operation()))
+            IpcError::denied(format!(
+                "uid {} holds no role of any issuer's {}",
+                caller.peer.uid,
+                kind.obtain_operation()
+            ))
         })
     } else {
         match issuers.get(&name) {
@@ -137,9 +141,7 @@ impl Cap {
         let key_id = self.kind.key_id(&self.ca).to_owned();
         let caller = self.caller.clone();
         let role = self.role.clone();
-        let ready = self
-            .check()
-            .and_then(|()| Ok(caller.shared.state.keys.require(&key_id)?.signer()?.clone()));
+        let ready = self.check().and_then(|()| Ok(caller.shared.state.keys.require(&key_id)?.signer()?.clone()));
         async move {
             let handle = match ready {
                 Ok(h) => h,
@@ -238,7 +240,8 @@ impl CrlSignerService for Cap {
             "sign-crl",
             tbs,
             Box::new(move |key, tbs| {
-                let parsed = signet_ca::validate_tbs_crl(tbs, ca.issuer()).map_err(|e| refusal(&ca.name, "TBSCertList", e))?;
+                let parsed =
+                    signet_ca::validate_tbs_crl(tbs, ca.issuer()).map_err(|e| refusal(&ca.name, "TBSCertList", e))?;
                 let scheme = ca.issuer().scheme;
                 let sig = sign_with(key, scheme, tbs)?;
                 let crl = signet_ca::assemble_crl(tbs, scheme, &sig).map_err(assembly)?;
@@ -264,14 +267,18 @@ impl OcspSignerService for Cap {
             response_data,
             Box::new(move |key, data| {
                 let Some(ocsp) = &ca.ocsp else {
-                    return Err(IpcError::new(ErrorKind::Unsupported, format!("issuer `{}` has no OCSP responder", ca.name)));
+                    return Err(IpcError::new(
+                        ErrorKind::Unsupported,
+                        format!("issuer `{}` has no OCSP responder", ca.name),
+                    ));
                 };
                 let parsed = signet_ca::validate_ocsp_response_data(data, &ocsp.responder)
                     .map_err(|e| refusal(&ca.name, "OCSP ResponseData", e))?;
                 check_cert_id_issuer(&ca, data)?;
                 let scheme = ocsp.responder.scheme;
                 let sig = sign_with(key, scheme, data)?;
-                let response = signet_ca::assemble_ocsp_response(data, scheme, &sig, &[&ocsp.certificate]).map_err(assembly)?;
+                let response =
+                    signet_ca::assemble_ocsp_response(data, scheme, &sig, &[&ocsp.certificate]).map_err(assembly)?;
                 let status = match parsed.status {
                     signet_ca::CertStatusInfo::Good => "good",
                     signet_ca::CertStatusInfo::Revoked { .. } => "revoked",
@@ -304,15 +311,20 @@ impl OcspSignerService for Cap {
 fn check_cert_id_issuer(ca: &CaIssuer, data: &[u8]) -> Result<(), IpcError> {
     let parsed = signet_ca::x509_ocsp::ResponseData::from_der(data)
         .map_err(|e| IpcError::invalid(format!("issuer `{}` refused the OCSP ResponseData: {e}", ca.name)))?;
-    let foreign = || IpcError::denied(format!("issuer `{}` refused the OCSP ResponseData: CertID names another CA", ca.name));
+    let foreign =
+        || IpcError::denied(format!("issuer `{}` refused the OCSP ResponseData: CertID names another CA", ca.name));
     let id = &parsed.responses.first().ok_or_else(foreign)?.cert_id;
-    let hash = [OcspHash::Sha1, OcspHash::Sha256]
-        .into_iter()
-        .find(|h| h.oid() == id.hash_algorithm.oid)
-        .ok_or_else(|| IpcError::denied(format!("issuer `{}` refused the OCSP ResponseData: CertID hash {} is not supported", ca.name, id.hash_algorithm.oid)))?;
+    let hash =
+        [OcspHash::Sha1, OcspHash::Sha256].into_iter().find(|h| h.oid() == id.hash_algorithm.oid).ok_or_else(|| {
+            IpcError::denied(format!(
+                "issuer `{}` refused the OCSP ResponseData: CertID hash {} is not supported",
+                ca.name, id.hash_algorithm.oid
+            ))
+        })?;
     let ours = CertIdentity::new(hash, &ca.certificate, id.serial_number.as_bytes())
         .map_err(|e| refusal(&ca.name, "OCSP ResponseData", e))?;
-    if id.issuer_name_hash.as_bytes() == ours.issuer_name_hash && id.issuer_key_hash.as_bytes() == ours.issuer_key_hash {
+    if id.issuer_name_hash.as_bytes() == ours.issuer_name_hash && id.issuer_key_hash.as_bytes() == ours.issuer_key_hash
+    {
         Ok(())
     } else {
         Err(foreign())

@@ -182,7 +182,13 @@ impl Issuers {
 }
 
 fn load_one(name: &str, cfg: &IssuerConfig, keys: &KeyRing) -> Result<CaIssuer, String> {
-    for role in cfg.roles.iter().chain(&cfg.crl_roles).chain(&cfg.raw_signing_roles).chain(cfg.ocsp.iter().flat_map(|o| &o.roles)) {
+    for role in cfg
+        .roles
+        .iter()
+        .chain(&cfg.crl_roles)
+        .chain(&cfg.raw_signing_roles)
+        .chain(cfg.ocsp.iter().flat_map(|o| &o.roles))
+    {
         if !valid_role_name(role) {
             return Err(format!("invalid role name `{role}` (roles are [a-z0-9-]{{1,32}})"));
         }
@@ -208,7 +214,8 @@ fn load_one(name: &str, cfg: &IssuerConfig, keys: &KeyRing) -> Result<CaIssuer, 
             }
             Some(OcspResponder {
                 key_id: o.key.clone(),
-                responder: Responder::from_certificate_der(&der, scheme).map_err(|e| format!("OCSP responder certificate: {e}"))?,
+                responder: Responder::from_certificate_der(&der, scheme)
+                    .map_err(|e| format!("OCSP responder certificate: {e}"))?,
                 certificate: der,
                 roles: o.roles.clone(),
             })
@@ -230,17 +237,28 @@ fn load_one(name: &str, cfg: &IssuerConfig, keys: &KeyRing) -> Result<CaIssuer, 
 /// Reads a certificate, PEM or DER.
 fn read_certificate(path: &Path) -> Result<(X509, Vec<u8>), String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let x509 = if bytes.trim_ascii_start().starts_with(b"-----BEGIN") { X509::from_pem(&bytes) } else { X509::from_der(&bytes) }
-        .map_err(|e| format!("{}: not a certificate: {e}", path.display()))?;
+    let x509 = if bytes.trim_ascii_start().starts_with(b"-----BEGIN") {
+        X509::from_pem(&bytes)
+    } else {
+        X509::from_der(&bytes)
+    }
+    .map_err(|e| format!("{}: not a certificate: {e}", path.display()))?;
     let der = x509.to_der().map_err(|e| format!("{}: {e}", path.display()))?;
     Ok((x509, der))
 }
 
 /// Checks that `key_id` is loaded and is the key of `cert`; resolves the scheme.
-fn check_key(key_id: &str, scheme: Option<&str>, cert: &X509, keys: &KeyRing, what: &str) -> Result<SignatureScheme, String> {
+fn check_key(
+    key_id: &str,
+    scheme: Option<&str>,
+    cert: &X509,
+    keys: &KeyRing,
+    what: &str,
+) -> Result<SignatureScheme, String> {
     let key = keys.require(key_id).map_err(|e| e.detail)?;
     let handle = key.signer().map_err(|e| e.detail)?;
-    let cert_spki = cert.public_key().and_then(|k| k.public_key_to_der()).map_err(|e| format!("{what}: public key: {e}"))?;
+    let cert_spki =
+        cert.public_key().and_then(|k| k.public_key_to_der()).map_err(|e| format!("{what}: public key: {e}"))?;
     if cert_spki != handle.spki() {
         return Err(format!("the {what}'s public key is not the public key of signd key `{key_id}`"));
     }

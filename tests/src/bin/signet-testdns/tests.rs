@@ -111,10 +111,7 @@ fn txt_values_quoted_unquoted_and_long() {
             })
             .collect()
     };
-    assert_eq!(
-        txt("host.example.test"),
-        vec![vec![b"Hello # not a comment".to_vec(), b"second \"string\"".to_vec()]]
-    );
+    assert_eq!(txt("host.example.test"), vec![vec![b"Hello # not a comment".to_vec(), b"second \"string\"".to_vec()]]);
     assert_eq!(txt("txt.example.test"), vec![vec![b"unquoted text with spaces".to_vec()], vec![b"another".to_vec()]]);
 
     let long = "x".repeat(600);
@@ -137,10 +134,7 @@ fn caa_values_keep_their_bytes() {
         .collect();
     assert_eq!(caas[0].flags(), 0);
     assert_eq!(caas[0].tag().as_str(), "issue");
-    assert_eq!(
-        caas[0].raw_value(),
-        b"signet.test; accounturi=https://acme.test/acct/1; validationmethods=http-01"
-    );
+    assert_eq!(caas[0].raw_value(), b"signet.test; accounturi=https://acme.test/acct/1; validationmethods=http-01");
     let (issuer, params) = caas[0].value_as_issue().unwrap();
     assert_eq!(issuer.unwrap().to_ascii(), "signet.test");
     assert_eq!(params.len(), 2);
@@ -187,8 +181,10 @@ fn parse_errors_name_the_line() {
 
 #[test]
 fn comments_blank_lines_and_duplicates() {
-    let z = Zone::parse("\n   \n# only a comment\n\ta.test\tA\t192.0.2.1\t# tab separated\na.test A 192.0.2.1\nb.test TXT x#y\n")
-        .unwrap();
+    let z = Zone::parse(
+        "\n   \n# only a comment\n\ta.test\tA\t192.0.2.1\t# tab separated\na.test A 192.0.2.1\nb.test TXT x#y\n",
+    )
+    .unwrap();
     assert_eq!(z.records["a.test"].len(), 1, "duplicate lines are one record");
     let RData::TXT(t) = &z.records["b.test"][0] else { panic!() };
     assert_eq!(&*t.txt_data()[0], b"x#y", "# inside a word is no comment");
@@ -250,17 +246,11 @@ fn empty_non_terminal_is_nodata() {
 fn txt_and_caa_answers() {
     let z = zone();
     let m = ask(&z, "txt.example.test", RecordType::TXT);
-    assert_eq!(
-        txt_strings(&m),
-        vec![vec!["unquoted text with spaces".to_owned()], vec!["another".to_owned()]]
-    );
+    assert_eq!(txt_strings(&m), vec![vec!["unquoted text with spaces".to_owned()], vec!["another".to_owned()]]);
     let m = ask(&z, "example.test", RecordType::CAA);
     assert_eq!(m.answers().len(), 3);
     let RData::CAA(caa) = m.answers()[0].data() else { panic!() };
-    assert_eq!(
-        caa.raw_value(),
-        b"signet.test; accounturi=https://acme.test/acct/1; validationmethods=http-01"
-    );
+    assert_eq!(caa.raw_value(), b"signet.test; accounturi=https://acme.test/acct/1; validationmethods=http-01");
     let m = ask(&z, "host.example.test", RecordType::CAA);
     assert_eq!(m.response_code(), ResponseCode::NoError);
     assert!(m.answers().is_empty());

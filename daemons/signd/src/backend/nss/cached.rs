@@ -87,7 +87,10 @@ impl<H: Stale> Cached<H> {
             }
             return Ok(sign(&handle).map_err(|e| (e, handle.clone())));
         }
-        Err(IpcError::new(ErrorKind::KeyUnavailable, format!("key {}: the token's module keeps restarting", location())))
+        Err(IpcError::new(
+            ErrorKind::KeyUnavailable,
+            format!("key {}: the token's module keeps restarting", location()),
+        ))
     }
 
     fn invalidate(&self, failed: &Arc<H>) {

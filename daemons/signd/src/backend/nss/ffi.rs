@@ -429,7 +429,8 @@ extern "C" {
     pub fn PK11_GetModule(slot: *mut PK11SlotInfo) -> *mut SECMODModule;
     pub fn PK11_IsInternal(slot: *mut PK11SlotInfo) -> PRBool;
     /// `obj_type` 1 is PK11_TypePrivKey (secmodt.h): `object` is a SECKEYPrivateKey.
-    pub fn PK11_GetObjectHandle(obj_type: c_int, object: *mut c_void, slot: *mut *mut PK11SlotInfo) -> CK_OBJECT_HANDLE;
+    pub fn PK11_GetObjectHandle(obj_type: c_int, object: *mut c_void, slot: *mut *mut PK11SlotInfo)
+        -> CK_OBJECT_HANDLE;
     pub fn PK11_GetModuleID(slot: *mut PK11SlotInfo) -> SECMODModuleID;
     pub fn PK11_GetSlotID(slot: *mut PK11SlotInfo) -> CK_SLOT_ID;
 

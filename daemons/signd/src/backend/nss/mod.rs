@@ -521,7 +521,6 @@ impl SigningHandle {
         };
         Self { direct, key }
     }
-
 }
 
 impl Stale for SigningHandle {
@@ -729,7 +728,6 @@ impl Slot {
         }
     }
 }
-
 
 /// A key on an NSS token, with its handle cached.
 pub struct NssKey {

@@ -307,7 +307,12 @@ impl Handle {
     /// Signs `input` with `mechanism` in an idle session, into at most
     /// `max_len` bytes (the caller holds MODULES for reading and has checked
     /// that the handle is not stale).
-    pub(super) fn sign_with(&self, mechanism: &Mechanism<'_>, input: &[u8], max_len: usize) -> Result<Vec<u8>, P11Error> {
+    pub(super) fn sign_with(
+        &self,
+        mechanism: &Mechanism<'_>,
+        input: &[u8],
+        max_len: usize,
+    ) -> Result<Vec<u8>, P11Error> {
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let session = match idle {
             Some(session) => session,

@@ -38,7 +38,12 @@ pub(super) struct Hash {
 pub(super) struct Plans(Vec<(SignatureScheme, Plan)>);
 
 impl Plans {
-    pub(super) fn new(slot: &Slot, algorithm: KeyAlgorithm, spki: &[u8], preference: Preference) -> Result<Self, IpcError> {
+    pub(super) fn new(
+        slot: &Slot,
+        algorithm: KeyAlgorithm,
+        spki: &[u8],
+        preference: Preference,
+    ) -> Result<Self, IpcError> {
         let public = PKey::public_key_from_der(spki).map_err(|e| backend_err(format!("public key: {e}")))?;
         let (sig_len, ecdsa_raw_len) = match algorithm {
             KeyAlgorithm::EcP256 => (64, 64),
@@ -48,7 +53,9 @@ impl Plans {
             _ => (public.size(), 0),
         };
         let mut plans = Vec::new();
-        for scheme in SignatureScheme::ALL.into_iter().filter(|s| *s != SignatureScheme::Default && algorithm.allows(*s)) {
+        for scheme in
+            SignatureScheme::ALL.into_iter().filter(|s| *s != SignatureScheme::Default && algorithm.allows(*s))
+        {
             let choice = |combined: CK_MECHANISM_TYPE, raw: Plan| {
                 let combined = Plan { mechanism: combined, hash: None, digest_info: false, ..raw };
                 let (first, second) = match preference {
@@ -150,7 +157,13 @@ impl Plan {
             // all alive for the call; NSS writes at most out.len bytes and sets
             // out.len to the signature length.
             let status = unsafe {
-                PK11_SignWithMechanism(key.0.as_ptr(), self.mechanism, param.as_ref().map_or(ptr::null(), ptr::from_ref), &mut out, &input)
+                PK11_SignWithMechanism(
+                    key.0.as_ptr(),
+                    self.mechanism,
+                    param.as_ref().map_or(ptr::null(), ptr::from_ref),
+                    &mut out,
+                    &input,
+                )
             };
             if status != SEC_SUCCESS {
                 return Err(last_error("signing"));
@@ -163,7 +176,11 @@ impl Plan {
 
     /// Hashes (and wraps in a DigestInfo) as the plan says, has `sign` sign
     /// the result, and DER-encodes an ECDSA signature.
-    fn sign_with(&self, message: &[u8], sign: impl FnOnce(&[u8]) -> Result<Vec<u8>, String>) -> Result<Vec<u8>, String> {
+    fn sign_with(
+        &self,
+        message: &[u8],
+        sign: impl FnOnce(&[u8]) -> Result<Vec<u8>, String>,
+    ) -> Result<Vec<u8>, String> {
         let len = u32::try_from(message.len()).map_err(|_| "message over 4 GiB".to_owned())?;
         let mut digest = [0u8; 64];
         // A DigestInfo NSS allocated, freed once signed.
@@ -188,7 +205,12 @@ impl Plan {
                             return Err(last_error("building the DigestInfo"));
                         }
                         // What secdig.h's SGN_EncodeDigestInfo does (not exported).
-                        encoded = SEC_ASN1EncodeItem(ptr::null_mut(), ptr::null_mut(), info.cast(), NSS_Get_sgn_DigestInfoTemplate(ptr::null_mut(), PR_TRUE));
+                        encoded = SEC_ASN1EncodeItem(
+                            ptr::null_mut(),
+                            ptr::null_mut(),
+                            info.cast(),
+                            NSS_Get_sgn_DigestInfoTemplate(ptr::null_mut(), PR_TRUE),
+                        );
                         SGN_DestroyDigestInfo(info);
                         if encoded.is_null() {
                             return Err(last_error("encoding the DigestInfo"));
@@ -212,7 +234,11 @@ impl Plan {
             return Ok(sig);
         }
         if sig.len() != self.ecdsa_raw_len as usize {
-            return Err(format!("the token returned a {}-byte ECDSA signature, expected {}", sig.len(), self.ecdsa_raw_len));
+            return Err(format!(
+                "the token returned a {}-byte ECDSA signature, expected {}",
+                sig.len(),
+                self.ecdsa_raw_len
+            ));
         }
         let mut raw = SECItem::out(&mut sig);
         let mut der = SECItem::empty();
