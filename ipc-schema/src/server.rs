@@ -205,8 +205,8 @@ impl InFlight {
                 // for this CPU run first: often the very caller whose request
                 // we are polling for. Before the runtime polls, not after: once
                 // a call has arrived the loop must end without delay. (Work
-                // ahead started later, or on another thread, measured slower:
-                // docs/performance.md, session 7.)
+                // ahead started later collides with the next request; on
+                // another thread it takes the CPU from calls, or starves.)
                 if !idle_work.as_ref().is_some_and(|work| work()) {
                     std::thread::yield_now();
                 }

@@ -116,7 +116,7 @@ pub struct AuditConfig {
     /// returned, so it survives a crash or kill -9 of signd, and the file is
     /// fsynced every `flush_interval_ms`; a power loss can lose the last
     /// interval. "sync": every group commit is fsynced before any signature in
-    /// it is returned (≈ 0.3–1 ms per commit on this hardware).
+    /// it is returned (each commit then waits for a disk flush).
     pub durability: Durability,
     /// fsync interval for "process" durability, in milliseconds.
     pub flush_interval_ms: u64,

@@ -5,7 +5,7 @@
 //! once), then:
 //! - **alone, with the pool idle**: signed right here on the capnp thread.
 //!   Handing one signature to a signing thread and back costs two thread
-//!   wake-ups, more than a P-256 signature (docs/performance.md). While the
+//!   wake-ups, more than a P-256 signature. While the
 //!   thread then waits for the next call, that key prepares its next
 //!   signatures (ECDSA nonces, `backend/nonces.rs`);
 //! - **otherwise**: split into one share per signing thread (one per core);

@@ -46,8 +46,7 @@ pub struct StoreOptions {
     /// Opens the environment with LMDB's `MDB_WRITEMAP`: a write
     /// transaction changes the pages in a writable shared mapping instead
     /// of copying them out with `write(2)` at commit. A commit is then
-    /// cheaper (in signd, about 15 µs less per audited signature, and a
-    /// sixth less CPU per signature under load). The costs: the data file
+    /// cheaper: no `pwrite` of the dirty pages. The costs: the data file
     /// is extended to `map_size` at once (sparse, so the disk use does not
     /// change, but `ls` shows the full size), and a wild pointer write in
     /// the process could reach the database pages, which the read-only

@@ -7,7 +7,7 @@
 //! pair, leaving only `s = k⁻¹(e + r·d)`. signd computes pairs on its capnp thread
 //! while that thread waits for the next call (`ServeOptions::busy_poll`), one
 //! pair per poll, for the key a lone call last used; the next lone call spends
-//! one and its caller waits only for the cheap half (docs/performance.md).
+//! one and its caller waits only for the cheap half.
 //!
 //! Rules that keep this sound:
 //! - **a pair is used once.** [`Presigned`] is not `Clone`; [`NonceStock::take`]

@@ -87,8 +87,8 @@ pub struct OpensslKey {
     pkey: PKey<Private>,
     /// For ECDSA keys, the EC_KEY itself: a signature hashes the message
     /// and calls `ECDSA_do_sign` on it, which skips the per-call algorithm
-    /// fetch and context set-up of `EVP_DigestSign*` (a sixth of a P-256
-    /// signature's time). Same OpenSSL code signs either way.
+    /// fetch and context set-up of `EVP_DigestSign*` (a noticeable part of
+    /// a P-256 signature's time). Same OpenSSL code signs either way.
     ec: Option<EcKey<Private>>,
     /// For ECDSA keys, nonces computed ahead (see [`super::nonces`]); filled
     /// only through [`SigningKey::prepare_one`], so a key nobody asks to prepare

@@ -492,9 +492,9 @@ impl Drop for PrivateKey {
 /// module other than NSS's own softokn, signd's own sessions to sign in
 /// ([`pkcs11::Handle`] over the copy's object). NSS's
 /// PK11_SignWithMechanism opens and closes a session for every signature,
-/// which costs SoftHSM2 about a fifth of a P-256 signature; softokn's
-/// sessions cost nothing, and through signd its keys measured faster with
-/// NSS's call (docs/performance.md, session 10).
+/// which adds real work to every P-256 signature on SoftHSM2; softokn's
+/// sessions cost nothing, and through signd its keys sign faster with
+/// NSS's call.
 struct SigningHandle {
     /// Declared first: signd's sessions close before the copy is destroyed.
     direct: Option<pkcs11::Handle>,
@@ -635,7 +635,7 @@ impl Slot {
     /// (C_CopyObject; the key stays on the token, sensitive), or the token
     /// object itself if the token refuses to copy it. Tokens that keep
     /// permanent objects in a database (softokn reads and decrypts the key
-    /// from key4.db on every operation) sign several times faster from a
+    /// from key4.db on every operation) sign much faster from a
     /// session object.
     fn signing_copy(&self, key: PrivateKey) -> PrivateKey {
         // SAFETY: live slot and key; the result is NULL or a new handle to a

@@ -4,12 +4,12 @@
 //! modules ([`Handle::borrowing`]).
 //!
 //! NSS's PK11_SignWithMechanism opens a PKCS #11 session for each signature
-//! and closes it after. On SoftHSM2 that costs a fifth of a P-256 signature
-//! (one thread in a loop: 17.5k signatures/s through NSS, 22.5k/s in kept
-//! sessions), and more with two signing threads. The other NSS keys on
+//! and closes it after. On SoftHSM2 that adds real work to every P-256
+//! signature, and more with two signing threads. The other NSS keys on
 //! tokens of external modules therefore sign here too, with the object of
 //! NSS's session copy, in a pool of signd's own sessions (softokn's keys
-//! keep NSS's call: docs/performance.md, session 10).
+//! keep NSS's call: its sessions cost nothing, and through signd its keys
+//! sign faster that way).
 //!
 //! NSS 3.87 has no Edwards key type (keythi.h): PK11_GenerateKeyPair refuses
 //! the mechanism and SECKEY_ConvertToPublicKey cannot describe such a key. For
