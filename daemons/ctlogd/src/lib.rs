@@ -1,0 +1,5 @@
+//! ctlogd
+#![forbid(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod storage;
