@@ -314,4 +314,4 @@ enum BatchError {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
