@@ -1,0 +1,189 @@
+//! Chain checks against a small PKI made with OpenSSL: root, intermediate,
+//! certificates, precertificates (direct and through a Precertificate
+//! Signing Certificate).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use openssl::asn1::{Asn1Object, Asn1OctetString, Asn1Time};
+use openssl::bn::BigNum;
+use openssl::ec::{EcGroup, EcKey};
+use openssl::hash::MessageDigest;
+use openssl::nid::Nid;
+use openssl::pkey::{PKey, Private};
+use openssl::x509::extension::{BasicConstraints, ExtendedKeyUsage};
+use openssl::x509::{X509Builder, X509Extension, X509NameBuilder};
+
+use super::*;
+
+/// A CA hierarchy for tests.
+pub(crate) struct Pki {
+    pub root: (X509, PKey<Private>),
+    pub intermediate: (X509, PKey<Private>),
+    serial: std::sync::atomic::AtomicU32,
+}
+
+fn key() -> PKey<Private> {
+    PKey::from_ec_key(EcKey::generate(&EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap()).unwrap()).unwrap()
+}
+
+fn unix(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
+}
+
+/// Options for one certificate.
+pub(crate) struct Spec<'a> {
+    pub cn: &'a str,
+    pub ca: bool,
+    pub poison: bool,
+    pub psc: bool,
+    pub not_before: i64,
+    pub not_after: i64,
+}
+
+impl Spec<'_> {
+    pub fn leaf(cn: &str) -> Spec<'_> {
+        let now = unix(SystemTime::now());
+        Spec { cn, ca: false, poison: false, psc: false, not_before: now - 3600, not_after: now + 90 * 86400 }
+    }
+}
+
+fn build(spec: &Spec<'_>, key: &PKey<Private>, issuer: Option<(&X509, &PKey<Private>)>, serial: u32) -> X509 {
+    let mut name = X509NameBuilder::new().unwrap();
+    name.append_entry_by_text("CN", spec.cn).unwrap();
+    let name = name.build();
+    let mut b = X509Builder::new().unwrap();
+    b.set_version(2).unwrap();
+    b.set_serial_number(&BigNum::from_u32(serial).unwrap().to_asn1_integer().unwrap()).unwrap();
+    b.set_subject_name(&name).unwrap();
+    b.set_issuer_name(issuer.map_or(&*name, |(c, _)| c.subject_name())).unwrap();
+    b.set_pubkey(key).unwrap();
+    b.set_not_before(&Asn1Time::from_unix(spec.not_before).unwrap()).unwrap();
+    b.set_not_after(&Asn1Time::from_unix(spec.not_after).unwrap()).unwrap();
+    if spec.ca {
+        b.append_extension(BasicConstraints::new().critical().ca().build().unwrap()).unwrap();
+    }
+    if spec.psc {
+        let mut eku = ExtendedKeyUsage::new();
+        eku.other("1.3.6.1.4.1.11129.2.4.4");
+        b.append_extension(eku.build().unwrap()).unwrap();
+    }
+    if spec.poison {
+        let oid = Asn1Object::from_str("1.3.6.1.4.1.11129.2.4.3").unwrap();
+        let null = Asn1OctetString::new_from_bytes(&[0x05, 0x00]).unwrap();
+        b.append_extension(X509Extension::new_from_der(&oid, true, &null).unwrap()).unwrap();
+    }
+    b.sign(issuer.map_or(key, |(_, k)| k), MessageDigest::sha256()).unwrap();
+    b.build()
+}
+
+/// A CA certificate valid for ten years.
+fn long(cn: &str, now: i64) -> Spec<'_> {
+    Spec { cn, ca: true, poison: false, psc: false, not_before: now - 86400, not_after: now + 3650 * 86400 }
+}
+
+impl Pki {
+    pub fn new() -> Self {
+        let now = unix(SystemTime::now());
+        // Distinct names per hierarchy, so that OpenSSL never mixes two of them up.
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let rk = key();
+        let (root_cn, inter_cn) = (format!("Test Root {n}"), format!("Test Intermediate {n}"));
+        let root = build(&long(&root_cn, now), &rk, None, 1);
+        let ik = key();
+        let inter = build(&long(&inter_cn, now), &ik, Some((&root, &rk)), 2);
+        Self { root: (root, rk), intermediate: (inter, ik), serial: 10.into() }
+    }
+
+    pub fn roots_pem(&self) -> Vec<u8> {
+        self.root.0.to_pem().unwrap()
+    }
+
+    pub fn roots(&self) -> Roots {
+        Roots::from_pem(&self.roots_pem()).unwrap()
+    }
+
+    /// A certificate issued by the intermediate: `[leaf, intermediate]` as DER.
+    pub fn chain(&self, spec: &Spec<'_>) -> Vec<Vec<u8>> {
+        let serial = self.serial.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (ic, ik) = &self.intermediate;
+        let leaf = build(spec, &key(), Some((ic, ik)), serial);
+        vec![leaf.to_der().unwrap(), ic.to_der().unwrap()]
+    }
+
+    /// A precertificate issued through a Precertificate Signing Certificate:
+    /// `[precert, PSC, intermediate]`.
+    pub fn psc_chain(&self, cn: &str) -> Vec<Vec<u8>> {
+        let serial = self.serial.fetch_add(2, std::sync::atomic::Ordering::Relaxed);
+        let (ic, ik) = &self.intermediate;
+        let pk = key();
+        let mut psc_spec = Spec::leaf("Test PSC");
+        psc_spec.ca = true;
+        psc_spec.psc = true;
+        let psc = build(&psc_spec, &pk, Some((ic, ik)), serial);
+        let pre = build(&Spec { poison: true, ..Spec::leaf(cn) }, &key(), Some((&psc, &pk)), serial + 1);
+        vec![pre.to_der().unwrap(), psc.to_der().unwrap(), ic.to_der().unwrap()]
+    }
+}
+
+#[test]
+fn certificates_and_precertificates_verify() {
+    let pki = Pki::new();
+    let roots = pki.roots();
+    let now = SystemTime::now();
+    let chain = pki.chain(&Spec::leaf("a.example"));
+    let e = roots.check(&chain, Submission::Chain, None, now).unwrap();
+    assert_eq!(e.entry, SignedEntry::X509(chain[0].clone()));
+    // The root is added to the stored chain.
+    assert_eq!(e.issuers, vec![chain[1].clone(), pki.root.0.to_der().unwrap()]);
+    assert_eq!(e.pre_certificate, None);
+    assert_eq!(e.identity, identity_hash(&e.entry));
+
+    let pre = pki.chain(&Spec { poison: true, ..Spec::leaf("b.example") });
+    let e = roots.check(&pre, Submission::PreChain, None, now).unwrap();
+    assert!(matches!(e.entry, SignedEntry::Precert { .. }));
+    assert_eq!(e.pre_certificate.as_ref(), Some(&pre[0]));
+    assert_eq!(e.entry, precert::precert_entry(&pre).unwrap());
+
+    let psc = pki.psc_chain("c.example");
+    let e = roots.check(&psc, Submission::PreChain, None, now).unwrap();
+    let SignedEntry::Precert { issuer_key_hash, .. } = e.entry else { panic!() };
+    assert_eq!(issuer_key_hash, precert::issuer_key_hash(&psc[2]).unwrap());
+    assert_eq!(e.issuers.len(), 3);
+}
+
+#[test]
+fn bad_submissions_are_refused() {
+    let pki = Pki::new();
+    let roots = pki.roots();
+    let now = SystemTime::now();
+    let t = unix(now);
+    let pre = pki.chain(&Spec { poison: true, ..Spec::leaf("p.example") });
+    assert_eq!(roots.check(&pre, Submission::Chain, None, now), Err(ChainError::UnexpectedPrecertificate));
+    let cert = pki.chain(&Spec::leaf("c.example"));
+    assert!(matches!(roots.check(&cert, Submission::PreChain, None, now), Err(ChainError::NotPrecertificate(_))));
+    let expired = pki.chain(&Spec { not_before: t - 9000, not_after: t - 10, ..Spec::leaf("e.example") });
+    assert_eq!(roots.check(&expired, Submission::Chain, None, now), Err(ChainError::Expired));
+    let future = pki.chain(&Spec { not_before: t + 3600, ..Spec::leaf("f.example") });
+    assert_eq!(roots.check(&future, Submission::Chain, None, now), Err(ChainError::NotYetValid));
+    let window = TemporalWindow { start: t, end: t + 30 * 86400 };
+    assert_eq!(roots.check(&cert, Submission::Chain, Some(window), now), Err(ChainError::OutsideWindow));
+    let wide = TemporalWindow { start: t, end: t + 365 * 86400 };
+    roots.check(&cert, Submission::Chain, Some(wide), now).unwrap();
+    // Missing intermediate, unknown root, garbage.
+    assert!(matches!(roots.check(&cert[..1], Submission::Chain, None, now), Err(ChainError::NotVerified(_))));
+    let other = Pki::new();
+    let foreign = other.chain(&Spec::leaf("x.example"));
+    assert!(matches!(roots.check(&foreign, Submission::Chain, None, now), Err(ChainError::NotVerified(_))));
+    let garbage = vec![b"not a certificate".to_vec()];
+    assert!(matches!(
+        roots.check(&garbage, Submission::Chain, None, now),
+        Err(ChainError::BadCertificate { index: 0, .. })
+    ));
+    // A chain to a root added by a reload verifies.
+    roots.reload_pem(&[pki.roots_pem(), other.roots_pem()].concat()).unwrap();
+    roots.check(&foreign, Submission::Chain, None, now).unwrap();
+    assert_eq!(roots.certificates().len(), 2);
+    assert!(roots.reload_pem(b"garbage").is_err());
+    assert_eq!(roots.certificates().len(), 2);
+}

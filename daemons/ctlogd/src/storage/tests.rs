@@ -1,0 +1,199 @@
+//! One suite of storage tests, run against [`LocalDir`] and against a real
+//! S3-compatible server ([`Versitygw`], when its binary is installed).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use signet_ct::merkle::Tile;
+
+use super::*;
+
+fn tile(level: u8, index: u64, width: u16) -> Tile {
+    Tile::new(level, index, width).unwrap()
+}
+
+/// The behaviour every [`Storage`] must have.
+pub(crate) async fn suite(s: &dyn Storage) {
+    let full = ObjectKey::Tile(tile(0, 1234067, 256));
+    let partial = ObjectKey::Tile(tile(0, 7, 3));
+    let data = ObjectKey::DataTile(tile(0, 7, 3));
+    let issuer = ObjectKey::Issuer([0xab; 32]);
+
+    // Missing objects.
+    for key in [full, partial, data, issuer, ObjectKey::Checkpoint] {
+        assert_eq!(s.get(key).await.unwrap(), None, "{key:?}");
+        assert!(!s.exists(key).await.unwrap(), "{key:?}");
+    }
+
+    // Put, get, exists; a tile and its data tile are distinct objects.
+    s.put(partial, Bytes::from_static(b"hashes"), PutMode::Overwrite).await.unwrap();
+    s.put(data, Bytes::from_static(b"entries"), PutMode::Overwrite).await.unwrap();
+    assert_eq!(s.get(partial).await.unwrap().as_deref(), Some(&b"hashes"[..]));
+    assert_eq!(s.get(data).await.unwrap().as_deref(), Some(&b"entries"[..]));
+    assert!(s.exists(partial).await.unwrap());
+    assert!(!s.exists(ObjectKey::Tile(tile(0, 7, 4))).await.unwrap());
+
+    // Overwrite replaces; immutable keeps the first bytes.
+    s.put(ObjectKey::Checkpoint, Bytes::from_static(b"one\n"), PutMode::Overwrite).await.unwrap();
+    s.put(ObjectKey::Checkpoint, Bytes::from_static(b"two\n"), PutMode::Overwrite).await.unwrap();
+    assert_eq!(s.get(ObjectKey::Checkpoint).await.unwrap().as_deref(), Some(&b"two\n"[..]));
+    s.put(issuer, Bytes::from_static(b"first"), PutMode::Immutable).await.unwrap();
+    s.put(issuer, Bytes::from_static(b"second"), PutMode::Immutable).await.unwrap();
+    assert_eq!(s.get(issuer).await.unwrap().as_deref(), Some(&b"first"[..]));
+
+    // Deep paths, empty and large objects.
+    let big: Bytes = (0..256 * 32).map(|i| i as u8).collect::<Vec<u8>>().into();
+    s.put(full, big.clone(), PutMode::Overwrite).await.unwrap();
+    assert_eq!(s.get(full).await.unwrap(), Some(big));
+    let empty = ObjectKey::Tile(tile(2, 0, 1));
+    s.put(empty, Bytes::new(), PutMode::Overwrite).await.unwrap();
+    assert_eq!(s.get(empty).await.unwrap().as_deref(), Some(&b""[..]));
+
+    // Concurrent writers of distinct and of the same objects.
+    let writes = (0..32u64).map(|i| {
+        let key = ObjectKey::Tile(tile(1, i % 8, 256));
+        s.put(key, Bytes::from(vec![i as u8; 64]), PutMode::Overwrite)
+    });
+    for r in futures::future::join_all(writes).await {
+        r.unwrap();
+    }
+    for i in 0..8u64 {
+        let got = s.get(ObjectKey::Tile(tile(1, i, 256))).await.unwrap().unwrap();
+        assert_eq!(got.len(), 64);
+        assert!(got.iter().all(|b| *b == got[0] && u64::from(*b) % 8 == i), "torn object");
+    }
+    assert!(!s.describe().is_empty());
+}
+
+#[test]
+fn relative_paths_are_checked() {
+    for good in ["checkpoint", "tile/0/x001/002.p/3", "issuer/ab"] {
+        check_relative_path(good).unwrap();
+    }
+    for bad in ["", "/etc/passwd", "tile/../x", "..", "a//b", "a/./b", "a/", "a\\b", "a b", "tile/\u{e9}"] {
+        assert!(check_relative_path(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn keys_name_their_objects() {
+    assert_eq!(ObjectKey::Tile(tile(0, 1000, 256)).path(), "tile/0/x001/000");
+    assert_eq!(ObjectKey::DataTile(tile(0, 5, 17)).path(), "tile/data/005.p/17");
+    assert_eq!(ObjectKey::Issuer([0; 32]).path(), format!("issuer/{}", "0".repeat(64)));
+    assert_eq!(ObjectKey::Checkpoint.path(), "checkpoint");
+    assert_eq!(ObjectKey::Tile(tile(0, 0, 256)).cache_control(), CACHE_IMMUTABLE);
+    assert_eq!(ObjectKey::DataTile(tile(0, 0, 255)).cache_control(), CACHE_SHORT);
+    assert_eq!(ObjectKey::Checkpoint.cache_control(), CACHE_SHORT);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_dir_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = LocalDir::open(&dir.path().join("log")).unwrap();
+    suite(&s).await;
+    // No temporary files are left behind.
+    let mut stack = vec![s.root().to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            assert!(!e.file_name().to_string_lossy().starts_with(".tmp"), "{:?}", e.path());
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_suite_on_versitygw() {
+    let Some(gw) = Versitygw::start() else { return };
+    let s = gw.storage("logs/one");
+    suite(&s).await;
+    // A second log in the same bucket under another prefix sees nothing of the first.
+    let other = gw.storage("logs/two");
+    assert!(!other.exists(ObjectKey::Checkpoint).await.unwrap());
+}
+
+/// A versitygw S3 gateway (POSIX backend) on a free loopback port, stopped on drop.
+pub(crate) struct Versitygw {
+    child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub endpoint: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Versitygw {
+    /// The bucket the tests use.
+    pub const BUCKET: &'static str = "ctlog";
+    const ACCESS: &'static str = "ctlogtestaccess";
+    const SECRET: &'static str = "ctlogtestsecretkey";
+
+    /// The binary: `$SIGNET_VERSITYGW`, else `~/.cache/signet/bin/versitygw`.
+    pub fn binary() -> Option<PathBuf> {
+        let path = match std::env::var_os("SIGNET_VERSITYGW") {
+            Some(p) => PathBuf::from(p),
+            None => Path::new(&std::env::var_os("HOME")?).join(".cache/signet/bin/versitygw"),
+        };
+        path.is_file().then_some(path)
+    }
+
+    /// Starts the gateway, or prints why the S3 tests are skipped and returns `None`.
+    pub fn start() -> Option<Self> {
+        let Some(bin) = Self::binary() else {
+            eprintln!(
+                "SKIPPED: no versitygw binary (set SIGNET_VERSITYGW or build it into ~/.cache/signet/bin/versitygw); \
+                 the S3 storage tests did not run"
+            );
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join(Self::BUCKET)).unwrap();
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = std::fs::File::create(dir.path().join("gw.log")).unwrap();
+        let child = Command::new(bin)
+            .args(["--access", Self::ACCESS, "--secret", Self::SECRET, "--port", &format!("127.0.0.1:{port}")])
+            .arg("posix")
+            .arg(&root)
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap();
+        let gw = Self { child, endpoint: format!("http://127.0.0.1:{port}"), _dir: dir };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "versitygw did not start: {}", gw.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(gw)
+    }
+
+    /// Storage in the test bucket under `prefix`.
+    pub fn storage(&self, prefix: &str) -> ObjectStorage {
+        ObjectStorage::s3(&S3Config {
+            endpoint: self.endpoint.clone(),
+            bucket: Self::BUCKET.into(),
+            region: "us-east-1".into(),
+            access_key_id: Self::ACCESS.into(),
+            secret_access_key: Self::SECRET.into(),
+            prefix: prefix.into(),
+            allow_http: true,
+        })
+        .unwrap()
+    }
+
+    /// The gateway's output so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("gw.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Versitygw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
