@@ -2,7 +2,8 @@
 //! external account binding keys (RFC 8555 §7.3.4) for operators
 //! (`signetctl acme eab ...`).
 //!
-//! Served on its own thread with a `LocalSet` (capnp-rpc is `!Send`). Callers
+//! Served on its own thread with a `LocalSet` (capnp-rpc is `!Send`; the
+//! thread is `signet_runtime::service_thread`'s). Callers
 //! are admitted by their peer credentials (SO_PEERCRED) against `[admin]`,
 //! when they ask for the admin capability and again on every call (SIGHUP
 //! reloads `[admin]`). Each change is one LMDB write transaction, committed
@@ -24,7 +25,6 @@ use signet_store::StoreError;
 use tokio_util::sync::CancellationToken;
 
 use crate::db::{Db, EabRec};
-use crate::resources::now;
 use crate::Acme;
 
 /// The longest key id acmed creates or looks up.
@@ -55,35 +55,16 @@ impl Admins {
     }
 }
 
-/// Serves the admin interface on `listener` until `shutdown`; runs on its own
-/// thread (a current-thread runtime and a `LocalSet`).
-pub fn serve(
-    listener: std::os::unix::net::UnixListener,
+/// Serves the admin interface on `listener` until `shutdown`. Runs on a
+/// `LocalSet` (see `signet_runtime::service_thread`): capnp-rpc is `!Send`.
+pub async fn serve(
+    listener: tokio::net::UnixListener,
     acme: Arc<Acme>,
     admins: Arc<Admins>,
     shutdown: CancellationToken,
 ) {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot start the admin runtime");
-            shutdown.cancel();
-            return;
-        }
-    };
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
-        let listener = match tokio::net::UnixListener::from_std(listener) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot serve the admin socket");
-                shutdown.cancel();
-                return;
-            }
-        };
-        let service = Rc::new(Service { acme, admins, started: Instant::now() });
-        serve_acmed(listener, service, ServeOptions::default(), shutdown).await;
-    });
+    let service = Rc::new(Service { acme, admins, started: Instant::now() });
+    serve_acmed(listener, service, ServeOptions::default(), shutdown).await;
 }
 
 struct Service {
@@ -178,7 +159,7 @@ impl Admin {
 impl AcmeAdminService for Admin {
     fn eab_create(&self, key_id: String, note: String) -> LocalResult<EabKey> {
         self.run(|me| {
-            let (key_id, rec) = create_key(&me.acme.db, &key_id, &note, now())?;
+            let (key_id, rec) = create_key(&me.acme.db, &key_id, &note, me.acme.clock.unix_seconds())?;
             tracing::info!(uid = me.peer.uid, key_id = %key_id, "EAB key created");
             Ok(EabKey { hmac_key: rec.key.clone(), ..me.shown(key_id, &rec) })
         })

@@ -50,6 +50,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use signet_ipc::KeyAlgorithm;
+use signet_runtime::config::SocketMode;
 use signet_runtime::principals::{Principal, Principals};
 
 /// The whole file.
@@ -134,9 +135,9 @@ pub struct Config {
     /// `acmed-admin`. Default: `admin.sock` in `state_dir`.
     #[serde(default)]
     pub admin_socket: Option<PathBuf>,
-    /// Mode of the admin socket when acmed binds it (octal).
-    #[serde(default = "default_admin_socket_mode")]
-    pub admin_socket_mode: String,
+    /// Mode of the admin socket when acmed binds it (octal, default "0660").
+    #[serde(default)]
+    pub admin_socket_mode: SocketMode,
     /// `[admin]`: who may use the admin interface. Default: the uid acmed runs
     /// as, and root; when present, exactly those listed.
     #[serde(default)]
@@ -194,12 +195,6 @@ impl Config {
         self.admin_socket.clone().unwrap_or_else(|| self.state_dir.join("admin.sock"))
     }
 
-    /// The admin socket's mode.
-    pub fn admin_socket_mode(&self) -> Result<u32, String> {
-        signet_runtime::config::parse_mode(&self.admin_socket_mode)
-            .ok_or_else(|| format!("admin_socket_mode {:?} is not octal", self.admin_socket_mode))
-    }
-
     /// Who may use the admin interface: `[admin]`, or else `own_uid` and root.
     pub fn admins(&self, own_uid: u32) -> Principals {
         self.admin
@@ -207,9 +202,9 @@ impl Config {
             .unwrap_or_else(|| Principals { users: vec![Principal::Id(own_uid), Principal::Id(0)], groups: Vec::new() })
     }
 
-    /// Checks what serde cannot.
+    /// Checks the values serde cannot judge (the files the config names are
+    /// checked by `DaemonConfig::check_config`, in the crate root).
     pub fn check(&self) -> Result<(), String> {
-        self.admin_socket_mode()?;
         if self.profiles.is_empty() {
             return Err("at least one [profiles.<name>] is needed".into());
         }
@@ -241,9 +236,6 @@ impl Config {
     }
 }
 
-fn default_admin_socket_mode() -> String {
-    "0660".into()
-}
 fn default_http01_port() -> u16 {
     80
 }
@@ -312,7 +304,7 @@ mod tests {
         let c: Config = toml::from_str(MINIMAL).unwrap();
         c.check().unwrap();
         assert_eq!(c.admin_socket_path(), PathBuf::from("/var/lib/a/admin.sock"));
-        assert_eq!(c.admin_socket_mode(), Ok(0o660));
+        assert_eq!(c.admin_socket_mode.bits(), 0o660);
         assert_eq!(c.admins(1234), Principals { users: vec![Principal::Id(1234), Principal::Id(0)], groups: vec![] });
 
         let c: Config = toml::from_str(&format!(
@@ -320,15 +312,20 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(c.admin_socket_path(), PathBuf::from("/run/x.sock"));
-        assert_eq!(c.admin_socket_mode(), Ok(0o600));
+        assert_eq!(c.admin_socket_mode.bits(), 0o600);
         assert_eq!(c.admins(1234), Principals { users: vec![], groups: vec![Principal::Name("signet-admin".into())] });
 
         assert_eq!((c.http01_port, c.http01_https_port), (80, 443));
         let c: Config = toml::from_str(&format!("{MINIMAL}http01_https_port = 8443\n")).unwrap();
         assert_eq!(c.http01_https_port, 8443);
         assert!(toml::from_str::<Config>(&format!("{MINIMAL}http01_https_port = \"443\"\n")).is_err());
-        let c: Config = toml::from_str(&format!("{MINIMAL}admin_socket_mode = \"rw\"\n")).unwrap();
-        assert!(c.check().unwrap_err().contains("admin_socket_mode"));
+        // A bad mode is refused as the file is read.
+        let e = signet_runtime::config::parse::<Config>(
+            &format!("{MINIMAL}admin_socket_mode = \"rw\"\n"),
+            std::path::Path::new("acmed.toml"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("admin_socket_mode"), "{e}");
         assert!(toml::from_str::<Config>(&format!("{MINIMAL}[admin]\nuser = [0]\n")).is_err());
     }
 }

@@ -6,7 +6,7 @@
 //! rest: sign a precertificate (poison extension) through the same Issuer
 //! role, submit it to the logs, and embed the SCTs in the final TBS.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use der::Decode;
 use rand_core::{OsRng, RngCore};
@@ -92,7 +92,7 @@ impl Acme {
         let validity = self.cfg.profiles.get(&order.profile).and_then(|p| p.validity_seconds).map(Duration::from_secs);
         // The order's notBefore/notAfter, checked again now: refused (and the order
         // invalid) when the clock has moved past what the Issuer role signs.
-        let now = SystemTime::now();
+        let now = self.clock.now();
         let now_secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         let exact_validity =
             crate::window::resolve(order.not_before, order.not_after, &self.validity_bounds(&order.profile), now_secs)?

@@ -11,7 +11,8 @@
 //! external account binding keys (`signetctl acme eab ...`).
 //!
 //! Threads: one multi-threaded tokio runtime serves HTTPS and runs validations;
-//! one more thread serves the admin socket on a `LocalSet`.
+//! one more thread serves the admin socket on a `LocalSet`
+//! (`signet_runtime::service_thread`).
 #![forbid(unsafe_code)]
 // Handlers return `Result<_, Problem>`: the refusal is the answer (a problem
 // document), built once per refused request; boxing it buys nothing.
@@ -43,8 +44,12 @@ use rand_core::{OsRng, RngCore};
 use signet_acme::types::{Directory, DirectoryMeta};
 use signet_ca::{Issuer, Profile};
 use signet_ipc::{ErrorKind, OcspdClient, SignatureScheme, SigndClient};
+use signet_runtime::config::{Checked, DaemonConfig};
+use signet_runtime::lifecycle::{Lifecycle, Reload};
 use signet_runtime::metrics::Metrics;
-use signet_runtime::{activation, notify, shutdown::Signals};
+use signet_runtime::service_thread::ServiceThread;
+use signet_runtime::{activation, notify};
+use signet_types::Clock;
 use x509_cert::Certificate;
 
 use crate::challenge::Validator;
@@ -100,6 +105,8 @@ pub struct Acme {
     pub inflight: Arc<resources::InFlight>,
     /// Counters.
     pub metrics: AcmeMetrics,
+    /// Where "now" comes from.
+    pub clock: Clock,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -168,17 +175,42 @@ impl AcmeMetrics {
     }
 }
 
+/// What `--check-config` and start check beyond the file's syntax: the values serde cannot
+/// judge ([`Config::check`]), the TLS certificate and key (readable, matching), the chain file,
+/// `[admin]`'s users and groups, and the DNS resolver settings validation uses. Whether signd
+/// knows the issuer is learnt at start.
+impl DaemonConfig for Config {
+    fn check_config(&self) -> Result<(), String> {
+        self.check()?;
+        signet_runtime::tls::acceptor_from_files(&self.tls_certificate, &self.tls_key)?;
+        if let Some(path) = &self.chain {
+            read_chain(path)?;
+        }
+        resolve_admins(self)?;
+        validator(self)?;
+        Ok(())
+    }
+}
+
+/// SIGHUP re-reads who may use the admin interface. Everything else in the
+/// config takes a restart.
+impl Reload for admin::Admins {
+    type Config = Config;
+    const WHAT: &'static str = "[admin]";
+
+    fn reload(&self, config: Config) -> Result<(), String> {
+        self.replace(resolve_admins(&config)?);
+        Ok(())
+    }
+}
+
 /// Runs acmed until SIGTERM or SIGINT.
-pub fn run(config_path: &Path, config: Config) -> Result<(), AcmedError> {
+pub fn run(config_path: &Path, config: Checked<Config>) -> Result<(), AcmedError> {
+    let config = config.into_inner();
     let cfg_err = |e: String| AcmedError::Config(format!("{}: {e}", config_path.display()));
-    config.check().map_err(cfg_err)?;
     let tls = signet_runtime::tls::acceptor_from_files(&config.tls_certificate, &config.tls_key).map_err(cfg_err)?;
-    let chain_pem = match &config.chain {
-        Some(p) => Some(std::fs::read(p).map_err(|e| cfg_err(format!("chain {}: {e}", p.display())))?),
-        None => None,
-    };
-    let admin_mode = config.admin_socket_mode().map_err(cfg_err)?;
-    let admins = resolve_admins(&config).map_err(cfg_err)?;
+    let chain_pem = config.chain.as_deref().map(read_chain).transpose().map_err(cfg_err)?;
+    let admins = Arc::new(admin::Admins::new(resolve_admins(&config).map_err(cfg_err)?));
     let db =
         Db::open(&config.state_dir).map_err(|source| AcmedError::Store { path: config.state_dir.clone(), source })?;
     let mut builder = tokio::runtime::Builder::new_multi_thread();
@@ -186,8 +218,7 @@ pub fn run(config_path: &Path, config: Config) -> Result<(), AcmedError> {
         builder.worker_threads(n.max(1));
     }
     let rt = builder.enable_all().build().map_err(|e| AcmedError::Startup(format!("tokio runtime: {e}")))?;
-    let admin = AdminSetup { mode: admin_mode, admins: Arc::new(admin::Admins::new(admins)) };
-    rt.block_on(serve(config_path, config, db, Arc::new(tls), chain_pem, admin))
+    rt.block_on(serve(config_path, config, db, Arc::new(tls), chain_pem, admins))
 }
 
 /// Who may use the admin interface, resolved (`[admin]`, or acmed's own uid and root).
@@ -196,10 +227,23 @@ fn resolve_admins(config: &Config) -> Result<signet_runtime::principals::Resolve
     config.admins(own_uid).resolve().map_err(|e| format!("[admin]: {e}"))
 }
 
-/// The admin socket's mode and who it admits.
-struct AdminSetup {
-    mode: u32,
-    admins: Arc<admin::Admins>,
+/// The chain file's bytes, once they parse as PEM certificates.
+fn read_chain(path: &Path) -> Result<Vec<u8>, String> {
+    let pem = std::fs::read(path).map_err(|e| format!("chain {}: {e}", path.display()))?;
+    Certificate::load_pem_chain(&pem).map_err(|e| format!("chain: {e}"))?;
+    Ok(pem)
+}
+
+/// Challenge validation as configured.
+fn validator(config: &Config) -> Result<Validator, String> {
+    Validator::new(
+        config.dns_resolver,
+        config.http01_port,
+        config.http01_https_port,
+        config.tlsalpn01_port,
+        Duration::from_secs(config.validation_timeout_seconds),
+        config.caa_identities.clone(),
+    )
 }
 
 async fn serve(
@@ -208,31 +252,29 @@ async fn serve(
     db: Db,
     tls: Arc<openssl::ssl::SslAcceptor>,
     chain_pem: Option<Vec<u8>>,
-    admin: AdminSetup,
+    admins: Arc<admin::Admins>,
 ) -> Result<(), AcmedError> {
-    let signals = Signals::install().map_err(|e| AcmedError::Startup(format!("signal handlers: {e}")))?;
-    let shutdown = signals.shutdown_token();
+    let mut life = Lifecycle::install("acmed", config_path)?;
+    let shutdown = life.shutdown_token();
     let mut act = activation::Activation::from_env();
     let listener = activation::tcp_listener(&mut act, "acmed-https", config.listen)?;
     // Bound now, so admin clients queue while acmed loads the issuer from signd.
-    let admin_listener = activation::unix_listener(&mut act, "acmed-admin", &config.admin_socket_path(), admin.mode)?;
+    let admin_listener = activation::unix_listener_std(
+        &mut act,
+        "acmed-admin",
+        &config.admin_socket_path(),
+        config.admin_socket_mode.bits(),
+    )?;
 
     let signd = SigndClient::new(&config.signd_socket).map_err(|e| AcmedError::Startup(e.to_string()))?;
     let ocspd = OcspdClient::new(&config.ocspd_socket);
     let _ = notify::status("loading the issuer from signd");
+    let cfg_err = |e: String| AcmedError::Config(format!("{}: {e}", config_path.display()));
     let ca = tokio::select! {
-        loaded = load_ca(&config, &signd, chain_pem.as_deref()) => loaded.map_err(|e| AcmedError::Config(format!("{}: {e}", config_path.display())))?,
+        loaded = load_ca(&config, &signd, chain_pem.as_deref()) => loaded.map_err(cfg_err)?,
         () = shutdown.cancelled() => return Ok(()),
     };
-    let validator = Validator::new(
-        config.dns_resolver,
-        config.http01_port,
-        config.http01_https_port,
-        config.tlsalpn01_port,
-        Duration::from_secs(config.validation_timeout_seconds),
-        config.caa_identities.clone(),
-    )
-    .map_err(|e| AcmedError::Config(format!("{}: {e}", config_path.display())))?;
+    let validator = validator(&config).map_err(cfg_err)?;
     let base = config.public_url();
     let directory = directory_json(&config, &base);
     let metrics = Metrics::new("acmed");
@@ -252,6 +294,7 @@ async fn serve(
         jwk_cache: JwkCache::new(100_000),
         inflight: Arc::default(),
         metrics: AcmeMetrics::new(&metrics),
+        clock: Clock::system(),
     });
     let handler = Arc::new(AcmeHttp(acme.clone()));
     let http = tokio::spawn(signet_runtime::http::serve_tls(
@@ -263,15 +306,19 @@ async fn serve(
         shutdown.clone(),
     ));
 
-    // The admin interface: its own thread, a LocalSet, the listener moved over.
-    let admin_std = admin_listener.into_std().map_err(|e| AcmedError::Startup(format!("admin socket: {e}")))?;
+    // The admin interface: its own thread and LocalSet.
     let admin_thread = {
-        let (acme, admins, shutdown) = (acme.clone(), admin.admins.clone(), shutdown.clone());
-        std::thread::Builder::new()
-            .name("acmed-admin".into())
-            .spawn(move || admin::serve(admin_std, acme, admins, shutdown))
-            .map_err(|e| AcmedError::Startup(format!("admin thread: {e}")))?
+        let (acme, admins, stop) = (acme.clone(), admins.clone(), shutdown.clone());
+        ServiceThread::spawn("acmed-admin", "admin", admin_listener, shutdown.clone(), move |listener| {
+            admin::serve(listener, acme, admins, stop)
+        })?
     };
+    life.on_stop(async move {
+        if let Ok(Err(e)) = http.await {
+            tracing::warn!(error = %e, "HTTPS server ended with an error");
+        }
+    });
+    life.on_stop(admin_thread.join());
 
     tracing::info!(
         listen = %acme.cfg.listen,
@@ -280,38 +327,7 @@ async fn serve(
         admin_socket = %acme.cfg.admin_socket_path().display(),
         "acmed ready"
     );
-    let _ = notify::ready();
-    let _ = notify::status(&format!("serving {}", acme.url("/directory")));
-    let _watchdog = notify::spawn_watchdog(|| true);
-    let mut reload = signals.reload();
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => break,
-            changed = reload.changed() => {
-                if changed.is_err() { break; }
-                let _ = notify::reloading();
-                match reload_admins(config_path, &admin.admins) {
-                    Ok(()) => tracing::info!("[admin] reloaded"),
-                    Err(e) => tracing::error!(error = %e, "reload failed; keeping the old [admin]"),
-                }
-                let _ = notify::ready();
-            }
-        }
-    }
-    let _ = notify::stopping();
-    tracing::info!("acmed stopping");
-    if let Ok(Err(e)) = http.await {
-        tracing::warn!(error = %e, "HTTPS server ended with an error");
-    }
-    let _ = tokio::task::spawn_blocking(move || admin_thread.join()).await;
-    Ok(())
-}
-
-/// SIGHUP: re-reads who may use the admin interface. Everything else in the
-/// config takes a restart.
-fn reload_admins(path: &Path, admins: &admin::Admins) -> Result<(), String> {
-    let config: Config = signet_runtime::config::load(path).map_err(|e| e.to_string())?;
-    admins.replace(resolve_admins(&config)?);
+    life.serve(&format!("serving {}", acme.url("/directory")), admins.as_ref()).await;
     Ok(())
 }
 

@@ -25,6 +25,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::Deserialize;
+use signet_runtime::config::{DaemonConfig, SocketMode};
 use signet_runtime::principals::Principals;
 
 /// The whole file.
@@ -33,9 +34,9 @@ use signet_runtime::principals::Principals;
 pub struct Config {
     /// The registry socket (Cap'n Proto), unless socket-activated as `ocspd`.
     pub socket: PathBuf,
-    /// Mode of the registry socket when ocspd binds it.
-    #[serde(default = "default_socket_mode")]
-    pub socket_mode: String,
+    /// Mode of the registry socket when ocspd binds it (octal, default "0660").
+    #[serde(default)]
+    pub socket_mode: SocketMode,
     /// The LMDB directory.
     pub state_dir: PathBuf,
     /// signd's socket.
@@ -70,6 +71,22 @@ impl Config {
     }
 }
 
+/// What `--check-config` and start check beyond the file's syntax: at least one issuer, each
+/// with sound settings and registrars that exist. Whether signd knows the issuers is learnt at
+/// start.
+impl DaemonConfig for Config {
+    fn check_config(&self) -> Result<(), String> {
+        if self.issuers.is_empty() {
+            return Err("no [issuers.<name>] configured".into());
+        }
+        for (name, s) in &self.issuers {
+            s.check(name)?;
+            s.registrars.resolve().map_err(|e| format!("issuer `{name}`: registrars: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
 /// A token bucket: `burst` at once, refilled at `per_second`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -83,10 +100,6 @@ pub struct ClientRate {
 
 fn default_max_fresh() -> usize {
     256
-}
-
-fn default_socket_mode() -> String {
-    "0660".into()
 }
 
 /// What to do with a request's nonce (RFC 8954).

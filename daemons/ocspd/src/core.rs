@@ -20,6 +20,7 @@ use signet_ipc::{
 };
 use signet_runtime::principals::ResolvedPrincipals;
 use signet_store::{StoreError, WriteTxn};
+use signet_types::Clock;
 use tokio::sync::Notify;
 
 use crate::config::{ClientRate, IssuerSettings};
@@ -121,11 +122,8 @@ pub struct Core {
     fresh_signatures: tokio::sync::Semaphore,
     /// What one client may cause of them, if limited.
     client_limit: Option<ClientLimiter>,
-}
-
-/// Unix seconds now, whole.
-pub fn now_secs() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+    /// Where "now" comes from.
+    clock: Clock,
 }
 
 fn to_time(secs: i64) -> SystemTime {
@@ -206,10 +204,21 @@ async fn blocking<R: Send + 'static>(
 
 impl Core {
     /// Assembles the core; at most `max_fresh_signatures` OCSP signatures
-    /// are made on the request path at once.
-    pub fn new(db: Db, signd: SigndClient, issuers: Vec<Arc<LoadedIssuer>>, max_fresh_signatures: usize) -> Self {
+    /// are made on the request path at once; times come from `clock`.
+    pub fn new(
+        db: Db,
+        signd: SigndClient,
+        issuers: Vec<Arc<LoadedIssuer>>,
+        max_fresh_signatures: usize,
+        clock: Clock,
+    ) -> Self {
         let fresh_signatures = tokio::sync::Semaphore::new(max_fresh_signatures.max(1));
-        Self { db, signd, issuers, started: Instant::now(), fresh_signatures, client_limit: None }
+        Self { db, signd, issuers, started: Instant::now(), fresh_signatures, client_limit: None, clock }
+    }
+
+    /// Unix seconds now, whole, by the core's clock.
+    pub fn now_secs(&self) -> i64 {
+        self.clock.unix_seconds()
     }
 
     /// Limits the signatures one client may cause on the request path.
@@ -266,7 +275,7 @@ impl Core {
         status: CertStatusInfo,
         nonce: Option<&[u8]>,
     ) -> Result<StoredResponse, IpcError> {
-        let now = now_secs();
+        let now = self.now_secs();
         let next = now + iss.settings.response_validity_seconds as i64;
         let params = OcspResponseParams {
             cert_id,
@@ -342,7 +351,7 @@ impl Core {
         let rec = CertRecord {
             not_after: cert.not_after_unix_secs,
             shard: cert.crl_shard,
-            recorded: now_secs(),
+            recorded: self.now_secs(),
             revoked: None,
         };
         let signed = self.sign_all(&iss, &cert.serial, &rec, &[OcspHash::Sha1]).await;
@@ -379,7 +388,7 @@ impl Core {
         let Some(mut rec) = existing else {
             return Err(never_recorded(&iss, &rev.serial));
         };
-        let now = now_secs();
+        let now = self.now_secs();
         let time = if rev.revoked_unix_secs == 0 { now } else { rev.revoked_unix_secs };
         if time > now + 60 {
             return Err(IpcError::invalid("revocation time is in the future"));
@@ -472,7 +481,7 @@ impl Core {
                 hashes.push(OcspHash::Sha1);
             }
             let signed = self.sign_all(&iss, &serial, &rec, &hashes).await;
-            let (db, s, now) = (self.db.clone(), serial.clone(), now_secs());
+            let (db, s, now) = (self.db.clone(), serial.clone(), self.now_secs());
             let committed = commit(&self.db, move |t| {
                 if db.cert_w(t, id, &s)?.as_ref() != Some(&held) {
                     return Ok(None);
@@ -557,7 +566,7 @@ impl Core {
         let with_nonce = req.nonce.is_some() && iss.settings.nonce == crate::config::NoncePolicy::Echo;
         let id = &req.cert_id;
         let key = response_key(iss.id, id.hash, &id.serial);
-        let now = now_secs();
+        let now = self.now_secs();
         let lookup = self.db.store.read(|t| {
             let cached = if with_nonce { None } else { self.db.response(t, &key)? };
             let rec = match &cached {
@@ -646,7 +655,7 @@ impl Core {
     /// refresh window. Returns how many were re-signed.
     pub async fn refresh(&self, iss: &LoadedIssuer) -> Result<usize, IpcError> {
         const PAGE: usize = 1024;
-        let horizon = now_secs() + iss.settings.refresh_before() as i64;
+        let horizon = self.now_secs() + iss.settings.refresh_before() as i64;
         let mut after: Option<Vec<u8>> = None;
         let mut done = 0;
         loop {
@@ -663,7 +672,7 @@ impl Core {
                 // Expired certificates are not kept fresh: a request for one
                 // is signed on demand (RFC 6960 lets a responder answer for
                 // them, RFC 5019 does not ask it to pre-sign them).
-                if rec.not_after < now_secs() {
+                if rec.not_after < self.now_secs() {
                     continue;
                 }
                 let cert_id = Self::cert_id(iss, hash, &serial)?;

@@ -23,7 +23,7 @@ use std::time::Duration;
 use signet_ca::{build_tbs_crl, CrlParams, CrlReason, RevokedEntry};
 use signet_ipc::IpcError;
 
-use crate::core::{now_secs, Core, LoadedIssuer, CERTIFICATE_HOLD};
+use crate::core::{Core, LoadedIssuer, CERTIFICATE_HOLD};
 use crate::db::{CrlKind, Released, RevokedRecord, StoredCrl};
 
 /// Wait after a revocation before rebuilding, so a burst makes one set of CRLs.
@@ -75,7 +75,7 @@ pub async fn publish(core: &Core, iss: &LoadedIssuer) -> Result<usize, IpcError>
     .map_err(|e| IpcError::internal(format!("CRL task: {e}")))?
     .map_err(|e| IpcError::internal(format!("ocspd store: {e}")))?;
 
-    let now = now_secs();
+    let now = core.now_secs();
     // Expired certificates leave the CRL (RFC 5280 3.3 allows it).
     let live: Vec<&(Vec<u8>, RevokedRecord)> = revoked.iter().filter(|(_, r)| r.not_after >= now).collect();
     let this_update = std::time::UNIX_EPOCH + Duration::from_secs(now as u64);

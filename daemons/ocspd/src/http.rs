@@ -34,7 +34,7 @@ use signet_ca::OcspErrorStatus;
 use signet_runtime::http::{text_response, Handler, PeerAddr};
 use signet_runtime::metrics::Metrics;
 
-use crate::core::{now_secs, Core, OcspAnswer};
+use crate::core::{Core, OcspAnswer};
 use crate::db::CrlKind;
 
 /// The largest OCSP request accepted (one CertID plus a nonce is ~100 bytes;
@@ -182,7 +182,7 @@ impl Inner {
             }
         };
         let tag = crl.etag;
-        let cache = Some((crl.this_update, crl.next_update, (crl.next_update - now_secs()).max(0) as u64));
+        let cache = Some((crl.this_update, crl.next_update, (crl.next_update - self.core.now_secs()).max(0) as u64));
         if matches_etag(headers.get(IF_NONE_MATCH), &tag) {
             return not_modified(&tag, cache);
         }

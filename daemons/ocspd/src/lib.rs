@@ -28,8 +28,13 @@ use std::time::Duration;
 use signet_ca::{Issuer, OcspIssuer, Profile, Responder};
 use signet_ipc::server::{serve_ocspd, ServeOptions};
 use signet_ipc::{ErrorKind, IpcError, SignatureScheme, SigndClient};
+use signet_runtime::activation;
+use signet_runtime::config::Checked;
+use signet_runtime::lifecycle::{Lifecycle, Reload};
 use signet_runtime::metrics::Metrics;
-use signet_runtime::{activation, notify, shutdown::Signals};
+use signet_runtime::notify;
+use signet_runtime::service_thread::ServiceThread;
+use signet_types::Clock;
 
 use crate::config::Config;
 use crate::core::{Core, LoadedIssuer};
@@ -39,16 +44,8 @@ use crate::db::Db;
 pub use signet_runtime::DaemonError as OcspdError;
 
 /// Runs ocspd until SIGTERM or SIGINT.
-pub fn run(config_path: &Path, config: Config) -> Result<(), OcspdError> {
-    let cfg_err = |e: String| OcspdError::Config(format!("{}: {e}", config_path.display()));
-    if config.issuers.is_empty() {
-        return Err(cfg_err("no [issuers.<name>] configured".into()));
-    }
-    for (name, s) in &config.issuers {
-        s.check(name).map_err(cfg_err)?;
-    }
-    let mode = signet_runtime::config::parse_mode(&config.socket_mode)
-        .ok_or_else(|| cfg_err(format!("socket_mode {:?} is not octal", config.socket_mode)))?;
+pub fn run(config_path: &Path, config: Checked<Config>) -> Result<(), OcspdError> {
+    let config = config.into_inner();
     let db =
         Db::open(&config.state_dir).map_err(|source| OcspdError::Store { path: config.state_dir.clone(), source })?;
     let mut builder = tokio::runtime::Builder::new_multi_thread();
@@ -56,15 +53,15 @@ pub fn run(config_path: &Path, config: Config) -> Result<(), OcspdError> {
         builder.worker_threads(n.max(1));
     }
     let rt = builder.enable_all().build().map_err(|e| OcspdError::Startup(format!("tokio runtime: {e}")))?;
-    rt.block_on(serve(config_path, config, db, mode))
+    rt.block_on(serve(config_path, config, db))
 }
 
-async fn serve(config_path: &Path, config: Config, db: Db, mode: u32) -> Result<(), OcspdError> {
-    let signals = Signals::install().map_err(|e| OcspdError::Startup(format!("signal handlers: {e}")))?;
-    let shutdown = signals.shutdown_token();
+async fn serve(config_path: &Path, config: Config, db: Db) -> Result<(), OcspdError> {
+    let mut life = Lifecycle::install("ocspd", config_path)?;
+    let shutdown = life.shutdown_token();
     let mut act = activation::Activation::from_env();
     // Bind first, so clients queue on the sockets while ocspd loads its issuers.
-    let ipc_listener = activation::unix_listener(&mut act, "ocspd", &config.socket, mode)?;
+    let ipc_listener = activation::unix_listener_std(&mut act, "ocspd", &config.socket, config.socket_mode.bits())?;
     let http_listener = activation::tcp_listener(&mut act, "ocspd-http", config.listen)?;
 
     let signd = SigndClient::new(&config.signd_socket).map_err(|e| OcspdError::Startup(e.to_string()))?;
@@ -73,8 +70,10 @@ async fn serve(config_path: &Path, config: Config, db: Db, mode: u32) -> Result<
         loaded = load_issuers(&config, &db, &signd) => loaded.map_err(|e| OcspdError::Config(format!("{}: {e}", config_path.display())))?,
         () = shutdown.cancelled() => return Ok(()),
     };
-    let core =
-        Arc::new(Core::new(db, signd, issuers, config.max_fresh_signatures).with_client_limit(config.fresh_per_client));
+    let core = Arc::new(
+        Core::new(db, signd, issuers, config.max_fresh_signatures, Clock::system())
+            .with_client_limit(config.fresh_per_client),
+    );
     tokio::spawn(forget_idle_clients(core.clone()));
 
     for iss in &core.issuers {
@@ -82,97 +81,54 @@ async fn serve(config_path: &Path, config: Config, db: Db, mode: u32) -> Result<
         tokio::spawn(refresher(core.clone(), iss.clone()));
     }
 
-    // The registry: its own thread, a LocalSet, the listener moved over.
-    let ipc_std = ipc_listener.into_std().map_err(|e| OcspdError::Startup(format!("registry socket: {e}")))?;
-    let ipc_thread = {
-        let (core, handle, shutdown) = (core.clone(), tokio::runtime::Handle::current(), shutdown.clone());
-        std::thread::Builder::new()
-            .name("ocspd-registry".into())
-            .spawn(move || serve_registry(ipc_std, core, handle, shutdown))
-            .map_err(|e| OcspdError::Startup(format!("registry thread: {e}")))?
+    // The registry: its own thread and LocalSet; each call runs on this runtime.
+    let registry = {
+        let (core, handle, stop) = (core.clone(), tokio::runtime::Handle::current(), shutdown.clone());
+        ServiceThread::spawn("ocspd-registry", "registry", ipc_listener, shutdown.clone(), move |listener| {
+            let service = Rc::new(registry::Registry::new(core, handle));
+            serve_ocspd(listener, service, ServeOptions::default(), stop)
+        })?
     };
 
     let metrics = Metrics::new("ocspd");
     let handler = Arc::new(http::OcspHttp::new(core.clone(), &metrics));
     let http =
         tokio::spawn(signet_runtime::http::serve(http_listener, handler, metrics, Arc::new(|| true), shutdown.clone()));
+    life.on_stop(async move {
+        if let Ok(Err(e)) = http.await {
+            tracing::warn!(error = %e, "HTTP server ended with an error");
+        }
+    });
+    life.on_stop(registry.join());
 
     let names: Vec<&str> = core.issuers.iter().map(|i| i.name.as_str()).collect();
     tracing::info!(socket = %config.socket.display(), listen = %config.listen, issuers = ?names, "ocspd ready");
-    let _ = notify::ready();
-    let _ = notify::status(&format!("serving {} issuers", names.len()));
-    let _watchdog = notify::spawn_watchdog(|| true);
-
-    let mut reload = signals.reload();
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => break,
-            changed = reload.changed() => {
-                if changed.is_err() { break; }
-                let _ = notify::reloading();
-                match reload_registrars(config_path, &core) {
-                    Ok(()) => tracing::info!("registrars reloaded"),
-                    Err(e) => tracing::error!(error = %e, "reload failed; keeping the old registrars"),
-                }
-                let _ = notify::ready();
-            }
-        }
-    }
-    let _ = notify::stopping();
-    tracing::info!("ocspd stopping");
-    if let Ok(Err(e)) = http.await {
-        tracing::warn!(error = %e, "HTTP server ended with an error");
-    }
-    let _ = tokio::task::spawn_blocking(move || ipc_thread.join()).await;
+    life.serve(&format!("serving {} issuers", names.len()), core.as_ref()).await;
     Ok(())
 }
 
-fn serve_registry(
-    listener: std::os::unix::net::UnixListener,
-    core: Arc<Core>,
-    handle: tokio::runtime::Handle,
-    shutdown: tokio_util::sync::CancellationToken,
-) {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot start the registry runtime");
-            shutdown.cancel();
-            return;
-        }
-    };
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
-        let listener = match tokio::net::UnixListener::from_std(listener) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot serve the registry socket");
-                shutdown.cancel();
-                return;
-            }
-        };
-        let service = Rc::new(registry::Registry::new(core, handle));
-        serve_ocspd(listener, service, ServeOptions::default(), shutdown).await;
-    });
-}
-
-/// SIGHUP: re-reads who may record and revoke. Everything else in the config
+/// SIGHUP re-reads who may record and revoke. Everything else in the config
 /// takes a restart (issuers are loaded from signd at start).
-fn reload_registrars(path: &Path, core: &Core) -> Result<(), String> {
-    let config: Config = signet_runtime::config::load(path).map_err(|e| e.to_string())?;
-    let mut resolved = Vec::new();
-    for iss in &core.issuers {
-        let settings = config
-            .issuers
-            .get(&iss.name)
-            .ok_or_else(|| format!("issuer `{}` is no longer configured; restart to drop it", iss.name))?;
-        resolved.push(settings.registrars.resolve().map_err(|e| format!("issuer `{}`: registrars: {e}", iss.name))?);
+impl Reload for Core {
+    type Config = Config;
+    const WHAT: &'static str = "registrars";
+
+    fn reload(&self, config: Config) -> Result<(), String> {
+        let mut resolved = Vec::new();
+        for iss in &self.issuers {
+            let settings = config
+                .issuers
+                .get(&iss.name)
+                .ok_or_else(|| format!("issuer `{}` is no longer configured; restart to drop it", iss.name))?;
+            resolved
+                .push(settings.registrars.resolve().map_err(|e| format!("issuer `{}`: registrars: {e}", iss.name))?);
+        }
+        // All or nothing: only a config that resolved completely is applied.
+        for (iss, r) in self.issuers.iter().zip(resolved) {
+            *iss.registrars.write().unwrap_or_else(std::sync::PoisonError::into_inner) = r;
+        }
+        Ok(())
     }
-    // All or nothing: only a config that resolved completely is applied.
-    for (iss, r) in core.issuers.iter().zip(resolved) {
-        *iss.registrars.write().unwrap_or_else(std::sync::PoisonError::into_inner) = r;
-    }
-    Ok(())
 }
 
 /// Re-signs cached responses before they expire.

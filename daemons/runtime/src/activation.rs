@@ -237,13 +237,25 @@ pub fn unix_listener(
     mode: u32,
 ) -> Result<tokio::net::UnixListener, ActivationError> {
     ensure_runtime(name)?;
+    let std_listener = unix_listener_std(act, name, fallback_path, mode)?;
+    let register = |source| ActivationError::Register { name: name.to_owned(), source };
+    tokio::net::UnixListener::from_std(std_listener).map_err(register)
+}
+
+/// [`unix_listener`] for a service on another thread (and runtime): the listener is
+/// non-blocking but not yet registered with tokio, so it can be called outside a runtime.
+pub fn unix_listener_std(
+    act: &mut Activation,
+    name: &str,
+    fallback_path: &Path,
+    mode: u32,
+) -> Result<std::os::unix::net::UnixListener, ActivationError> {
     let std_listener = match act.take_unix(name)? {
         Some(l) => l,
         None => bind_unix(fallback_path, mode)?,
     };
-    let register = |source| ActivationError::Register { name: name.to_owned(), source };
-    std_listener.set_nonblocking(true).map_err(register)?;
-    tokio::net::UnixListener::from_std(std_listener).map_err(register)
+    std_listener.set_nonblocking(true).map_err(|source| ActivationError::Register { name: name.to_owned(), source })?;
+    Ok(std_listener)
 }
 
 /// The activated TCP listener `name`, or else one bound at `fallback_addr`. Must be called

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
+use crate::DaemonError;
+
 /// Exit code for `--check-config` success.
 pub const EXIT_OK: u8 = 0;
 /// Exit code when the configuration cannot be loaded (also used outside `--check-config`).
@@ -94,8 +96,29 @@ fn convert_error(e: &toml::de::Error, text: &str, origin: &Path) -> ConfigError 
     let (line, column) = line_column(text, span.start);
     match key {
         Some(key) => ConfigError::UnknownKey { path, line, column, key, message },
-        None => ConfigError::Invalid { path, line, column, message },
+        None => {
+            // A bad value: say whose (toml keeps the key to itself).
+            let message = match key_before(text, span.start) {
+                Some(key) => format!("key `{key}`: {message}"),
+                None => message,
+            };
+            ConfigError::Invalid { path, line, column, message }
+        }
     }
+}
+
+/// The key of `key = value` when byte `offset` is where the value starts on its line.
+fn key_before(text: &str, offset: usize) -> Option<&str> {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line = &before[before.rfind('\n').map_or(0, |i| i + 1)..];
+    let lhs = line.trim_end().strip_suffix('=')?.trim_end();
+    let is_key_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    let start = lhs.char_indices().rev().take_while(|&(_, c)| is_key_char(c)).last()?.0;
+    Some(&lhs[start..])
 }
 
 /// Extracts `name` from serde's "unknown field `name`, expected ..." message.
@@ -136,44 +159,99 @@ impl DaemonArgs {
     }
 }
 
+/// A daemon's configuration file: decoded strictly, then checked for what serde cannot see.
+pub trait DaemonConfig: DeserializeOwned {
+    /// Every check the daemon makes on its configuration before it serves: values that parse
+    /// but make no sense, names that must resolve (users, groups, roles), files that must be
+    /// there and readable (certificates, keys, profiles).
+    ///
+    /// It runs for `--check-config`, at start and before a reload is applied, always through
+    /// [`check`], so a config `--check-config` accepts is not refused at start for anything the
+    /// file says, and one it refuses is refused at start with the same message. What only the
+    /// running system can tell (the store, keys in signd, a peer daemon) is left to start.
+    ///
+    /// The error is one line without the file name, which [`check`] adds.
+    fn check_config(&self) -> Result<(), String>;
+}
+
+/// A configuration that passed [`DaemonConfig::check_config`]; only [`check`] makes one, so a
+/// daemon's `run` taking a `Checked` config cannot skip the checks.
+#[derive(Debug)]
+pub struct Checked<T> {
+    config: T,
+}
+
+impl<T> Checked<T> {
+    /// The configuration itself.
+    pub fn into_inner(self) -> T {
+        self.config
+    }
+}
+
+impl<T> std::ops::Deref for Checked<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.config
+    }
+}
+
+/// Runs `config`'s [`DaemonConfig::check_config`]; the error names the file (`PATH: what`).
+pub fn check<T: DaemonConfig>(path: &Path, config: T) -> Result<Checked<T>, DaemonError> {
+    config.check_config().map_err(|e| DaemonError::Config(format!("{}: {e}", path.display())))?;
+    Ok(Checked { config })
+}
+
+/// Loads the file at `path` strictly and [`check`]s it: what start, `--check-config` and a
+/// reload each do with a config file.
+pub fn load_checked<T: DaemonConfig>(path: &Path) -> Result<Checked<T>, DaemonError> {
+    let config = load::<T>(path).map_err(|e| DaemonError::Config(e.to_string()))?;
+    check(path, config)
+}
+
 /// What `main` does after [`startup`]: run with the loaded config, or exit with a code.
 #[derive(Debug)]
 #[must_use]
 pub enum Startup<T> {
-    /// The config loaded and `--check-config` was not given: run the daemon.
-    Run(T),
+    /// The config loaded and passed its checks, and `--check-config` was not given: run the
+    /// daemon.
+    Run(Checked<T>),
     /// Exit the process with this code (`--check-config` done, or the config is invalid).
     Exit(u8),
 }
 
-/// Loads the config for a daemon and implements `--check-config`, writing to stdout/stderr.
+/// Loads and checks the config for a daemon and implements `--check-config`, writing to
+/// stdout/stderr.
 ///
 /// With `--check-config`: prints `config OK: PATH` and returns `Exit(0)`, or prints the error and
-/// returns `Exit(2)`. Without it: returns `Run(config)`, or prints the error and returns `Exit(2)`.
-/// Typical use in `main`:
+/// returns `Exit(2)`. Without it: returns `Run(config)`, or prints the same error and returns
+/// `Exit(2)`. Typical use in `main`:
 ///
 /// ```no_run
 /// # #[derive(serde::Deserialize)] struct Config {}
+/// # impl signet_runtime::config::DaemonConfig for Config {
+/// #     fn check_config(&self) -> Result<(), String> { Ok(()) }
+/// # }
 /// # let args = signet_runtime::config::DaemonArgs::default();
 /// use signet_runtime::config::{startup, Startup};
-/// let config: Config = match startup(&args, "/etc/signet/signd.toml".as_ref()) {
+/// let config = match startup::<Config>(&args, "/etc/signet/signd.toml".as_ref()) {
 ///     Startup::Run(c) => c,
 ///     Startup::Exit(code) => std::process::exit(code.into()),
 /// };
 /// ```
-pub fn startup<T: DeserializeOwned>(args: &DaemonArgs, default_path: &Path) -> Startup<T> {
+pub fn startup<T: DaemonConfig>(args: &DaemonArgs, default_path: &Path) -> Startup<T> {
     startup_to(args, default_path, &mut io::stdout().lock(), &mut io::stderr().lock())
 }
 
 /// [`startup`] writing its messages to the given writers instead of stdout/stderr.
-pub fn startup_to<T: DeserializeOwned>(
+pub fn startup_to<T: DaemonConfig>(
     args: &DaemonArgs,
     default_path: &Path,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Startup<T> {
     let path = args.config_path(default_path);
-    match load::<T>(path) {
+    match load_checked::<T>(path) {
         Ok(config) if args.check_config => {
             // Nothing useful to do if stdout is closed; the exit code still says OK.
             let _ = writeln!(out, "config OK: {}", path.display());
@@ -186,6 +264,93 @@ pub fn startup_to<T: DeserializeOwned>(
             Startup::Exit(EXIT_CONFIG)
         }
     }
+}
+
+/// The whole `main` of a daemon: logging for `daemon`, the config from `--config` (or
+/// `default_path`) loaded and checked, with `--check-config`, then `run`. A failure is logged
+/// and printed, and the process exits non-zero (2 for a config refused by [`startup`]).
+pub fn daemon_main<C, E>(
+    daemon: &str,
+    default_path: &Path,
+    args: &DaemonArgs,
+    run: impl FnOnce(&Path, Checked<C>) -> Result<(), E>,
+) -> std::process::ExitCode
+where
+    C: DaemonConfig,
+    E: std::fmt::Display,
+{
+    crate::logging::init(daemon, "info");
+    let config = match startup::<C>(args, default_path) {
+        Startup::Run(c) => c,
+        Startup::Exit(code) => return std::process::ExitCode::from(code),
+    };
+    match run(args.config_path(default_path), config) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            // Nothing more to do if stderr is gone too.
+            let _ = writeln!(io::stderr(), "{daemon}: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// A Unix socket's permission bits, written in config as an octal string (`socket_mode =
+/// "0660"`; `"660"` and `"0o660"` too) and checked when the file is read: anything else is a
+/// config error naming the file, line and key. The default is `0660`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SocketMode(u32);
+
+impl SocketMode {
+    /// `rw-rw----`: the owner and the socket's group may connect.
+    pub const DEFAULT: SocketMode = SocketMode(0o660);
+
+    /// The mode `bits`, if they are permission bits only (at most `0o777`).
+    pub const fn new(bits: u32) -> Option<SocketMode> {
+        if bits <= 0o777 {
+            Some(SocketMode(bits))
+        } else {
+            None
+        }
+    }
+
+    /// The permission bits, for `chmod`.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+}
+
+impl Default for SocketMode {
+    fn default() -> Self {
+        SocketMode::DEFAULT
+    }
+}
+
+impl std::fmt::Display for SocketMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:04o}", self.0)
+    }
+}
+
+impl std::str::FromStr for SocketMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_mode(s).map(SocketMode).ok_or_else(|| format!("{s:?} is not an octal file mode such as \"0660\""))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for SocketMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Parses a file mode written as octal (`"0660"`, `"660"` or `"0o660"`), at most `0o777`.
+pub fn parse_mode(s: &str) -> Option<u32> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    u32::from_str_radix(digits, 8).ok().filter(|m| *m <= 0o777)
 }
 
 #[cfg(test)]
@@ -203,6 +368,17 @@ mod tests {
         workers: u32,
         #[serde(default)]
         http: Option<Http>,
+        #[serde(default)]
+        socket_mode: SocketMode,
+    }
+
+    impl DaemonConfig for Conf {
+        fn check_config(&self) -> Result<(), String> {
+            if self.workers > 64 {
+                return Err(format!("workers = {} is more than 64", self.workers));
+            }
+            Ok(())
+        }
     }
 
     #[derive(Debug, Deserialize, PartialEq)]
@@ -256,6 +432,32 @@ mod tests {
         let shown = err.to_string();
         assert!(shown.starts_with("/etc/signet/signd.toml:2:11: "), "{shown}");
         assert!(matches!(err, ConfigError::Invalid { line: 2, .. }));
+        assert!(shown.contains("key `workers`: "), "{shown}");
+    }
+
+    #[test]
+    fn socket_mode_is_checked_when_read() {
+        let c: Conf = parse("socket = \"x\"\n", origin()).unwrap();
+        assert_eq!(c.socket_mode, SocketMode::DEFAULT);
+        assert_eq!(c.socket_mode.to_string(), "0660");
+        let c: Conf = parse("socket = \"x\"\nsocket_mode = \"0o600\"\n", origin()).unwrap();
+        assert_eq!(c.socket_mode.bits(), 0o600);
+        for bad in ["\"0999\"", "\"rw\"", "\"1777\"", "660"] {
+            let err = parse::<Conf>(&format!("socket = \"x\"\n\nsocket_mode = {bad}\n"), origin()).unwrap_err();
+            let shown = err.to_string();
+            assert!(shown.starts_with("/etc/signet/signd.toml:3:15: key `socket_mode`: "), "{shown}");
+        }
+        assert_eq!(SocketMode::new(0o1777), None);
+        assert_eq!(SocketMode::new(0o640).map(SocketMode::bits), Some(0o640));
+    }
+
+    #[test]
+    fn key_before_a_value() {
+        assert_eq!(key_before("a = 1", 4), Some("a"));
+        assert_eq!(key_before("x\n  sub.key_1 =  2", 17), Some("sub.key_1"));
+        assert_eq!(key_before("é = 1", 5), None);
+        assert_eq!(key_before("[t]\n", 1), None);
+        assert_eq!(key_before("k = [1, 2]", 8), None);
     }
 
     #[test]
@@ -342,40 +544,24 @@ mod tests {
         assert!(matches!(s, Startup::Exit(2)));
         assert!(err.contains("missing.toml: cannot read config file"), "{err}");
     }
-}
 
-/// Parses a file mode written in config as octal (`"0660"`, `"660"` or `"0o660"`).
-pub fn parse_mode(s: &str) -> Option<u32> {
-    let digits = s.strip_prefix("0o").unwrap_or(s);
-    u32::from_str_radix(digits, 8).ok().filter(|m| *m <= 0o777)
-}
-
-/// The whole `main` of a daemon: logging for `daemon`, the config from
-/// `--config` (or `default_path`) with `--check-config`, then `run`. A
-/// failure is logged and printed, and the process exits non-zero.
-pub fn daemon_main<C, E>(
-    daemon: &str,
-    default_path: &Path,
-    args: &DaemonArgs,
-    run: impl FnOnce(&Path, C) -> Result<(), E>,
-) -> std::process::ExitCode
-where
-    C: DeserializeOwned,
-    E: std::fmt::Display,
-{
-    crate::logging::init(daemon, "info");
-    let config = match startup::<C>(args, default_path) {
-        Startup::Run(c) => c,
-        Startup::Exit(code) => return std::process::ExitCode::from(code),
-    };
-    match run(args.config_path(default_path), config) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e}");
-            // Nothing more to do if stderr is gone too.
-            let _ = writeln!(io::stderr(), "{daemon}: {e}");
-            std::process::ExitCode::FAILURE
+    #[test]
+    fn checks_refuse_alike_with_and_without_check_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("many.toml");
+        std::fs::write(&path, "socket = \"/run/s\"\nworkers = 65\n").unwrap();
+        let expected = format!("{}: workers = 65 is more than 64\n", path.display());
+        for check_config in [true, false] {
+            let args = DaemonArgs { config: Some(path.clone()), check_config };
+            let (s, out, err) = run_startup(&args, Path::new("/unused"));
+            assert!(matches!(s, Startup::Exit(2)), "{s:?}");
+            assert!(out.is_empty());
+            assert_eq!(err, expected);
         }
+        let e = load_checked::<Conf>(&path).unwrap_err();
+        assert!(matches!(&e, DaemonError::Config(m) if format!("{m}\n") == expected), "{e:?}");
+        std::fs::write(&path, "socket = \"/run/s\"\nworkers = 64\n").unwrap();
+        assert_eq!(load_checked::<Conf>(&path).unwrap().into_inner().workers, 64);
     }
 }
 

@@ -1,5 +1,6 @@
-//! Shared daemon plumbing for every Signet daemon: strict config loading, logging, sd_notify and
-//! watchdog, named socket activation, signal handling, the metrics registry and the HTTP scaffold
+//! Shared daemon plumbing for every Signet daemon: strict config loading and checking, logging,
+//! sd_notify and watchdog, named socket activation, signal handling, one start / reload / stop
+//! lifecycle, services on their own `LocalSet` thread, the metrics registry and the HTTP scaffold
 //! with `/healthz` and `/metrics`.
 //!
 //! A daemon's `main.rs` wires these together; it never carries its own copy of any of them.
@@ -10,10 +11,12 @@ pub mod activation;
 pub mod config;
 pub mod error;
 pub mod http;
+pub mod lifecycle;
 pub mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod principals;
+pub mod service_thread;
 pub mod shutdown;
 pub mod tls;
 

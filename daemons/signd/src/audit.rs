@@ -12,12 +12,12 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, Sender};
 use serde::{Deserialize, Serialize};
 use signet_ipc::{AuditQuery, AuditRecord, IpcError, PeerCredentials};
 use signet_store::{Store, StoreError, Table};
+use signet_types::Clock;
 
 /// The most records committed in one transaction.
 const MAX_GROUP: usize = 4096;
@@ -55,11 +55,11 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// An entry stamped now, for `peer` acting in `role`.
-    pub fn new(peer: &PeerCredentials, role: &str, operation: &str, key_id: &str) -> Self {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+    /// An entry stamped `time_unix_nanos`, for `peer` acting in `role` (see
+    /// [`AuditLog::entry`] for one stamped now).
+    pub fn at(time_unix_nanos: i64, peer: &PeerCredentials, role: &str, operation: &str, key_id: &str) -> Self {
         Self {
-            time_unix_nanos: now,
+            time_unix_nanos,
             operation: operation.into(),
             key_id: key_id.into(),
             uid: peer.uid,
@@ -110,6 +110,8 @@ pub struct AuditLog {
     /// The group-commit writer; `None` commits inline.
     jobs: Option<Sender<Job>>,
     count: Arc<AtomicU64>,
+    /// Stamps new entries.
+    clock: Clock,
 }
 
 /// How [`AuditLog::append`] commits.
@@ -123,7 +125,8 @@ pub enum CommitMode {
 
 impl AuditLog {
     /// Opens the `audit` table of `store`; with [`CommitMode::Group`] starts the writer thread.
-    pub fn open(store: &Store, mode: CommitMode) -> Result<Self, StoreError> {
+    /// New entries are stamped by `clock`.
+    pub fn open(store: &Store, mode: CommitMode, clock: Clock) -> Result<Self, StoreError> {
         let table = store.table::<u64, Entry>("audit")?;
         let count = Arc::new(AtomicU64::new(store.read(|txn| txn.len(&table))?));
         let jobs = match mode {
@@ -138,7 +141,12 @@ impl AuditLog {
                 Some(tx)
             }
         };
-        Ok(Self { store: store.clone(), table, jobs, count })
+        Ok(Self { store: store.clone(), table, jobs, count, clock })
+    }
+
+    /// An entry stamped now, for `peer` acting in `role`.
+    pub fn entry(&self, peer: &PeerCredentials, role: &str, operation: &str, key_id: &str) -> Entry {
+        Entry::at(self.clock.unix_nanos(), peer, role, operation, key_id)
     }
 
     /// Appends `entries` and calls `done` once they are committed (inline
@@ -245,10 +253,13 @@ mod tests {
     async fn appends_in_order(mode: CommitMode) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), StoreOptions::new("signd-test", 1)).unwrap();
-        let log = AuditLog::open(&store, mode).unwrap();
+        let start = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000);
+        let (clock, hand) = Clock::manual(start);
+        let log = AuditLog::open(&store, mode, clock).unwrap();
         let peer = PeerCredentials { uid: 7, gid: 7, pid: 9 };
         for i in 0..10 {
-            log.append_wait(vec![Entry::new(&peer, "r", "sign", &format!("k{i}"))]).await.unwrap();
+            log.append_wait(vec![log.entry(&peer, "r", "sign", &format!("k{i}"))]).await.unwrap();
+            hand.advance(std::time::Duration::from_secs(1));
         }
         assert_eq!(log.count(), 10);
         let all = log.query(&AuditQuery { after_seq: 0, limit: 100, newest_first: false }).unwrap();
@@ -261,6 +272,7 @@ mod tests {
         assert_eq!(older.iter().map(|r| r.seq).collect::<Vec<_>>(), [8, 7]);
         assert_eq!(all[3].key_id, "k3");
         assert_eq!(all[3].uid, 7);
+        assert_eq!(all[3].time_unix_nanos, 1_800_000_003_000_000_000);
     }
 }
 
@@ -277,9 +289,9 @@ mod timing {
         let mut opts = StoreOptions::new("signd-test", 1);
         opts.durability = Durability::Process { flush_interval: std::time::Duration::from_millis(200) };
         let store = Store::open(dir.path(), opts).unwrap();
-        let log = AuditLog::open(&store, CommitMode::Inline).unwrap();
+        let log = AuditLog::open(&store, CommitMode::Inline, Clock::system()).unwrap();
         let peer = PeerCredentials { uid: 7, gid: 7, pid: 9 };
-        let mut e = Entry::new(&peer, "role", "sign", "key");
+        let mut e = log.entry(&peer, "role", "sign", "key");
         e.message_sha256 = vec![7; 32];
         let n = 20_000;
         let t = std::time::Instant::now();

@@ -1,9 +1,15 @@
 //! signd's configuration file (TOML, decoded strictly: an unknown key is an error).
+//!
+//! Plain data: the checks that need the rest of signd (users and groups resolved, issuer
+//! certificates read) are `DaemonConfig::check_config` in the crate root, so this module
+//! depends on no other module of signd.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Deserialize;
+use signet_ca::Profile;
+use signet_runtime::config::SocketMode;
 
 /// The whole of `signd.toml`.
 #[derive(Clone, Debug, Deserialize)]
@@ -11,9 +17,9 @@ use serde::Deserialize;
 pub struct Config {
     /// The Unix socket to bind when not socket-activated (activation passes an fd named "signd").
     pub socket: PathBuf,
-    /// Permissions of a socket signd binds itself, as an octal string ("0660").
-    #[serde(default = "default_socket_mode")]
-    pub socket_mode: String,
+    /// Permissions of a socket signd binds itself, as an octal string (default "0660").
+    #[serde(default)]
+    pub socket_mode: SocketMode,
     /// Where keys (`keys/`) and the LMDB store (`db/`) live.
     pub state_dir: PathBuf,
     /// Signing threads; 0 means one per CPU.
@@ -34,13 +40,62 @@ pub struct Config {
     pub audit: AuditConfig,
     /// CA issuers by name (see [`crate::issuers`]): `[issuers.<name>]`.
     #[serde(default)]
-    pub issuers: BTreeMap<String, crate::issuers::IssuerConfig>,
+    pub issuers: BTreeMap<String, IssuerConfig>,
     /// Roles by name: who holds them and what they may do.
     #[serde(default)]
     pub roles: BTreeMap<String, RoleConfig>,
     /// The NSS backend (keys on an NSS token or an HSM); absent: OpenSSL only.
     #[serde(default)]
     pub nss: Option<NssConfig>,
+}
+
+/// `[issuers.<name>]`: one CA whose key signs through the issuer roles.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IssuerConfig {
+    /// The signd key id of the CA's private key.
+    pub key: String,
+    /// The CA's own certificate (PEM or DER); its public key must be `key`'s.
+    pub certificate: PathBuf,
+    /// The signature scheme (e.g. "ecdsa-sha384"); default: the key's default.
+    #[serde(default)]
+    pub scheme: Option<String>,
+    /// The end-entity profile certificates must fit, inline (the fields of
+    /// `signet_ca::Profile`). Give this or `profile_file`.
+    #[serde(default)]
+    pub profile: Option<Profile>,
+    /// A TOML file holding the profile. Give this or `profile`.
+    #[serde(default)]
+    pub profile_file: Option<PathBuf>,
+    /// Roles that may obtain this CA's `Issuer` (sign end-entity certificates).
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// Roles that may obtain this CA's `CrlSigner`.
+    #[serde(default)]
+    pub crl_roles: Vec<String>,
+    /// The delegated OCSP responder; absent: no `OcspSigner` for this CA.
+    #[serde(default)]
+    pub ocsp: Option<OcspConfig>,
+    /// Roles that may still sign raw messages with this issuer's keys (CA and
+    /// responder) through the plain `Signer`; by default none may.
+    #[serde(default)]
+    pub raw_signing_roles: Vec<String>,
+}
+
+/// `[issuers.<name>.ocsp]`: the CA's delegated OCSP responder.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OcspConfig {
+    /// The signd key id of the responder's private key.
+    pub key: String,
+    /// The responder's certificate (PEM or DER), issued by the CA.
+    pub certificate: PathBuf,
+    /// The signature scheme; default: the key's default.
+    #[serde(default)]
+    pub scheme: Option<String>,
+    /// Roles that may obtain this CA's `OcspSigner`.
+    #[serde(default)]
+    pub roles: Vec<String>,
 }
 
 /// `[nss]`: keys on an NSS token (softokn or a PKCS #11 module registered in
@@ -84,10 +139,6 @@ pub struct NssKeyConfig {
 
 fn default_busy_poll_us() -> u64 {
     signet_ipc::server::DEFAULT_BUSY_POLL.as_micros() as u64
-}
-
-fn default_socket_mode() -> String {
-    "0660".into()
 }
 
 /// Limits on requests.

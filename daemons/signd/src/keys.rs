@@ -7,11 +7,11 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use signet_ipc::{ErrorKind, IpcError, KeyAlgorithm, KeyInfo, KeySpec};
 use signet_store::{Store, StoreError, Table};
+use signet_types::Clock;
 
 use crate::backend::{Backend, SigningKey};
 use crate::policy::valid_role_name;
@@ -60,15 +60,23 @@ pub struct KeyRing {
     backends: Vec<Arc<dyn Backend>>,
     keys: RwLock<HashMap<String, Arc<LoadedKey>>>,
     creating: Mutex<()>,
+    /// Stamps new keys' creation time.
+    clock: Clock,
 }
 
 impl KeyRing {
-    /// Opens the `keys` table and loads every key.
-    pub fn open(store: &Store, backends: Vec<Arc<dyn Backend>>) -> Result<Self, StoreError> {
+    /// Opens the `keys` table and loads every key; new keys' creation times come from `clock`.
+    pub fn open(store: &Store, backends: Vec<Arc<dyn Backend>>, clock: Clock) -> Result<Self, StoreError> {
         let table = store.table::<String, KeyRecord>("keys")?;
         let records = store.read(|txn| txn.range(&table, None, usize::MAX))?;
-        let ring =
-            Self { store: store.clone(), table, backends, keys: RwLock::new(HashMap::new()), creating: Mutex::new(()) };
+        let ring = Self {
+            store: store.clone(),
+            table,
+            backends,
+            keys: RwLock::new(HashMap::new()),
+            creating: Mutex::new(()),
+            clock,
+        };
         let mut keys = HashMap::new();
         for (id, record) in records {
             let loaded = ring.load(&id, &record);
@@ -154,7 +162,7 @@ impl KeyRing {
         let record = KeyRecord {
             algorithm: spec.algorithm,
             spki: new.key.spki().to_vec(),
-            created_unix_secs: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0),
+            created_unix_secs: self.clock.unix_seconds(),
             roles: spec.roles.clone(),
             backend: backend.name().to_owned(),
             location: new.location.clone(),
@@ -221,7 +229,7 @@ impl KeyRing {
         let record = KeyRecord {
             algorithm: handle.algorithm(),
             spki: handle.spki().to_vec(),
-            created_unix_secs: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0),
+            created_unix_secs: self.clock.unix_seconds(),
             roles: roles.to_vec(),
             backend: backend.to_owned(),
             location: location.to_owned(),
@@ -272,7 +280,7 @@ mod tests {
     fn ring(dir: &std::path::Path) -> KeyRing {
         let store = Store::open(&dir.join("db"), StoreOptions::new("signd-test", 1)).unwrap();
         let backend: Arc<dyn Backend> = Arc::new(OpensslBackend::new(&dir.join("keys")).unwrap());
-        KeyRing::open(&store, vec![backend]).unwrap()
+        KeyRing::open(&store, vec![backend], Clock::system()).unwrap()
     }
 
     #[test]

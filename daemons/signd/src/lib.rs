@@ -6,8 +6,9 @@
 //! to the role's keys and operations, or `Admin`). Every signature and every
 //! refusal is committed to the audit log before the caller hears the answer.
 //!
-//! Threads: one runs the capnp server on a tokio `LocalSet` (capnp-rpc is
-//! `!Send`) and signs a lone call itself; a pool of signing threads does the
+//! Threads: the main thread runs the capnp server on a tokio `LocalSet`
+//! (capnp-rpc is `!Send`), beside the daemon's lifecycle, and signs a lone call
+//! itself; a pool of signing threads does the
 //! rest of the crypto ([`dispatch`] decides which); with `sync` audit
 //! durability one writer thread group-commits audit records to LMDB.
 #![deny(unsafe_code)]
@@ -28,12 +29,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use signet_ipc::server::{serve, ServeOptions};
-use signet_runtime::{activation, notify, shutdown::Signals};
+use signet_runtime::activation;
+use signet_runtime::config::{Checked, DaemonConfig};
+use signet_runtime::lifecycle::{Lifecycle, Reload};
 use signet_store::{Store, StoreOptions};
+use signet_types::Clock;
 
 use crate::backend::nss::{NssBackend, NssSettings};
 use crate::backend::{openssl::OpensslBackend, Backend};
 use crate::config::{Config, Durability};
+use crate::issuers::Issuers;
 use crate::policy::Policy;
 use crate::service::{Signd, State};
 
@@ -45,8 +50,31 @@ pub const STORE_SCHEMA_VERSION: u32 = 1;
 /// Why signd could not start or stopped abnormally (the shared daemon error).
 pub use signet_runtime::DaemonError as SigndError;
 
-/// Opens the state under `config.state_dir`: keys, audit log, signing pool.
-pub fn open_state(config: &Config) -> Result<State, SigndError> {
+/// What `--check-config` and start check beyond the file's syntax: every role's users and
+/// groups exist, and every issuer's role names, profile and certificates are sound. The keys
+/// the issuers name are checked at start, against the key ring; the NSS database and PIN file
+/// when the NSS backend opens.
+impl DaemonConfig for Config {
+    fn check_config(&self) -> Result<(), String> {
+        Policy::resolve(&self.roles).map_err(|e| e.to_string())?;
+        issuers::check(&self.issuers)
+    }
+}
+
+/// SIGHUP re-reads the roles; issuers and everything else take a restart.
+impl Reload for Signd {
+    type Config = Config;
+    const WHAT: &'static str = "policy";
+
+    fn reload(&self, config: Config) -> Result<(), String> {
+        self.set_policy(Policy::resolve(&config.roles).map_err(|e| e.to_string())?);
+        Ok(())
+    }
+}
+
+/// Opens the state under `config.state_dir`: keys, audit log, signing pool;
+/// times come from `clock`.
+pub fn open_state(config: &Config, clock: Clock) -> Result<State, SigndError> {
     let db = config.state_dir.join("db");
     let mut opts = StoreOptions::new(STORE_APPLICATION, STORE_SCHEMA_VERSION);
     opts.durability = match config.audit.durability {
@@ -73,7 +101,7 @@ pub fn open_state(config: &Config) -> Result<State, SigndError> {
             Some(nss)
         }
     };
-    let keys = keys::KeyRing::open(&store, backends).map_err(store_err)?;
+    let keys = keys::KeyRing::open(&store, backends, clock.clone()).map_err(store_err)?;
     if let (Some(nss), Some(c)) = (&nss, &config.nss) {
         adopt_nss_keys(&keys, nss, &c.keys);
     }
@@ -83,7 +111,7 @@ pub fn open_state(config: &Config) -> Result<State, SigndError> {
         Durability::Sync => audit::CommitMode::Group,
         Durability::Process => audit::CommitMode::Inline,
     };
-    let audit = audit::AuditLog::open(&store, mode).map_err(store_err)?;
+    let audit = audit::AuditLog::open(&store, mode, clock).map_err(store_err)?;
     let pool = pool::Pool::new(config.workers).map_err(|e| SigndError::Startup(format!("signing threads: {e}")))?;
     Ok(State { keys, audit, pool })
 }
@@ -105,73 +133,56 @@ fn adopt_nss_keys(keys: &keys::KeyRing, nss: &NssBackend, configured: &[config::
 }
 
 /// Runs signd until SIGTERM or SIGINT. `config_path` is re-read on SIGHUP.
-pub fn run(config_path: &Path, config: Config) -> Result<(), SigndError> {
-    let policy =
-        Policy::resolve(&config.roles).map_err(|e| SigndError::Config(format!("{}: {e}", config_path.display())))?;
-    let mode = signet_runtime::config::parse_mode(&config.socket_mode).ok_or_else(|| {
-        SigndError::Config(format!("{}: socket_mode {:?} is not octal", config_path.display(), config.socket_mode))
-    })?;
-    let state = Arc::new(open_state(&config)?);
-    let issuers = issuers::Issuers::load(&config.issuers, &state.keys)
-        .map_err(|e| SigndError::Config(format!("{}: {e}", config_path.display())))?;
+pub fn run(config_path: &Path, config: Checked<Config>) -> Result<(), SigndError> {
+    let config = config.into_inner();
+    let cfg_err = |e: String| SigndError::Config(format!("{}: {e}", config_path.display()));
+    let policy = Policy::resolve(&config.roles).map_err(|e| cfg_err(e.to_string()))?;
+    let state = Arc::new(open_state(&config, Clock::system())?);
+    let issuers = Issuers::load(&config.issuers, &state.keys).map_err(cfg_err)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| SigndError::Startup(format!("tokio runtime: {e}")))?;
     let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
-        let signals = Signals::install().map_err(|e| SigndError::Startup(format!("signal handlers: {e}")))?;
-        let mut act = activation::Activation::from_env();
-        let listener = activation::unix_listener(&mut act, "signd", &config.socket, mode)?;
-        let service = Signd::new(state.clone(), policy);
-        service.set_issuers(issuers);
-        let opts = ServeOptions {
-            max_frame_bytes: config.limits.max_frame_bytes,
-            max_message_bytes: config.limits.max_message_bytes,
-            max_batch: config.limits.max_batch,
-            busy_poll: std::time::Duration::from_micros(config.busy_poll_us),
-        };
-        let shutdown = signals.shutdown_token();
-        let server = tokio::task::spawn_local(serve(listener, Rc::new(service.clone()), opts, shutdown.clone()));
-        let health = service.health();
-        tracing::info!(
-            socket = %config.socket.display(),
-            keys = health.keys_loaded,
-            unavailable = health.keys_unavailable,
-            workers = state.pool.threads(),
-            "signd ready"
-        );
-        let _ = notify::ready();
-        let _ =
-            notify::status(&format!("serving {} keys ({} unavailable)", health.keys_loaded, health.keys_unavailable));
-        let _watchdog = notify::spawn_watchdog(|| true);
-        let mut reload = signals.reload();
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                changed = reload.changed() => {
-                    if changed.is_err() { break; }
-                    let _ = notify::reloading();
-                    match reload_policy(config_path) {
-                        Ok(p) => { service.set_policy(p); tracing::info!("policy reloaded"); }
-                        Err(e) => tracing::error!(error = %e, "reload failed; keeping the old policy"),
-                    }
-                    let _ = notify::ready();
-                }
-            }
-        }
-        let _ = notify::stopping();
-        tracing::info!("signd stopping");
-        let _ = server.await;
-        Ok::<(), SigndError>(())
-    })?;
+    local.block_on(&rt, serve_until_stopped(config_path, &config, state, policy, issuers))?;
     // Audit records are already committed; flush them to disk before exiting.
     drop(local);
     drop(rt);
     Ok(())
 }
 
-fn reload_policy(path: &Path) -> Result<Policy, String> {
-    let config: Config = signet_runtime::config::load(path).map_err(|e| e.to_string())?;
-    Policy::resolve(&config.roles).map_err(|e| e.to_string())
+/// Binds the socket and serves it on this thread's `LocalSet` until SIGTERM or SIGINT.
+async fn serve_until_stopped(
+    config_path: &Path,
+    config: &Config,
+    state: Arc<State>,
+    policy: Policy,
+    issuers: Issuers,
+) -> Result<(), SigndError> {
+    let mut life = Lifecycle::install("signd", config_path)?;
+    let mut act = activation::Activation::from_env();
+    let listener = activation::unix_listener(&mut act, "signd", &config.socket, config.socket_mode.bits())?;
+    let service = Signd::new(state.clone(), policy);
+    service.set_issuers(issuers);
+    let opts = ServeOptions {
+        max_frame_bytes: config.limits.max_frame_bytes,
+        max_message_bytes: config.limits.max_message_bytes,
+        max_batch: config.limits.max_batch,
+        busy_poll: Duration::from_micros(config.busy_poll_us),
+    };
+    let server = tokio::task::spawn_local(serve(listener, Rc::new(service.clone()), opts, life.shutdown_token()));
+    life.on_stop(async move {
+        let _ = server.await;
+    });
+    let health = service.health();
+    tracing::info!(
+        socket = %config.socket.display(),
+        keys = health.keys_loaded,
+        unavailable = health.keys_unavailable,
+        workers = state.pool.threads(),
+        "signd ready"
+    );
+    let status = format!("serving {} keys ({} unavailable)", health.keys_loaded, health.keys_unavailable);
+    life.serve(&status, &service).await;
+    Ok(())
 }

@@ -122,7 +122,7 @@ impl Caller {
         key_id: &str,
         e: IpcError,
     ) -> Result<T, IpcError> {
-        let entry = Entry::new(&self.peer, role, operation, key_id).failed(&e);
+        let entry = self.shared.state.audit.entry(&self.peer, role, operation, key_id).failed(&e);
         tracing::info!(uid = self.peer.uid, pid = self.peer.pid, role, operation, key = key_id, error = %e, "refused");
         self.shared.state.audit.append_wait(vec![entry]).await?;
         Err(e)
@@ -235,7 +235,7 @@ impl Signer {
     }
 
     fn entry(&self, operation: &str, key_id: &str) -> Entry {
-        Entry::new(&self.caller.peer, &self.role, operation, key_id)
+        self.caller.shared.state.audit.entry(&self.caller.peer, &self.role, operation, key_id)
     }
 }
 
@@ -373,7 +373,7 @@ impl Admin {
                 .run(move || worker_state.keys.create(&spec, pkcs8.as_deref()))
                 .await
                 .unwrap_or_else(|| Err(IpcError::internal("signing thread stopped")));
-            let mut entry = Entry::new(&caller.peer, &role, operation, &id);
+            let mut entry = caller.shared.state.audit.entry(&caller.peer, &role, operation, &id);
             if let Err(e) = &outcome {
                 entry = entry.failed(e);
             }

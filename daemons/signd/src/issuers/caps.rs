@@ -16,7 +16,6 @@ use signet_ipc::server::{CrlSignerService, IssuerService, LocalResult, OcspSigne
 use signet_ipc::{ErrorKind, IpcError, SignatureScheme};
 
 use super::CaIssuer;
-use crate::audit::Entry;
 use crate::backend::SigningKey;
 use crate::service::Caller;
 
@@ -147,7 +146,7 @@ impl Cap {
                 Ok(h) => h,
                 Err(e) => return caller.refuse(&role, operation, &key_id, e).await,
             };
-            let mut entry = Entry::new(&caller.peer, &role, operation, &key_id);
+            let mut entry = caller.shared.state.audit.entry(&caller.peer, &role, operation, &key_id);
             let (tx, rx) = tokio::sync::oneshot::channel();
             let audit = caller.shared.state.audit.clone();
             let peer = caller.peer;

@@ -21,76 +21,29 @@
 //! caller's role is listed in that issuer's `raw_signing_roles` (an offline
 //! ceremony role, say). Listing and reading the public key stay allowed.
 //!
-//! Issuers are loaded at startup and checked against the key ring: the
-//! certificate's public key must be the key's, and the responder certificate
-//! must be issued (and signed) by the CA. SIGHUP reloads roles, not issuers:
-//! which roles an issuer admits is re-read only on restart, but whether a
-//! caller holds those roles follows the reloaded policy.
+//! Issuers are checked with the rest of the config ([`check`], for
+//! `--check-config` and at start: role names, the profile, the certificates,
+//! the responder certificate issued and signed by the CA), then loaded at
+//! startup against the key ring: each certificate's public key must be its
+//! key's. SIGHUP reloads roles, not issuers: which roles an issuer admits is
+//! re-read only on restart, but whether a caller holds those roles follows the
+//! reloaded policy.
 
 mod caps;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::str::FromStr;
 
 use openssl::x509::{X509VerifyResult, X509};
-use serde::Deserialize;
 use signet_ca::{Issuer, IssuerPolicy, Profile, Responder};
 use signet_ipc::{IpcError, SignatureScheme};
 
+pub use crate::config::{IssuerConfig, OcspConfig};
 use crate::keys::KeyRing;
 use crate::policy::valid_role_name;
 
 pub(crate) use caps::{crl_signer, issuer, ocsp_signer};
-
-/// `[issuers.<name>]`: one CA whose key signs through the issuer roles.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IssuerConfig {
-    /// The signd key id of the CA's private key.
-    pub key: String,
-    /// The CA's own certificate (PEM or DER); its public key must be `key`'s.
-    pub certificate: PathBuf,
-    /// The signature scheme (e.g. "ecdsa-sha384"); default: the key's default.
-    #[serde(default)]
-    pub scheme: Option<String>,
-    /// The end-entity profile certificates must fit, inline (the fields of
-    /// `signet_ca::Profile`). Give this or `profile_file`.
-    #[serde(default)]
-    pub profile: Option<Profile>,
-    /// A TOML file holding the profile. Give this or `profile`.
-    #[serde(default)]
-    pub profile_file: Option<PathBuf>,
-    /// Roles that may obtain this CA's `Issuer` (sign end-entity certificates).
-    #[serde(default)]
-    pub roles: Vec<String>,
-    /// Roles that may obtain this CA's `CrlSigner`.
-    #[serde(default)]
-    pub crl_roles: Vec<String>,
-    /// The delegated OCSP responder; absent: no `OcspSigner` for this CA.
-    #[serde(default)]
-    pub ocsp: Option<OcspConfig>,
-    /// Roles that may still sign raw messages with this issuer's keys (CA and
-    /// responder) through the plain `Signer`; by default none may.
-    #[serde(default)]
-    pub raw_signing_roles: Vec<String>,
-}
-
-/// `[issuers.<name>.ocsp]`: the CA's delegated OCSP responder.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OcspConfig {
-    /// The signd key id of the responder's private key.
-    pub key: String,
-    /// The responder's certificate (PEM or DER), issued by the CA.
-    pub certificate: PathBuf,
-    /// The signature scheme; default: the key's default.
-    #[serde(default)]
-    pub scheme: Option<String>,
-    /// Roles that may obtain this CA's `OcspSigner`.
-    #[serde(default)]
-    pub roles: Vec<String>,
-}
 
 /// The configured CAs, checked against the key ring.
 #[derive(Debug, Default)]
@@ -181,37 +134,71 @@ impl Issuers {
     }
 }
 
-fn load_one(name: &str, cfg: &IssuerConfig, keys: &KeyRing) -> Result<CaIssuer, String> {
-    for role in cfg
-        .roles
-        .iter()
-        .chain(&cfg.crl_roles)
-        .chain(&cfg.raw_signing_roles)
-        .chain(cfg.ocsp.iter().flat_map(|o| &o.roles))
-    {
-        if !valid_role_name(role) {
-            return Err(format!("invalid role name `{role}` (roles are [a-z0-9-]{{1,32}})"));
-        }
+/// Checks every issuer as far as the files go, without the key ring: role names, the profile,
+/// the certificates (readable, parseable, the responder's issued by the CA). Any problem is an
+/// error naming the issuer, the same [`Issuers::load`] would give.
+pub fn check(config: &BTreeMap<String, IssuerConfig>) -> Result<(), String> {
+    for (name, cfg) in config {
+        Files::read(cfg).map_err(|e| format!("issuer `{name}`: {e}"))?;
     }
-    let profile = match (&cfg.profile, &cfg.profile_file) {
-        (Some(p), None) => p.clone(),
-        (None, Some(path)) => signet_runtime::config::load::<Profile>(path).map_err(|e| format!("profile: {e}"))?,
-        _ => return Err("give exactly one of `profile` and `profile_file`".into()),
-    };
-    profile.check().map_err(|e| e.to_string())?;
+    Ok(())
+}
 
-    let (ca_x509, certificate) = read_certificate(&cfg.certificate)?;
+/// What an issuer's config names on disk, read and checked.
+struct Files {
+    profile: Profile,
+    ca_x509: X509,
+    /// The CA certificate, DER.
+    certificate: Vec<u8>,
+    /// The responder certificate, parsed and DER.
+    ocsp: Option<(X509, Vec<u8>)>,
+}
+
+impl Files {
+    fn read(cfg: &IssuerConfig) -> Result<Files, String> {
+        for role in cfg
+            .roles
+            .iter()
+            .chain(&cfg.crl_roles)
+            .chain(&cfg.raw_signing_roles)
+            .chain(cfg.ocsp.iter().flat_map(|o| &o.roles))
+        {
+            if !valid_role_name(role) {
+                return Err(format!("invalid role name `{role}` (roles are [a-z0-9-]{{1,32}})"));
+            }
+        }
+        let profile = match (&cfg.profile, &cfg.profile_file) {
+            (Some(p), None) => p.clone(),
+            (None, Some(path)) => signet_runtime::config::load::<Profile>(path).map_err(|e| format!("profile: {e}"))?,
+            _ => return Err("give exactly one of `profile` and `profile_file`".into()),
+        };
+        profile.check().map_err(|e| e.to_string())?;
+        let (ca_x509, certificate) = read_certificate(&cfg.certificate)?;
+        let ocsp = match &cfg.ocsp {
+            None => None,
+            Some(o) => {
+                let (x509, der) = read_certificate(&o.certificate)?;
+                let ca_key = ca_x509.public_key().map_err(|e| format!("CA certificate public key: {e}"))?;
+                if ca_x509.issued(&x509) != X509VerifyResult::OK || !x509.verify(&ca_key).unwrap_or(false) {
+                    return Err(format!(
+                        "OCSP responder certificate {} is not issued by the CA",
+                        o.certificate.display()
+                    ));
+                }
+                Some((x509, der))
+            }
+        };
+        Ok(Files { profile, ca_x509, certificate, ocsp })
+    }
+}
+
+fn load_one(name: &str, cfg: &IssuerConfig, keys: &KeyRing) -> Result<CaIssuer, String> {
+    let Files { profile, ca_x509, certificate, ocsp } = Files::read(cfg)?;
     let scheme = check_key(&cfg.key, cfg.scheme.as_deref(), &ca_x509, keys, "CA certificate")?;
     let issuer = Issuer::from_certificate_der(&certificate, scheme).map_err(|e| format!("CA certificate: {e}"))?;
-    let ocsp = match &cfg.ocsp {
-        None => None,
-        Some(o) => {
-            let (x509, der) = read_certificate(&o.certificate)?;
+    let ocsp = match cfg.ocsp.as_ref().zip(ocsp) {
+        Some((o, (x509, der))) => {
             let scheme = check_key(&o.key, o.scheme.as_deref(), &x509, keys, "OCSP responder certificate")?;
-            let ca_key = ca_x509.public_key().map_err(|e| format!("CA certificate public key: {e}"))?;
-            if ca_x509.issued(&x509) != X509VerifyResult::OK || !x509.verify(&ca_key).unwrap_or(false) {
-                return Err(format!("OCSP responder certificate {} is not issued by the CA", o.certificate.display()));
-            }
             Some(OcspResponder {
                 key_id: o.key.clone(),
                 responder: Responder::from_certificate_der(&der, scheme)
@@ -220,6 +207,7 @@ fn load_one(name: &str, cfg: &IssuerConfig, keys: &KeyRing) -> Result<CaIssuer, 
                 roles: o.roles.clone(),
             })
         }
+        None => None,
     };
     Ok(CaIssuer {
         name: name.to_owned(),

@@ -1,0 +1,194 @@
+//! `--check-config` refuses what start refuses, with the same message: each
+//! daemon's real binary is given a config it must not serve, once with
+//! `--check-config` and once to start, and both must exit 2 with the same
+//! words on stderr. Configs that start would accept pass `--check-config`.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use signet_tests::{bin, run};
+
+/// `daemon --config config`, logging at its default level.
+fn daemon(daemon: &str, config: &Path) -> Command {
+    let mut cmd = Command::new(bin(daemon));
+    cmd.arg("--config").arg(config).env_remove("SIGNET_LOG").env_remove("RUST_LOG").env_remove("NOTIFY_SOCKET");
+    cmd
+}
+
+/// Starts `daemon` for real and waits for it to give up; it must not start.
+fn start(name: &str, config: &Path) -> (ExitStatus, String) {
+    let mut child = daemon(name, config).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+            return (status, err);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{name} started on a config --check-config refuses");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Checks that `--check-config` and a start both refuse `text`, with the same
+/// message, which contains each of `expected`.
+fn refused(name: &str, dir: &Path, text: &str, expected: &[&str]) {
+    let config = dir.join(format!("{name}.toml"));
+    std::fs::write(&config, text).unwrap();
+    let (st, out, check_err) = run(daemon(name, &config).arg("--check-config"));
+    assert_eq!(st.code(), Some(2), "{name} --check-config accepted:\n{text}\n{out}{check_err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(check_err.starts_with(&format!("{}", config.display())), "{check_err}");
+    for e in expected {
+        assert!(check_err.contains(e), "expected {e:?} in: {check_err}");
+    }
+    let (st, start_err) = start(name, &config);
+    assert_eq!(st.code(), Some(2), "{name}: {start_err}");
+    assert_eq!(start_err, check_err, "{name}: start and --check-config disagree");
+}
+
+/// Checks that `--check-config` accepts `text`.
+fn accepted(name: &str, dir: &Path, text: &str) {
+    let config = dir.join(format!("{name}-ok.toml"));
+    std::fs::write(&config, text).unwrap();
+    let (st, out, err) = run(daemon(name, &config).arg("--check-config"));
+    assert!(st.success(), "{name} --check-config refused:\n{text}\n{out}{err}");
+    assert_eq!(out, format!("config OK: {}\n", config.display()));
+}
+
+const PROFILE: &str = "profile = { name = \"tls\", max_validity_seconds = 86400, allowed_ekus = [\"server-auth\"], \
+                       default_ekus = [\"server-auth\"], allow_dns_sans = true, allowed_key_algorithms = [\"ecdsa-p256\"] }";
+
+#[test]
+fn signd_check_config_refuses_what_start_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = format!("socket = {:?}\nstate_dir = {:?}\n", d.join("signd.sock"), d.join("state"));
+    accepted("signd", d, &format!("{base}socket_mode = \"0600\"\n[roles.admin]\nusers = [0]\nadmin = true\n"));
+
+    refused("signd", d, &format!("{base}socket_mode = \"0999\"\n"), &["signd.toml:3:", "key `socket_mode`", "0999"]);
+    refused("signd", d, &format!("{base}[roles.admin]\nusers = [\"no-such-user-here\"]\n"), &["no-such-user-here"]);
+    let missing = d.join("no-such-ca.pem");
+    refused(
+        "signd",
+        d,
+        &format!("{base}[issuers.demo]\nkey = \"ca\"\ncertificate = {missing:?}\nroles = [\"issuer\"]\n{PROFILE}\n"),
+        &["issuer `demo`", &missing.display().to_string()],
+    );
+    refused(
+        "signd",
+        d,
+        &format!(
+            "{base}[issuers.demo]\nkey = \"ca\"\ncertificate = {missing:?}\nroles = [\"Not A Role\"]\n{PROFILE}\n"
+        ),
+        &["issuer `demo`", "invalid role name `Not A Role`"],
+    );
+    // Nothing was started: no socket, no state.
+    assert!(!d.join("state").exists() && !d.join("signd.sock").exists());
+}
+
+#[test]
+fn ocspd_check_config_refuses_what_start_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // No signd listens there: before its checks moved into --check-config,
+    // ocspd started and waited for signd before it looked at its registrars.
+    let base = format!(
+        "socket = {:?}\nstate_dir = {:?}\nsignd_socket = {:?}\nlisten = \"127.0.0.1:0\"\n",
+        d.join("ocspd.sock"),
+        d.join("state"),
+        d.join("no-signd.sock")
+    );
+    accepted("ocspd", d, &format!("{base}[issuers.demo]\nregistrars = {{ users = [0] }}\n"));
+
+    refused(
+        "ocspd",
+        d,
+        &format!("{base}socket_mode = \"rw\"\n[issuers.demo]\n"),
+        &["ocspd.toml:5:", "key `socket_mode`"],
+    );
+    refused(
+        "ocspd",
+        d,
+        &format!("{base}[issuers.demo]\nregistrars = {{ users = [\"no-such-user-here\"] }}\n"),
+        &["issuer `demo`: registrars", "no-such-user-here"],
+    );
+    refused("ocspd", d, &format!("{base}issuers = {{}}\n"), &["no [issuers.<name>] configured"]);
+    refused(
+        "ocspd",
+        d,
+        &format!("{base}[issuers.demo]\nresponse_validity_seconds = 100\nrefresh_before_seconds = 100\n"),
+        &["issuer `demo`", "refresh_before_seconds"],
+    );
+    assert!(!d.join("state").exists() && !d.join("ocspd.sock").exists());
+}
+
+/// A self-signed TLS certificate and its key, PEM, in `dir`.
+fn tls_files(dir: &Path) -> (PathBuf, PathBuf) {
+    use openssl::ec::{EcGroup, EcKey};
+    use openssl::hash::MessageDigest;
+    use openssl::nid::Nid;
+    use openssl::pkey::PKey;
+    use openssl::x509::{X509NameBuilder, X509};
+    let key =
+        PKey::from_ec_key(EcKey::generate(&EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap()).unwrap()).unwrap();
+    let mut name = X509NameBuilder::new().unwrap();
+    name.append_entry_by_text("CN", "acmed.test").unwrap();
+    let name = name.build();
+    let mut b = X509::builder().unwrap();
+    b.set_version(2).unwrap();
+    b.set_subject_name(&name).unwrap();
+    b.set_issuer_name(&name).unwrap();
+    b.set_pubkey(&key).unwrap();
+    b.set_not_before(&openssl::asn1::Asn1Time::days_from_now(0).unwrap()).unwrap();
+    b.set_not_after(&openssl::asn1::Asn1Time::days_from_now(1).unwrap()).unwrap();
+    b.sign(&key, MessageDigest::sha256()).unwrap();
+    let (cert, key_path) = (dir.join("tls.pem"), dir.join("tls-key.pem"));
+    std::fs::write(&cert, b.build().to_pem().unwrap()).unwrap();
+    std::fs::write(&key_path, key.private_key_to_pem_pkcs8().unwrap()).unwrap();
+    (cert, key_path)
+}
+
+#[test]
+fn acmed_check_config_refuses_what_start_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (cert, key) = tls_files(d);
+    let head = format!(
+        "state_dir = {:?}\nsignd_socket = {:?}\nocspd_socket = {:?}\nissuer = \"demo\"\nlisten = \"127.0.0.1:0\"\n\
+         admin_socket = {:?}\n",
+        d.join("state"),
+        d.join("no-signd.sock"),
+        d.join("no-ocspd.sock"),
+        d.join("admin.sock"),
+    );
+    let base = format!("{head}tls_certificate = {cert:?}\ntls_key = {key:?}\n");
+    accepted("acmed", d, &base);
+    accepted("acmed", d, &format!("{base}dns_resolver = \"127.0.0.1:53\"\nchain = {cert:?}\n"));
+
+    let missing = d.join("no-such-key.pem");
+    refused(
+        "acmed",
+        d,
+        &format!("{head}tls_certificate = {cert:?}\ntls_key = {missing:?}\n"),
+        &[&missing.display().to_string()],
+    );
+    refused("acmed", d, &format!("{base}admin_socket_mode = \"0o1777\"\n"), &["key `admin_socket_mode`"]);
+    refused("acmed", d, &format!("{base}default_profile = \"nope\"\n"), &["default_profile \"nope\""]);
+    refused(
+        "acmed",
+        d,
+        &format!("{base}[admin]\nusers = [\"no-such-user-here\"]\n"),
+        &["[admin]", "no-such-user-here"],
+    );
+    let garbage = d.join("garbage.pem");
+    std::fs::write(&garbage, "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n").unwrap();
+    refused("acmed", d, &format!("{base}chain = {garbage:?}\n"), &["chain: "]);
+    assert!(!d.join("state").exists() && !d.join("admin.sock").exists());
+}
