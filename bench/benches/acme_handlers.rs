@@ -26,6 +26,7 @@
 //!   servers' http-01 port), e.g. `127.0.0.1:5002`;
 //! - `SIGNET_ACME_BENCH_DOMAIN`: the zone the names are made in (the
 //!   servers' resolver answers `*.<zone> A 127.0.0.1`).
+#![forbid(unsafe_code)]
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)]
 
 use std::time::{Duration, Instant};

@@ -20,6 +20,7 @@
 //! per-case loops to those.
 //!
 //! signd is found through `SIGNET_BIN_DIR` (default: `target/release`).
+#![forbid(unsafe_code)]
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)]
 
 use std::hint::black_box;

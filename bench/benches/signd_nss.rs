@@ -21,6 +21,7 @@
 //!
 //! Needs certutil, modutil (libnss3-tools) and softhsm2-util (softhsm2);
 //! signd is found through `SIGNET_BIN_DIR` (default: `target/release`).
+#![forbid(unsafe_code)]
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)]
 
 use std::time::{Duration, Instant};

@@ -3,6 +3,7 @@
 //! timed per call.
 //!
 //! Usage: `sign_bench KEY N` (socket from `SIGNET_SIGND_SOCKET`).
+#![forbid(unsafe_code)]
 
 use std::time::Instant;
 

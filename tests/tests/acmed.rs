@@ -2,6 +2,7 @@
 //! over HTTPS, driven by a raw ACME client (signet-acme's JWS signing, curl for
 //! HTTP) so each request can be bent out of shape. Every refusal must be the
 //! RFC 8555 problem type, never a 5xx (the client asserts that on every call).
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::HashSet;

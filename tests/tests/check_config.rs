@@ -2,6 +2,7 @@
 //! daemon's real binary is given a config it must not serve, once with
 //! `--check-config` and once to start, and both must exit 2 with the same
 //! words on stderr. Configs that start would accept pass `--check-config`.
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::{Path, PathBuf};

@@ -4,6 +4,7 @@
 //! responder, raw signing on issuer keys refused, refusals audited, and
 //! startup refused when a certificate does not match its key. Everything
 //! signd returns is checked by the system openssl CLI.
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::{Path, PathBuf};

@@ -3,6 +3,7 @@
 //!
 //! `nss_sign_rates` is a quick release-mode measurement, run by hand:
 //! `cargo test --release -p signet-tests --test nss_inprocess -- --ignored --nocapture`.
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::sync::OnceLock;

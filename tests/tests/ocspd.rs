@@ -2,6 +2,7 @@
 //! real ocspd, certificates issued with `signetctl cert issue`, and every
 //! answer checked by the system `openssl` (ocsp, crl, verify) and by Python
 //! `cryptography`.
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::{Path, PathBuf};

@@ -6,6 +6,7 @@
 //! provider: each body takes a [`Backend`] and `per_backend!` makes the three
 //! #[test]s. Where a backend cannot do an algorithm the body asserts the typed
 //! `Unsupported` error instead of skipping it.
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::io::Write;

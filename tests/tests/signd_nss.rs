@@ -8,6 +8,7 @@
 //! database, unreadable PIN file) stops signd at start with a message naming
 //! the path; a token that is absent or refuses the PIN leaves signd serving
 //! every other key, with the NSS keys listed as unavailable and the reason.
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::time::{Duration, Instant};

@@ -1,5 +1,6 @@
 //! signetctl against a real signd: import, JSON output a script can rely on,
 //! exit codes, and SIGHUP policy reload.
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::process::Command;

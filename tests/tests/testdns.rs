@@ -1,5 +1,6 @@
 //! signet-testdns as a process: real UDP and TCP queries, zone file edits while
 //! it runs, the ACME clients' challenge hooks, garbage, and dig when installed.
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::net::{TcpStream, UdpSocket};

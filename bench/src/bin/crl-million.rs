@@ -11,6 +11,7 @@
 //! signd runs on a temporary directory with a CA made by `signetctl ca init`;
 //! its `[limits]` are raised to fit the TBSCertList (a 1M-entry one is ~40 MB,
 //! over the 16 MiB default).
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};

@@ -4,6 +4,7 @@
 //!
 //! Latencies are per call (a batch call counts once; `signs_per_sec` counts
 //! every message signed).
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;

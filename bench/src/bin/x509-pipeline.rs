@@ -14,6 +14,7 @@
 //! stages do on its 16. Keys and signatures are OpenSSL 3.5 through signd's
 //! own OpenSSL backend functions, in process (no IPC): this measures the CA
 //! core, as x509bench does. LMDB is signet-store with fsync on commit.
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::str::FromStr;

@@ -1,4 +1,5 @@
 //! signd's entry point: parse arguments, load config, run.
+#![forbid(unsafe_code)]
 
 use std::path::Path;
 use std::process::ExitCode;
