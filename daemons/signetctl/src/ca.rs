@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use clap::{Args, Subcommand};
 use rand_core::{OsRng, RngCore};
@@ -21,7 +21,7 @@ use signet_ipc::{
     RevocationReason, SignatureScheme, SigndClient,
 };
 
-use crate::output::{pem, Printer};
+use crate::output::{pem, rfc3339_secs, Printer};
 use crate::Failure;
 
 /// `signetctl ca ...`
@@ -373,17 +373,6 @@ pub fn cert(
     Ok(())
 }
 
-/// Unix seconds as a UTC date and time.
-pub(crate) fn time_text(secs: i64) -> String {
-    httpdate_like(UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64))
-}
-
-fn httpdate_like(t: SystemTime) -> String {
-    signet_ca::der::asn1::GeneralizedTime::from_system_time(t)
-        .map(|g| g.to_date_time().to_string())
-        .unwrap_or_else(|_| format!("{t:?}"))
-}
-
 fn status_out(s: &CertStatus, out: &Printer) {
     let released = (s.state == CertState::Good && s.released_unix_secs != 0).then_some(s.released_unix_secs);
     if out.json {
@@ -404,15 +393,15 @@ fn status_out(s: &CertStatus, out: &Printer) {
     let state = if s.on_hold() { "revoked (on hold: `cert release-hold` makes it good again)" } else { s.state.name() };
     outln!("state:     {state}");
     if s.state != CertState::Unknown {
-        outln!("not after: {}", time_text(s.not_after_unix_secs));
+        outln!("not after: {}", rfc3339_secs(s.not_after_unix_secs));
         outln!("shard:     {}", s.crl_shard);
     }
     if s.state == CertState::Revoked {
-        outln!("revoked:   {}", time_text(s.revoked_unix_secs));
+        outln!("revoked:   {}", rfc3339_secs(s.revoked_unix_secs));
         outln!("reason:    {}", s.reason.map_or("unspecified", |r| r.name()));
     }
     if let Some(t) = released {
-        outln!("released:  {} (from hold)", time_text(t));
+        outln!("released:  {} (from hold)", rfc3339_secs(t));
     }
 }
 
