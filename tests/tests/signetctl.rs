@@ -136,6 +136,45 @@ fn human_output_shows_rfc3339_times() {
     assert_eq!(fields[2], "sign", "{out}");
 }
 
+/// `ca init --reuse-keys` finishes a ceremony that stopped after making some of
+/// its keys (scripts/run reruns it so); without the flag an existing key is
+/// refused, and with it a key of another algorithm than the one asked for.
+#[test]
+fn ca_init_reuse_keys_finishes_an_interrupted_ceremony() {
+    let signd = SigndProcess::start("");
+    let ctl = || signetctl(&signd.socket);
+    let ca = signd.dir.path().join("ca");
+    // The ceremony's first key, as if it had been interrupted just after.
+    let (st, _, err) = run(ctl().args(["key", "generate", "x-root", "-a", "ecdsa-p256"]));
+    assert!(st.success(), "{err}");
+    let init = |extra: &[&str]| {
+        run(ctl()
+            .args(["ca", "init", "--name", "x", "--issuer-role", "admin", "--ocsp-role", "admin", "--dir"])
+            .arg(&ca)
+            .args(extra))
+    };
+    let (st, _, err) = init(&[]);
+    assert!(!st.success(), "{err}");
+    let (st, _, err) = init(&["--reuse-keys", "--algorithm", "ecdsa-p384"]);
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(err.contains("x-root") && err.contains("ecdsa-p256"), "{err}");
+    assert!(!ca.join("signd-issuer.toml").exists());
+
+    let (st, out, err) = init(&["--reuse-keys"]);
+    assert!(st.success(), "{out}{err}");
+    // The root certificate is for the key made before.
+    let (_, root_key, _) =
+        run(Command::new("openssl").args(["x509", "-noout", "-pubkey", "-in"]).arg(ca.join("root.pem")));
+    let (_, kept, _) = run(ctl().args(["key", "export-public", "x-root"]));
+    assert_eq!(root_key, kept);
+    let mut files: Vec<String> =
+        std::fs::read_dir(&ca).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    files.sort();
+    assert_eq!(files, ["chain.pem", "issuing.pem", "profile.toml", "responder.pem", "root.pem", "signd-issuer.toml"]);
+    let (_, out, _) = run(ctl().args(["--json", "key", "list"]));
+    assert_eq!(json(&out).as_array().unwrap().len(), 3, "{out}");
+}
+
 #[test]
 fn sighup_reloads_policy() {
     let signd = SigndProcess::start("");
