@@ -82,6 +82,100 @@ build_all() {
   (cd "$SIGNET_ROOT" && cargo build --release --workspace --bins --locked)
 }
 
+# Go, for the interop peers: lego and Pebble now, and the CT, OAuth, object-store
+# and prober tools to come are all Go programs, built from their modules.
+# A `go` on PATH is used when it is new enough; otherwise Go $SIGNET_GO_VERSION
+# is installed under $SIGNET_CACHE/go. The network here reaches package
+# registries only (go.dev is out of reach), so the toolchain comes through the
+# Go module proxy: Debian's golang-go (Go 1.19 on Debian 12, too old for the
+# peers' modules) is installed as a bootstrap, and it downloads the module
+# golang.org/toolchain@v0.0.1-goVERSION.OS-ARCH, the module `GOTOOLCHAIN=`
+# uses: a whole Go distribution, checked against the checksum database.
+SIGNET_GO_VERSION="${SIGNET_GO_VERSION:-1.26.8}"
+SIGNET_GO_MIN="1.24"
+
+# The version a go binary reports ("1.26.8"), or nothing. GOTOOLCHAIN=local:
+# a newer go must report itself, not switch to the toolchain a go.mod names.
+go_version_of() {
+  { (cd / && GOTOOLCHAIN=local "$1" version 2>/dev/null) || true; } | sed -n 's/^go version go\([0-9][0-9.]*\).*/\1/p'
+}
+
+# Whether version $1 >= version $2 (dotted numbers).
+version_at_least() {
+  [ -n "$1" ] && [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]
+}
+
+# Makes `go` (>= $SIGNET_GO_MIN) available and exports GOPATH, GOMODCACHE and
+# GOCACHE under $SIGNET_CACHE/go (unless set already), so the peers' module
+# downloads and builds are cached with the rest of Signet's.
+ensure_go() {
+  local home="$SIGNET_CACHE/go"
+  export GOPATH="${GOPATH:-$home/path}"
+  export GOMODCACHE="${GOMODCACHE:-$GOPATH/pkg/mod}"
+  export GOCACHE="${GOCACHE:-$home/build}"
+  local have
+  have="$(go_version_of go)"
+  version_at_least "$have" "$SIGNET_GO_MIN" && return 0
+  local goroot="$home/go$SIGNET_GO_VERSION"
+  if [ "$(go_version_of "$goroot/bin/go")" != "$SIGNET_GO_VERSION" ]; then
+    install_go "$goroot" || return 1
+  fi
+  # The distribution finds its own root from its binary; a GOROOT for the older go would mislead it.
+  unset GOROOT
+  export PATH="$goroot/bin:$PATH"
+}
+
+# Installs Go $SIGNET_GO_VERSION into $1 through the module proxy (see above).
+install_go() {
+  local goroot="$1" boot="" candidate started
+  started=$(date +%s)
+  # Any go that talks to the module proxy will do as the bootstrap (Go 1.19 does, in module mode).
+  for candidate in "$(command -v go || true)" /usr/lib/go/bin/go /usr/lib/go-*/bin/go; do
+    [ -n "$candidate" ] && [ -n "$(go_version_of "$candidate")" ] && { boot="$candidate"; break; }
+  done
+  if [ -z "$boot" ]; then
+    say "installing Debian's golang-go (only to download Go $SIGNET_GO_VERSION)"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go >/dev/null
+    boot=/usr/lib/go/bin/go
+  fi
+  local arch
+  arch="$(dpkg --print-architecture 2>/dev/null || uname -m)"
+  case "$arch" in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; esac
+  local module="golang.org/toolchain@v0.0.1-go$SIGNET_GO_VERSION.linux-$arch"
+  say "installing Go $SIGNET_GO_VERSION into $goroot (module $module, bootstrap go $(go_version_of "$boot"))"
+  mkdir -p "$SIGNET_CACHE/go"
+  # What interrupted installs left (an hour old: not one running beside this one).
+  find "$SIGNET_CACHE/go" -maxdepth 1 -name '.install.*' -mmin +60 -exec rm -rf {} + 2>/dev/null || true
+  local tmp dir
+  tmp="$(mktemp -d "$SIGNET_CACHE/go/.install.XXXXXX")"
+  # A module cache of its own, writable (-modcacherw) so the distribution can be moved out of it.
+  dir="$(cd / && env -u GOROOT GO111MODULE=on GOFLAGS=-modcacherw GOTOOLCHAIN=local GOPATH="$tmp/path" \
+    GOMODCACHE="$tmp/mod" GOCACHE="$tmp/build" "$boot" mod download -json "$module" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')" || true
+  if [ -z "$dir" ] || [ ! -f "$dir/bin/go" ]; then
+    echo "go mod download $module gave no Go distribution" >&2
+    rm -rf "$tmp"
+    return 1
+  fi
+  mv "$dir" "$tmp/go"
+  # Module zips keep no file modes: make the commands executable, as GOTOOLCHAIN does.
+  chmod -R a+rX "$tmp/go"
+  chmod a+x "$tmp/go/bin/"* "$tmp/go/pkg/tool/"*/*
+  if [ "$(go_version_of "$tmp/go/bin/go")" != "$SIGNET_GO_VERSION" ]; then
+    echo "the downloaded Go does not run: $tmp/go/bin/go version" >&2
+    rm -rf "$tmp"
+    return 1
+  fi
+  # Renamed into place whole, so an interrupted install leaves no half a Go behind.
+  rm -rf "$goroot"
+  mv "$tmp/go" "$goroot"
+  rm -rf "$tmp"
+  say "Go $SIGNET_GO_VERSION installed in $(( $(date +%s) - started ))s"
+}
+
 # ACME peers for acmed's interop tests (see /work/shared/interop.md). Each is
 # cached under $SIGNET_CACHE and skipped when it is already there and runs.
 
@@ -115,10 +209,7 @@ ensure_lego() {
   if [ -x "$SIGNET_LEGO" ] && "$SIGNET_LEGO" --version 2>/dev/null | grep -q "$SIGNET_LEGO_VERSION"; then
     return 0
   fi
-  if ! command -v go >/dev/null 2>&1; then
-    echo "lego needs a Go toolchain (go on PATH): install Go, then rerun." >&2
-    return 1
-  fi
+  ensure_go || return 1
   say "building lego $SIGNET_LEGO_VERSION into $SIGNET_LEGO (about 8 minutes on 2 cores)"
   local module="github.com/go-acme/lego/v4@v$SIGNET_LEGO_VERSION" dir
   # Outside any Go module, so the download is not recorded in one.
@@ -140,12 +231,9 @@ ensure_lego() {
 # bench/scripts/acme-bench.sh --pebble; not needed by scripts/test.
 SIGNET_PEBBLE_VERSION="${SIGNET_PEBBLE_VERSION:-2.10.1}"
 ensure_pebble() {
+  ensure_go || return 1
   export SIGNET_PEBBLE="$SIGNET_CACHE/bin/pebble-$SIGNET_PEBBLE_VERSION"
   if [ ! -x "$SIGNET_PEBBLE" ]; then
-    if ! command -v go >/dev/null 2>&1; then
-      echo "Pebble needs a Go toolchain (go on PATH): install Go, then rerun." >&2
-      return 1
-    fi
     say "building Pebble $SIGNET_PEBBLE_VERSION into $SIGNET_PEBBLE"
     mkdir -p "$SIGNET_CACHE/bin"
     local gobin

@@ -103,6 +103,79 @@ fn json_output_and_exit_codes() {
     }
 }
 
+/// For people, `key show` and `audit` print times in RFC 3339, UTC (the audit
+/// log's with nanoseconds); `--json` keeps the raw numbers.
+#[test]
+fn human_output_shows_rfc3339_times() {
+    use time::format_description::well_known::Rfc3339;
+    use time::OffsetDateTime;
+    let signd = SigndProcess::start("");
+    let ctl = || signetctl(&signd.socket);
+    let (st, out, err) = run(ctl().args(["--json", "key", "generate", "t", "-a", "ed25519"]));
+    assert!(st.success(), "{err}");
+    let created = json(&out)["created_unix_secs"].as_i64().expect("created_unix_secs is a number");
+    let (st, out, err) = run(ctl().args(["key", "show", "t"]));
+    assert!(st.success(), "{err}");
+    let shown = out.lines().find_map(|l| l.strip_prefix("created:")).expect("a created line").trim();
+    assert_eq!(shown, OffsetDateTime::from_unix_timestamp(created).unwrap().format(&Rfc3339).unwrap());
+    assert!(shown.len() == 20 && shown.ends_with('Z'), "{shown}");
+
+    let (st, _, err) = run(ctl().args(["sign", "--key", "t", "--in", "/dev/null"]));
+    assert!(st.success(), "{err}");
+    let (_, out, _) = run(ctl().args(["--json", "audit", "--newest", "--limit", "1"]));
+    let record = &json(&out)[0];
+    let nanos = record["time_unix_nanos"].as_i64().expect("time_unix_nanos is a number");
+    let (st, out, err) = run(ctl().args(["audit", "--newest", "--limit", "1"]));
+    assert!(st.success(), "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    let fields: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(fields[0], record["seq"].to_string(), "{out}");
+    let time = fields[1];
+    assert!(time.len() == 30 && time.ends_with('Z'), "{time}");
+    assert_eq!(OffsetDateTime::parse(time, &Rfc3339).unwrap().unix_timestamp_nanos(), i128::from(nanos), "{out}");
+    assert_eq!(fields[2], "sign", "{out}");
+}
+
+/// `ca init --reuse-keys` finishes a ceremony that stopped after making some of
+/// its keys (scripts/run reruns it so); without the flag an existing key is
+/// refused, and with it a key of another algorithm than the one asked for.
+#[test]
+fn ca_init_reuse_keys_finishes_an_interrupted_ceremony() {
+    let signd = SigndProcess::start("");
+    let ctl = || signetctl(&signd.socket);
+    let ca = signd.dir.path().join("ca");
+    // The ceremony's first key, as if it had been interrupted just after.
+    let (st, _, err) = run(ctl().args(["key", "generate", "x-root", "-a", "ecdsa-p256"]));
+    assert!(st.success(), "{err}");
+    let init = |extra: &[&str]| {
+        run(ctl()
+            .args(["ca", "init", "--name", "x", "--issuer-role", "admin", "--ocsp-role", "admin", "--dir"])
+            .arg(&ca)
+            .args(extra))
+    };
+    let (st, _, err) = init(&[]);
+    assert!(!st.success(), "{err}");
+    let (st, _, err) = init(&["--reuse-keys", "--algorithm", "ecdsa-p384"]);
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(err.contains("x-root") && err.contains("ecdsa-p256"), "{err}");
+    assert!(!ca.join("signd-issuer.toml").exists());
+
+    let (st, out, err) = init(&["--reuse-keys"]);
+    assert!(st.success(), "{out}{err}");
+    // The root certificate is for the key made before.
+    let (_, root_key, _) =
+        run(Command::new("openssl").args(["x509", "-noout", "-pubkey", "-in"]).arg(ca.join("root.pem")));
+    let (_, kept, _) = run(ctl().args(["key", "export-public", "x-root"]));
+    assert_eq!(root_key, kept);
+    let mut files: Vec<String> =
+        std::fs::read_dir(&ca).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    files.sort();
+    assert_eq!(files, ["chain.pem", "issuing.pem", "profile.toml", "responder.pem", "root.pem", "signd-issuer.toml"]);
+    let (_, out, _) = run(ctl().args(["--json", "key", "list"]));
+    assert_eq!(json(&out).as_array().unwrap().len(), 3, "{out}");
+}
+
 #[test]
 fn sighup_reloads_policy() {
     let signd = SigndProcess::start("");

@@ -7,8 +7,7 @@ use clap::Subcommand;
 use serde_json::json;
 use signet_ipc::{block_on, AcmedClient, AcmedHealth, EabKey};
 
-use crate::ca::time_text;
-use crate::output::Printer;
+use crate::output::{rfc3339_secs, Printer};
 use crate::{Failure, EXIT_CODES};
 
 /// `signetctl acme ...`
@@ -118,7 +117,7 @@ fn show(k: &EabKey, out: &Printer) {
         return out.json(&key_json(k));
     }
     outln!("key id:    {}", k.key_id);
-    outln!("created:   {}", time_text(k.created_unix_secs));
+    outln!("created:   {}", rfc3339_secs(k.created_unix_secs));
     outln!("bound to:  {}", if k.bound_account.is_empty() { "(no account yet)" } else { &k.bound_account });
     outln!("note:      {}", k.note);
 }
@@ -130,7 +129,7 @@ fn list(keys: &[EabKey], out: &Printer) {
     outln!("{:<24} {:<20} {:<60} NOTE", "KEY ID", "CREATED", "BOUND ACCOUNT");
     for k in keys {
         let bound = if k.bound_account.is_empty() { "-" } else { &k.bound_account };
-        let row = format!("{:<24} {:<20} {:<60} {}", k.key_id, time_text(k.created_unix_secs), bound, k.note);
+        let row = format!("{:<24} {:<20} {:<60} {}", k.key_id, rfc3339_secs(k.created_unix_secs), bound, k.note);
         outln!("{}", row.trim_end());
     }
 }

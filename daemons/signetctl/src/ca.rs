@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use clap::{Args, Subcommand};
 use rand_core::{OsRng, RngCore};
@@ -17,11 +17,11 @@ use signet_ca::{
     CaRequest, Eku, Issuer, KeyUsageBit, LeafRequest, Name, Profile, ResponderRequest,
 };
 use signet_ipc::{
-    block_on, CertState, CertStatus, CrlSelector, IssuedCert, KeyAlgorithm, KeySpec, OcspdClient, Revocation,
-    RevocationReason, SignatureScheme, SigndClient,
+    block_on, CertState, CertStatus, CrlSelector, ErrorKind, IssuedCert, KeyAlgorithm, KeyInfo, KeySpec, OcspdClient,
+    Revocation, RevocationReason, SignatureScheme, SigndClient,
 };
 
-use crate::output::{pem, Printer};
+use crate::output::{pem, rfc3339_secs, Printer};
 use crate::Failure;
 
 /// `signetctl ca ...`
@@ -78,6 +78,12 @@ pub struct InitArgs {
     /// Roles that may sign CRLs and OCSP responses (ocspd's role in signd).
     #[arg(long = "ocsp-role", default_values_t = ["ocspd".to_string()])]
     ocsp_roles: Vec<String>,
+    /// Use the CA's keys (NAME-root, NAME-issuing, NAME-ocsp) that signd has
+    /// already, generating only the missing ones: for finishing a ceremony that
+    /// was interrupted before it wrote signd-issuer.toml. An existing key must
+    /// have the algorithm asked for.
+    #[arg(long)]
+    reuse_keys: bool,
 }
 
 /// `signetctl cert ...`
@@ -186,8 +192,27 @@ fn ceremony_sign(
     assemble_certificate(tbs, scheme, &sig).map_err(ca_err)
 }
 
+/// A key signd has, or `None` when it has no key by that id.
+fn existing_key(client: &SigndClient, id: &str) -> Result<Option<KeyInfo>, Failure> {
+    match block_on(client.admin_key(id)) {
+        Ok(k) => Ok(Some(k)),
+        Err(e) if e.kind == ErrorKind::UnknownKey => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
     std::fs::write(path, bytes).map_err(|e| fail(1, format!("{}: {e}", path.display())))
+}
+
+/// Writes a file of `ca init` through a temporary file and a rename, so an
+/// interrupted ceremony leaves each file whole or absent.
+fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    write_file(&tmp, bytes)?;
+    std::fs::rename(&tmp, path).map_err(|e| fail(1, format!("{}: {e}", path.display())))
 }
 
 fn cert_pem(der: &[u8]) -> String {
@@ -205,8 +230,18 @@ pub fn init(client: &SigndClient, a: &InitArgs, out: &Printer) -> Result<(), Fai
     let ids = [format!("{}-root", a.name), format!("{}-issuing", a.name), format!("{}-ocsp", a.name)];
     let mut spkis = Vec::new();
     for (id, alg) in ids.iter().zip([root_alg, a.algorithm, responder_alg]) {
-        let spec = KeySpec { id: id.clone(), algorithm: alg, roles: vec![], backend: a.backend.clone() };
-        spkis.push(block_on(client.generate_key(spec))?.spki);
+        let existing = if a.reuse_keys { existing_key(client, id)? } else { None };
+        let key = match existing {
+            Some(k) if k.algorithm == alg => k,
+            Some(k) => {
+                return Err(fail(2, format!("key `{id}` exists with algorithm {}, not {alg}", k.algorithm.name())));
+            }
+            None => {
+                let spec = KeySpec { id: id.clone(), algorithm: alg, roles: vec![], backend: a.backend.clone() };
+                block_on(client.generate_key(spec))?
+            }
+        };
+        spkis.push(key.spki);
     }
     let mut rng = OsRng;
     let now = now();
@@ -252,12 +287,12 @@ pub fn init(client: &SigndClient, a: &InitArgs, out: &Printer) -> Result<(), Fai
 
     let dir = std::fs::canonicalize(&a.dir).map_err(|e| fail(1, format!("{}: {e}", a.dir.display())))?;
     let path = |f: &str| dir.join(f);
-    write_file(&path("root.pem"), cert_pem(&root).as_bytes())?;
-    write_file(&path("issuing.pem"), cert_pem(&issuing).as_bytes())?;
-    write_file(&path("chain.pem"), format!("{}{}", cert_pem(&issuing), cert_pem(&root)).as_bytes())?;
-    write_file(&path("responder.pem"), cert_pem(&responder).as_bytes())?;
+    write_file_atomic(&path("root.pem"), cert_pem(&root).as_bytes())?;
+    write_file_atomic(&path("issuing.pem"), cert_pem(&issuing).as_bytes())?;
+    write_file_atomic(&path("chain.pem"), format!("{}{}", cert_pem(&issuing), cert_pem(&root)).as_bytes())?;
+    write_file_atomic(&path("responder.pem"), cert_pem(&responder).as_bytes())?;
     let profile_toml = toml::to_string(&profile).map_err(|e| fail(1, e.to_string()))?;
-    write_file(&path("profile.toml"), profile_toml.as_bytes())?;
+    write_file_atomic(&path("profile.toml"), profile_toml.as_bytes())?;
     let quote = |v: &[String]| v.iter().map(|r| format!("{r:?}")).collect::<Vec<_>>().join(", ");
     let snippet = format!(
         "[issuers.{name}]\nkey = {issuing_key:?}\ncertificate = {cert:?}\nprofile_file = {profile:?}\nroles = [{roles}]\ncrl_roles = [{ocsp}]\n\n[issuers.{name}.ocsp]\nkey = {ocsp_key:?}\ncertificate = {resp:?}\nroles = [{ocsp}]\n",
@@ -270,7 +305,8 @@ pub fn init(client: &SigndClient, a: &InitArgs, out: &Printer) -> Result<(), Fai
         ocsp_key = ids[2],
         resp = path("responder.pem").display().to_string(),
     );
-    write_file(&path("signd-issuer.toml"), snippet.as_bytes())?;
+    // Last: its presence says the ceremony is complete.
+    write_file_atomic(&path("signd-issuer.toml"), snippet.as_bytes())?;
     if out.json {
         out.json(&json!({
             "name": a.name,
@@ -373,17 +409,6 @@ pub fn cert(
     Ok(())
 }
 
-/// Unix seconds as a UTC date and time.
-pub(crate) fn time_text(secs: i64) -> String {
-    httpdate_like(UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64))
-}
-
-fn httpdate_like(t: SystemTime) -> String {
-    signet_ca::der::asn1::GeneralizedTime::from_system_time(t)
-        .map(|g| g.to_date_time().to_string())
-        .unwrap_or_else(|_| format!("{t:?}"))
-}
-
 fn status_out(s: &CertStatus, out: &Printer) {
     let released = (s.state == CertState::Good && s.released_unix_secs != 0).then_some(s.released_unix_secs);
     if out.json {
@@ -404,15 +429,15 @@ fn status_out(s: &CertStatus, out: &Printer) {
     let state = if s.on_hold() { "revoked (on hold: `cert release-hold` makes it good again)" } else { s.state.name() };
     outln!("state:     {state}");
     if s.state != CertState::Unknown {
-        outln!("not after: {}", time_text(s.not_after_unix_secs));
+        outln!("not after: {}", rfc3339_secs(s.not_after_unix_secs));
         outln!("shard:     {}", s.crl_shard);
     }
     if s.state == CertState::Revoked {
-        outln!("revoked:   {}", time_text(s.revoked_unix_secs));
+        outln!("revoked:   {}", rfc3339_secs(s.revoked_unix_secs));
         outln!("reason:    {}", s.reason.map_or("unspecified", |r| r.name()));
     }
     if let Some(t) = released {
-        outln!("released:  {} (from hold)", time_text(t));
+        outln!("released:  {} (from hold)", rfc3339_secs(t));
     }
 }
 

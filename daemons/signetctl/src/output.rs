@@ -2,6 +2,8 @@
 
 use base64::Engine;
 use signet_ipc::{AuditRecord, CallerInfo, Health, KeyInfo};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
 
 pub struct Printer {
     pub json: bool,
@@ -36,7 +38,7 @@ impl Printer {
         outln!("backend:    {}", k.backend);
         outln!("location:   {}", k.location);
         outln!("roles:      {}", if k.roles.is_empty() { "-".into() } else { k.roles.join(", ") });
-        outln!("created:    {}", k.created_unix_secs);
+        outln!("created:    {}", rfc3339_secs(k.created_unix_secs));
         outln!("available:  {}", if k.available { "yes".to_owned() } else { format!("NO: {}", k.problem) });
         out!("{}", pem("PUBLIC KEY", &k.spki));
     }
@@ -73,9 +75,9 @@ impl Printer {
             return self.json(&serde_json::Value::Array(v));
         }
         outln!(
-            "{:>8} {:>20} {:<10} {:<16} {:>6} {:>8} {:<10} OUTCOME",
+            "{:>8} {:<30} {:<10} {:<16} {:>6} {:>8} {:<10} OUTCOME",
             "SEQ",
-            "TIME_NS",
+            "TIME",
             "OPERATION",
             "KEY",
             "UID",
@@ -84,9 +86,9 @@ impl Printer {
         );
         for r in records {
             outln!(
-                "{:>8} {:>20} {:<10} {:<16} {:>6} {:>8} {:<10} {}",
+                "{:>8} {:<30} {:<10} {:<16} {:>6} {:>8} {:<10} {}",
                 r.seq,
-                r.time_unix_nanos,
+                rfc3339_nanos(r.time_unix_nanos),
                 r.operation,
                 r.key_id,
                 r.uid,
@@ -125,6 +127,34 @@ impl Printer {
     }
 }
 
+/// Unix seconds as RFC 3339 in UTC, e.g. `2026-11-25T10:00:00Z`; the number
+/// itself when it is no date RFC 3339 can write (past the year 9999).
+pub fn rfc3339_secs(secs: i64) -> String {
+    OffsetDateTime::from_unix_timestamp(secs)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_else(|| secs.to_string())
+}
+
+/// Unix nanoseconds as RFC 3339 in UTC with all nine fractional digits, e.g.
+/// `2026-11-25T10:00:00.000000001Z`: always 30 characters, so a column of them
+/// lines up (every i64 of nanoseconds is a date between 1677 and 2262).
+pub fn rfc3339_nanos(nanos: i64) -> String {
+    match OffsetDateTime::from_unix_timestamp_nanos(i128::from(nanos)) {
+        Ok(t) => format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}Z",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second(),
+            t.nanosecond()
+        ),
+        Err(_) => nanos.to_string(),
+    }
+}
+
 /// PEM armour (RFC 7468) around DER bytes.
 pub fn pem(label: &str, der: &[u8]) -> String {
     let b64 = base64::engine::general_purpose::STANDARD.encode(der);
@@ -135,4 +165,21 @@ pub fn pem(label: &str, der: &[u8]) -> String {
     }
     out.push_str(&format!("-----END {label}-----\n"));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_rfc3339_utc() {
+        assert_eq!(rfc3339_secs(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_secs(1_795_600_800), "2026-11-25T10:00:00Z");
+        assert_eq!(rfc3339_secs(i64::MAX), i64::MAX.to_string());
+        assert_eq!(rfc3339_nanos(1_795_600_800_000_000_001), "2026-11-25T10:00:00.000000001Z");
+        assert_eq!(rfc3339_nanos(1_795_600_800_123_456_789), "2026-11-25T10:00:00.123456789Z");
+        assert_eq!(rfc3339_nanos(0), "1970-01-01T00:00:00.000000000Z");
+        assert_eq!(rfc3339_nanos(i64::MIN).len(), 30);
+        assert_eq!(rfc3339_nanos(i64::MAX), "2262-04-11T23:47:16.854775807Z");
+    }
 }
