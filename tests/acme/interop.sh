@@ -48,7 +48,7 @@ OCSP_PORT=$(free_port); ACME_PORT=$(free_port); DNS_PORT=$(free_port); HTTP01_PO
 "$root/scripts/run" --state-dir "$T/state" --ocsp-port "$OCSP_PORT" --acme-port "$ACME_PORT" --dns-port "$DNS_PORT" \
   --http01-port "$HTTP01_PORT" --tlsalpn01-port "$TLSALPN01_PORT" > "$T/run.log" 2>&1 &
 RUN_PID=$!
-for _ in $(seq 1 600); do
+for _ in $(seq 1 3000); do # up to 5 min: scripts/run may have to build first
   [ -f "$T/state/endpoints.json" ] && grep -q acmed "$T/state/endpoints.json" && break
   kill -0 "$RUN_PID" 2>/dev/null || { echo "scripts/run exited:"; tail -40 "$T/run.log"; exit 1; }
   sleep 0.1
