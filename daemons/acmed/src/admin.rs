@@ -24,7 +24,6 @@ use signet_store::StoreError;
 use tokio_util::sync::CancellationToken;
 
 use crate::db::{Db, EabRec};
-use crate::resources::now;
 use crate::Acme;
 
 /// The longest key id acmed creates or looks up.
@@ -178,7 +177,7 @@ impl Admin {
 impl AcmeAdminService for Admin {
     fn eab_create(&self, key_id: String, note: String) -> LocalResult<EabKey> {
         self.run(|me| {
-            let (key_id, rec) = create_key(&me.acme.db, &key_id, &note, now())?;
+            let (key_id, rec) = create_key(&me.acme.db, &key_id, &note, me.acme.clock.unix_seconds())?;
             tracing::info!(uid = me.peer.uid, key_id = %key_id, "EAB key created");
             Ok(EabKey { hmac_key: rec.key.clone(), ..me.shown(key_id, &rec) })
         })

@@ -100,6 +100,8 @@ pub struct Acme {
     pub inflight: Arc<resources::InFlight>,
     /// Counters.
     pub metrics: AcmeMetrics,
+    /// Where "now" comes from.
+    pub clock: signet_types::Clock,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -252,6 +254,7 @@ async fn serve(
         jwk_cache: JwkCache::new(100_000),
         inflight: Arc::default(),
         metrics: AcmeMetrics::new(&metrics),
+        clock: signet_types::Clock::system(),
     });
     let handler = Arc::new(AcmeHttp(acme.clone()));
     let http = tokio::spawn(signet_runtime::http::serve_tls(
