@@ -1,6 +1,6 @@
 //! Identifiers (RFC 8555 §9.7.7, RFC 8738): what a certificate is for. Below
-//! [`crate::problem`] (a problem document may name one) and re-exported from
-//! [`crate::types`].
+//! `problem` (a problem document may name one) and `types`, which re-exports
+//! them.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
