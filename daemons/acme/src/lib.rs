@@ -6,6 +6,9 @@
 //!   rollover and external account binding.
 //! - [`problem`]: problem documents and the ACME error types with their HTTP statuses.
 //! - [`types`]: the ACME resources and payloads as serde types.
+//! - [`state`]: the status rules of orders and authorizations at a given time,
+//!   what a challenge's outcome, a finalization or a deactivation does to
+//!   them, and the ARI renewal window.
 //! - [`validate`]: identifier, contact and token syntax, key authorizations and
 //!   the values the http-01, dns-01 and tls-alpn-01 challenges compare.
 //!
@@ -17,8 +20,10 @@
 
 pub mod caa;
 pub mod fuzz;
+mod identifier;
 pub mod jws;
 pub mod problem;
+pub mod state;
 pub mod types;
 pub mod validate;
 

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::types::Identifier;
+use crate::identifier::Identifier;
 
 /// The media type of a problem document.
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";

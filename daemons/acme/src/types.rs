@@ -13,63 +13,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use time::OffsetDateTime;
 
+use crate::identifier::string_enum;
+pub use crate::identifier::{Identifier, IdentifierType};
 use crate::jws::Jwk;
 use crate::problem::{AcmeError, Problem, ProblemType};
-
-macro_rules! string_enum {
-    ($(#[$meta:meta])* $name:ident { $( $(#[$doc:meta])* $variant:ident = $text:literal, )* }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-        #[non_exhaustive]
-        pub enum $name {
-            $( $(#[$doc])* $variant, )*
-            /// A value this crate does not know, kept as sent.
-            Other(String),
-        }
-        impl $name {
-            /// The JSON string.
-            pub fn as_str(&self) -> &str {
-                match self {
-                    $( $name::$variant => $text, )*
-                    $name::Other(s) => s,
-                }
-            }
-        }
-        impl From<&str> for $name {
-            fn from(s: &str) -> $name {
-                match s {
-                    $( $text => $name::$variant, )*
-                    other => $name::Other(other.to_owned()),
-                }
-            }
-        }
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-        impl Serialize for $name {
-            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                serializer.serialize_str(self.as_str())
-            }
-        }
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                Ok($name::from(String::deserialize(deserializer)?.as_str()))
-            }
-        }
-    };
-}
-
-string_enum! {
-    /// An identifier type.
-    IdentifierType {
-        /// A DNS name (RFC 8555 §9.7.7).
-        Dns = "dns",
-        /// An IP address (RFC 8738).
-        Ip = "ip",
-    }
-}
 
 string_enum! {
     /// A challenge type.
@@ -165,28 +112,6 @@ pub struct Account {
     /// The URL of the account's order list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub orders: Option<String>,
-}
-
-/// An identifier (RFC 8555 §9.7.7, RFC 8738).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Identifier {
-    /// The type.
-    #[serde(rename = "type")]
-    pub kind: IdentifierType,
-    /// The value: a DNS name or an IP address in text form.
-    pub value: String,
-}
-
-impl Identifier {
-    /// A `dns` identifier.
-    pub fn dns(name: impl Into<String>) -> Identifier {
-        Identifier { kind: IdentifierType::Dns, value: name.into() }
-    }
-
-    /// An `ip` identifier.
-    pub fn ip(address: impl Into<String>) -> Identifier {
-        Identifier { kind: IdentifierType::Ip, value: address.into() }
-    }
 }
 
 /// An order's status (RFC 8555 §7.1.6).

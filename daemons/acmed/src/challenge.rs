@@ -29,6 +29,7 @@ use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use signet_acme::caa::{self, CaaRecord};
 use signet_acme::types::{ChallengeType, Identifier, IdentifierType};
 use signet_acme::{validate, AcmeError, ProblemType};
+use signet_types::Clock;
 use tokio::net::TcpStream;
 use url::{Host, Url};
 use x509_cert::ext::pkix::name::GeneralName;
@@ -65,6 +66,8 @@ pub struct Attempt<'a> {
     pub key_authorization: &'a str,
     /// The account URL (RFC 8657 accounturi, dns-persist-01).
     pub account_url: &'a str,
+    /// Where "now" comes from (a dns-persist-01 record may have expired).
+    pub clock: &'a Clock,
 }
 
 impl Validator {
@@ -380,7 +383,7 @@ impl Validator {
 
     async fn dns_persist01(&self, a: &Attempt<'_>) -> Result<(), AcmeError> {
         let name = format!("_validation-persist.{}", a.identifier.value);
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        let now = a.clock.unix_seconds();
         let found = self.txt(&name).await?;
         if found.iter().any(|t| caa::persist_record_admits(t, &self.caa_identities, a.account_url, a.wildcard, now)) {
             Ok(())

@@ -22,6 +22,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use signet_acme::state::{AuthzState, OrderState};
 use signet_acme::types::{AccountStatus, AuthorizationStatus, ChallengeStatus, ChallengeType, Identifier, OrderStatus};
 use signet_store::{Durability, Store, StoreError, StoreOptions, Table};
 
@@ -109,6 +110,26 @@ pub struct ChallengeRec {
     pub validated: Option<i64>,
     /// Why validation failed (problem document JSON).
     pub error: Option<String>,
+}
+
+impl OrderRec {
+    /// What the state rules read of this order.
+    pub fn state(&self) -> OrderState {
+        OrderState { status: self.status, expires: self.expires }
+    }
+
+    /// The order's status at `now`, given its authorizations (see
+    /// [`OrderState::status_at`]).
+    pub fn status_at(&self, authzs: &[AuthzRec], now: i64) -> OrderStatus {
+        self.state().status_at(authzs.iter().map(AuthzRec::state), now)
+    }
+}
+
+impl AuthzRec {
+    /// What the state rules read of this authorization.
+    pub fn state(&self) -> AuthzState {
+        AuthzState { status: self.status, expires: self.expires }
+    }
 }
 
 impl ChallengeRec {

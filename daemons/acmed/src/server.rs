@@ -1,5 +1,6 @@
-//! The HTTP side: routing, the signed-request pipeline (RFC 8555 §6.2–6.5)
-//! and responses. Resource logic is in [`crate::resources`].
+//! The HTTP side: the signed-request pipeline (RFC 8555 §6.2–6.5), the
+//! answers handlers give and the responses made of them. The routes and the
+//! resources' handlers, above this, are in `resources`.
 //!
 //! Every POST goes through one pipeline: `application/jose+json`, a body
 //! within `max_body_bytes`, a well-formed JWS ([`SignedRequest::parse`]), the
@@ -14,7 +15,6 @@ use std::sync::Arc;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use bytes::Bytes;
-use futures::future::BoxFuture;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, LINK, LOCATION, RETRY_AFTER};
@@ -22,7 +22,6 @@ use hyper::{Method, Request, Response, StatusCode};
 use signet_acme::jws::KeyRef;
 use signet_acme::problem::PROBLEM_CONTENT_TYPE;
 use signet_acme::{Jwk, Problem, ProblemType, SignedRequest, VerifiedRequest};
-use signet_runtime::http::Handler;
 
 use crate::db::{AccountRec, Id};
 use crate::nonce::NonceError;
@@ -122,7 +121,7 @@ impl Authed {
 
 /// Which key reference an endpoint takes.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum KeyRule {
+pub(crate) enum KeyRule {
     /// `jwk` only (newAccount).
     Jwk,
     /// `kid` only (everything else).
@@ -131,15 +130,9 @@ enum KeyRule {
     Either,
 }
 
-/// The HTTP handler: routes requests to [`Acme`].
+/// The HTTP handler: routes requests to [`Acme`] (its routes are with the
+/// resources they lead to).
 pub struct AcmeHttp(pub Arc<Acme>);
-
-impl Handler for AcmeHttp {
-    fn handle(&self, req: Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> {
-        let acme = self.0.clone();
-        Box::pin(async move { acme.route(req).await })
-    }
-}
 
 impl Acme {
     /// The full URL of `path`.
@@ -152,41 +145,8 @@ impl Acme {
         format!("{}/acme/{kind}/{}", self.base, URL_SAFE_NO_PAD.encode(id))
     }
 
-    async fn route(self: Arc<Self>, req: Request<Incoming>) -> Response<Full<Bytes>> {
-        let path = req.uri().path().to_owned();
-        let method = req.method().clone();
-        let answer = match (method.clone(), path.as_str()) {
-            (Method::GET | Method::HEAD, "/directory") => Ok(Reply {
-                content_type: Some("application/json"),
-                body: self.directory.clone(),
-                ..Reply::empty(StatusCode::OK)
-            }),
-            (Method::HEAD, "/acme/new-nonce") => Ok(Reply::empty(StatusCode::OK)),
-            (Method::GET, "/acme/new-nonce") => Ok(Reply::empty(StatusCode::NO_CONTENT)),
-            (Method::GET | Method::HEAD, "/acme/issuer-cert") => Ok(Reply {
-                content_type: Some("application/pkix-cert"),
-                body: Bytes::from(self.ca.ca_der.clone()),
-                ..Reply::empty(StatusCode::OK)
-            }),
-            (Method::GET | Method::HEAD, p) if p.starts_with("/acme/renewal-info/") => {
-                self.renewal_info(&p["/acme/renewal-info/".len()..])
-            }
-            (Method::POST, _) => self.post(&path, req).await,
-            (_, p) if self.is_acme_path(p) => Err(problem_with_status(
-                ProblemType::Malformed,
-                405,
-                format!("{method} is not allowed on {p}; ACME resources take POST"),
-            )),
-            _ => Err(problem_with_status(ProblemType::Malformed, 404, format!("no resource at {path}"))),
-        };
-        self.respond(answer, &method)
-    }
-
-    fn is_acme_path(&self, p: &str) -> bool {
-        p.starts_with("/acme/") || p == "/directory"
-    }
-
-    fn respond(&self, answer: Answer, method: &Method) -> Response<Full<Bytes>> {
+    /// The HTTP response for `answer`, with the headers every answer carries.
+    pub(crate) fn respond(&self, answer: Answer, method: &Method) -> Response<Full<Bytes>> {
         let (status, content_type, body, location, links, retry_after) = match answer {
             Ok(r) => (r.status, r.content_type, r.body, r.location, r.links, r.retry_after),
             Err(p) => {
@@ -226,49 +186,13 @@ impl Acme {
         resp
     }
 
-    async fn post(self: &Arc<Self>, path: &str, req: Request<Incoming>) -> Answer {
-        let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        let rule = match segs.as_slice() {
-            ["acme", "new-account"] => KeyRule::Jwk,
-            ["acme", "revoke-cert"] => KeyRule::Either,
-            ["acme", "new-order" | "key-change"]
-            | ["acme", "acct", _]
-            | ["acme", "acct", _, "orders"]
-            | ["acme", "order", _]
-            | ["acme", "order", _, "finalize"]
-            | ["acme", "authz", _]
-            | ["acme", "chall", _, _]
-            | ["acme", "cert", _]
-            | ["acme", "cert", _, _] => KeyRule::Kid,
-            _ => {
-                let _ = read_body(req.into_body(), self.cfg.max_body_bytes).await;
-                return Err(problem_with_status(
-                    ProblemType::Malformed,
-                    if self.is_acme_path(path) { 404 } else { 405 },
-                    format!("no ACME resource takes POST at {path}"),
-                ));
-            }
-        };
-        let authed = self.authenticate(path, rule, req).await?;
-        match segs.as_slice() {
-            ["acme", "new-account"] => self.new_account(authed),
-            ["acme", "revoke-cert"] => self.revoke_cert(authed).await,
-            ["acme", "new-order"] => self.new_order(authed),
-            ["acme", "key-change"] => self.key_change(authed),
-            ["acme", "acct", id] => self.account(authed, id),
-            ["acme", "acct", id, "orders"] => self.account_orders(authed, id),
-            ["acme", "order", id] => self.order(authed, id),
-            ["acme", "order", id, "finalize"] => self.finalize(authed, id).await,
-            ["acme", "authz", id] => self.authz(authed, id),
-            ["acme", "chall", authz, idx] => self.challenge(authed, authz, idx).await,
-            ["acme", "cert", serial] => self.certificate(authed, serial, "0"),
-            ["acme", "cert", serial, alt] => self.certificate(authed, serial, alt),
-            _ => Err(problem_with_status(ProblemType::Malformed, 404, format!("no resource at {path}"))),
-        }
-    }
-
     /// The signed-request pipeline; see the module comment.
-    async fn authenticate(&self, path: &str, rule: KeyRule, req: Request<Incoming>) -> Result<Authed, Problem> {
+    pub(crate) async fn authenticate(
+        &self,
+        path: &str,
+        rule: KeyRule,
+        req: Request<Incoming>,
+    ) -> Result<Authed, Problem> {
         // The body is read (or drained) before any refusal: answering while the
         // client still sends makes HTTP/2 reset the stream and hides the answer.
         let (parts, body) = req.into_parts();
@@ -389,7 +313,7 @@ impl JwkCache {
 /// Reads a request body of at most `limit` bytes. A longer one is read on (up
 /// to 16 times the limit) and dropped before the 413 answer, so the client
 /// sees the answer instead of a reset connection.
-async fn read_body(mut body: Incoming, limit: usize) -> Result<Bytes, Problem> {
+pub(crate) async fn read_body(mut body: Incoming, limit: usize) -> Result<Bytes, Problem> {
     let mut buf = Vec::new();
     let mut seen = 0usize;
     while let Some(frame) = body.frame().await {

@@ -22,11 +22,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use openssl::ssl::{Ssl, SslAcceptor};
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
-use prometheus_client::registry::Unit;
 use std::pin::Pin;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
@@ -296,7 +291,7 @@ impl Routes {
                 }
             }
         };
-        self.metrics.http().observe(resp.status(), start.elapsed());
+        self.metrics.http().observe(resp.status().as_u16(), start.elapsed());
         resp
     }
 
@@ -329,39 +324,6 @@ fn method_not_allowed() -> Response<Full<Bytes>> {
     let mut resp = text_response(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
     resp.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
     resp
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CodeLabel {
-    code: u16,
-}
-
-/// The scaffold's request metrics, registered once per [`Metrics`].
-#[derive(Debug)]
-pub(crate) struct HttpMetrics {
-    requests: Family<CodeLabel, Counter>,
-    latency: Histogram,
-}
-
-impl HttpMetrics {
-    pub(crate) fn register(metrics: &Metrics) -> HttpMetrics {
-        let requests = Family::<CodeLabel, Counter>::default();
-        // 0.5 ms to ~16 s.
-        let latency = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
-        metrics.register("http_requests", "HTTP requests answered, by status code", requests.clone());
-        metrics.register_with_unit(
-            "http_request_duration",
-            "Time to produce an HTTP response",
-            Unit::Seconds,
-            latency.clone(),
-        );
-        HttpMetrics { requests, latency }
-    }
-
-    fn observe(&self, status: StatusCode, elapsed: Duration) {
-        self.requests.get_or_create(&CodeLabel { code: status.as_u16() }).inc();
-        self.latency.observe(elapsed.as_secs_f64());
-    }
 }
 
 #[cfg(test)]

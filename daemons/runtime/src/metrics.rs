@@ -14,8 +14,13 @@
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
 
 pub use prometheus_client;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Metric, Registry, Unit};
 
 /// The `Content-Type` of [`Metrics::encode`]'s output.
@@ -32,7 +37,7 @@ struct Inner {
     registry: Mutex<Registry>,
     /// The HTTP scaffold's own metrics, registered on first use so serving twice
     /// does not register them twice.
-    http: OnceLock<crate::http::HttpMetrics>,
+    http: OnceLock<HttpMetrics>,
 }
 
 impl Metrics {
@@ -80,14 +85,50 @@ impl Metrics {
         out
     }
 
-    pub(crate) fn http(&self) -> &crate::http::HttpMetrics {
-        self.inner.http.get_or_init(|| crate::http::HttpMetrics::register(self))
+    /// The HTTP scaffold's own metrics, registered on first use.
+    pub(crate) fn http(&self) -> &HttpMetrics {
+        self.inner.http.get_or_init(|| HttpMetrics::register(self))
     }
 
     fn registry(&self) -> MutexGuard<'_, Registry> {
         // A panic while holding the lock cannot leave the registry half-updated in a way that
         // matters for encoding, so keep serving metrics.
         self.inner.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CodeLabel {
+    code: u16,
+}
+
+/// The HTTP scaffold's request metrics (`http_requests`, `http_request_duration`),
+/// registered once per [`Metrics`]; `crate::http` observes every answer.
+#[derive(Debug)]
+pub(crate) struct HttpMetrics {
+    requests: Family<CodeLabel, Counter>,
+    latency: Histogram,
+}
+
+impl HttpMetrics {
+    fn register(metrics: &Metrics) -> HttpMetrics {
+        let requests = Family::<CodeLabel, Counter>::default();
+        // 0.5 ms to ~16 s.
+        let latency = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
+        metrics.register("http_requests", "HTTP requests answered, by status code", requests.clone());
+        metrics.register_with_unit(
+            "http_request_duration",
+            "Time to produce an HTTP response",
+            Unit::Seconds,
+            latency.clone(),
+        );
+        HttpMetrics { requests, latency }
+    }
+
+    /// Counts one answer with HTTP status `code`, produced in `elapsed`.
+    pub(crate) fn observe(&self, code: u16, elapsed: Duration) {
+        self.requests.get_or_create(&CodeLabel { code }).inc();
+        self.latency.observe(elapsed.as_secs_f64());
     }
 }
 

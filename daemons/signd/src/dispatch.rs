@@ -28,7 +28,16 @@ use tokio::sync::oneshot;
 
 use crate::audit::{AuditLog, Entry};
 use crate::backend::SigningKey;
-use crate::service::State;
+use crate::pool::Pool;
+
+/// What the dispatcher signs with: the signing threads, and the audit log
+/// each share's records are committed to (signd's `service::State`).
+pub(crate) trait Workers: Send + Sync + 'static {
+    /// The signing threads.
+    fn pool(&self) -> &Pool;
+    /// The audit log.
+    fn audit(&self) -> &AuditLog;
+}
 
 /// One `sign` call, checked and ready to sign.
 pub(crate) struct SignJob {
@@ -40,16 +49,16 @@ pub(crate) struct SignJob {
 }
 
 /// The calls gathered so far; lives on the capnp thread.
-pub(crate) struct Dispatcher {
-    state: Arc<State>,
+pub(crate) struct Dispatcher<W> {
+    state: Arc<W>,
     gathered: RefCell<Vec<SignJob>>,
     /// The key of the last call signed here alone: the one to prepare for
     /// while the thread is otherwise idle.
     lone_key: RefCell<Option<Arc<dyn SigningKey>>>,
 }
 
-impl Dispatcher {
-    pub(crate) fn new(state: Arc<State>) -> Rc<Self> {
+impl<W: Workers> Dispatcher<W> {
+    pub(crate) fn new(state: Arc<W>) -> Rc<Self> {
         Rc::new(Self { state, gathered: RefCell::new(Vec::new()), lone_key: RefCell::new(None) })
     }
 
@@ -77,15 +86,15 @@ impl Dispatcher {
         if jobs.is_empty() {
             return;
         }
-        if jobs.len() == 1 && self.state.pool.idle() {
+        if jobs.len() == 1 && self.state.pool().idle() {
             // Lone calls are where work done ahead pays: the caller waits
             // for every microsecond of its signature.
             self.lone_key.replace(Some(jobs[0].key.clone()));
-            sign_and_record(jobs, &self.state.audit);
+            sign_and_record(jobs, self.state.audit());
             return;
         }
         let sign_here = jobs.iter().all(|job| quick(job.key.algorithm()));
-        let shares = self.state.pool.threads().clamp(1, jobs.len());
+        let shares = self.state.pool().threads().clamp(1, jobs.len());
         let per_share = jobs.len().div_ceil(shares);
         let mut jobs = jobs.into_iter();
         loop {
@@ -97,11 +106,11 @@ impl Dispatcher {
                 // The last share is signed here: this thread would otherwise
                 // go to sleep and be woken for the answers, and waking a
                 // thread costs more than a P-256 signature.
-                sign_and_record(share, &self.state.audit);
+                sign_and_record(share, self.state.audit());
                 break;
             }
-            let audit = self.state.audit.clone();
-            self.state.pool.spawn(move || sign_and_record(share, &audit));
+            let audit = self.state.audit().clone();
+            self.state.pool().spawn(move || sign_and_record(share, &audit));
         }
     }
 }

@@ -16,7 +16,7 @@ use signet_ipc::{
 
 use crate::audit::{AuditLog, Entry};
 use crate::config::Operation;
-use crate::dispatch::{Dispatcher, SignJob};
+use crate::dispatch::{Dispatcher, SignJob, Workers};
 use crate::issuers::Issuers;
 use crate::keys::KeyRing;
 use crate::policy::{supplementary_groups, Policy, Role};
@@ -32,6 +32,16 @@ pub struct State {
     pub pool: Pool,
 }
 
+impl Workers for State {
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    fn audit(&self) -> &AuditLog {
+        &self.audit
+    }
+}
+
 /// The service, living on the capnp thread.
 #[derive(Clone)]
 pub struct Signd {
@@ -42,7 +52,7 @@ pub(crate) struct Shared {
     pub(crate) state: Arc<State>,
     policy: RefCell<Arc<Policy>>,
     pub(crate) issuers: RefCell<Arc<Issuers>>,
-    dispatch: Rc<Dispatcher>,
+    dispatch: Rc<Dispatcher<State>>,
     started: Instant,
 }
 

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::group::GroupWriter;
-use crate::txn::{ReadTxn, WriteTxn};
+use crate::txn::{optional, ReadTxn, WriteTxn};
 use crate::{Key, StoreError, Table};
 
 /// Name of the table holding the store's identity; not available to callers.
@@ -398,14 +398,5 @@ fn check_meta(env: &Environment, opts: &StoreOptions) -> Result<(), StoreError> 
             Ok(())
         }
         _ => Err(corrupt("only one of application and schema_version is recorded".into())),
-    }
-}
-
-/// Turns LMDB's `NotFound` into `None`.
-pub(crate) fn optional<T>(res: lmdb::Result<T>, operation: &'static str) -> Result<Option<T>, StoreError> {
-    match res {
-        Ok(v) => Ok(Some(v)),
-        Err(lmdb::Error::NotFound) => Ok(None),
-        Err(e) => Err(StoreError::lmdb(operation)(e)),
     }
 }

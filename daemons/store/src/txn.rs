@@ -9,7 +9,6 @@ use lmdb::{Cursor, Database, RoCursor, RoTransaction, RwTransaction, Transaction
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::store::optional;
 use crate::{Key, StoreError};
 
 /// Longest key LMDB accepts in its default build (`mdb_env_get_maxkeysize`).
@@ -328,5 +327,14 @@ fn position<'txn>(
         Some((None, _)) => {
             Err(StoreError::Lmdb { operation: "cursor", detail: format!("table {table}: cursor returned no key") })
         }
+    }
+}
+
+/// Turns LMDB's `NotFound` into `None`.
+pub(crate) fn optional<T>(res: lmdb::Result<T>, operation: &'static str) -> Result<Option<T>, StoreError> {
+    match res {
+        Ok(v) => Ok(Some(v)),
+        Err(lmdb::Error::NotFound) => Ok(None),
+        Err(e) => Err(StoreError::lmdb(operation)(e)),
     }
 }
