@@ -122,6 +122,9 @@ fn kind_to_wire(k: ErrorKind) -> wire::ErrorKind {
         ErrorKind::Unsupported => W::Unsupported,
         ErrorKind::NotFound => W::NotFound,
         ErrorKind::FailedPrecondition => W::FailedPrecondition,
+        // A kind signet-types gained before the schema did: still an error,
+        // just not a precise one.
+        _ => W::Internal,
     }
 }
 
