@@ -7,288 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// The algorithm of a key pair.
-// Exhaustive on purpose: adding an algorithm must make every match in signd
-// and its backends fail to compile until it is handled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum KeyAlgorithm {
-    /// ECDSA over NIST P-256.
-    EcP256,
-    /// ECDSA over NIST P-384.
-    EcP384,
-    /// ECDSA over NIST P-521.
-    EcP521,
-    /// Ed25519 (RFC 8032).
-    Ed25519,
-    /// RSA with a 2048-bit modulus.
-    Rsa2048,
-    /// RSA with a 3072-bit modulus.
-    Rsa3072,
-    /// RSA with a 4096-bit modulus.
-    Rsa4096,
-    /// ML-DSA-44 (FIPS 204).
-    MlDsa44,
-    /// ML-DSA-65 (FIPS 204).
-    MlDsa65,
-    /// ML-DSA-87 (FIPS 204).
-    MlDsa87,
-}
-
-impl KeyAlgorithm {
-    /// Every algorithm, in a stable order.
-    pub const ALL: [KeyAlgorithm; 10] = [
-        Self::EcP256,
-        Self::EcP384,
-        Self::EcP521,
-        Self::Ed25519,
-        Self::Rsa2048,
-        Self::Rsa3072,
-        Self::Rsa4096,
-        Self::MlDsa44,
-        Self::MlDsa65,
-        Self::MlDsa87,
-    ];
-
-    /// The name used in config files, the CLI and logs.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::EcP256 => "ecdsa-p256",
-            Self::EcP384 => "ecdsa-p384",
-            Self::EcP521 => "ecdsa-p521",
-            Self::Ed25519 => "ed25519",
-            Self::Rsa2048 => "rsa-2048",
-            Self::Rsa3072 => "rsa-3072",
-            Self::Rsa4096 => "rsa-4096",
-            Self::MlDsa44 => "ml-dsa-44",
-            Self::MlDsa65 => "ml-dsa-65",
-            Self::MlDsa87 => "ml-dsa-87",
-        }
-    }
-
-    /// The scheme used when a caller asks for [`SignatureScheme::Default`].
-    pub fn default_scheme(self) -> SignatureScheme {
-        match self {
-            Self::EcP256 => SignatureScheme::EcdsaSha256,
-            Self::EcP384 => SignatureScheme::EcdsaSha384,
-            Self::EcP521 => SignatureScheme::EcdsaSha512,
-            Self::Ed25519 => SignatureScheme::Ed25519,
-            Self::Rsa2048 | Self::Rsa3072 | Self::Rsa4096 => SignatureScheme::RsaPkcs1Sha256,
-            Self::MlDsa44 => SignatureScheme::MlDsa44,
-            Self::MlDsa65 => SignatureScheme::MlDsa65,
-            Self::MlDsa87 => SignatureScheme::MlDsa87,
-        }
-    }
-
-    /// Whether `scheme` can be used with a key of this algorithm.
-    pub fn allows(self, scheme: SignatureScheme) -> bool {
-        use SignatureScheme as S;
-        match self {
-            Self::EcP256 | Self::EcP384 | Self::EcP521 => {
-                matches!(scheme, S::EcdsaSha256 | S::EcdsaSha384 | S::EcdsaSha512)
-            }
-            Self::Ed25519 => scheme == S::Ed25519,
-            Self::Rsa2048 | Self::Rsa3072 | Self::Rsa4096 => matches!(
-                scheme,
-                S::RsaPkcs1Sha256
-                    | S::RsaPkcs1Sha384
-                    | S::RsaPkcs1Sha512
-                    | S::RsaPssSha256
-                    | S::RsaPssSha384
-                    | S::RsaPssSha512
-            ),
-            Self::MlDsa44 => scheme == S::MlDsa44,
-            Self::MlDsa65 => scheme == S::MlDsa65,
-            Self::MlDsa87 => scheme == S::MlDsa87,
-        }
-    }
-
-    /// Resolves `Default` to the key's default scheme and checks the result fits.
-    pub fn resolve(self, scheme: SignatureScheme) -> Result<SignatureScheme, IpcError> {
-        let scheme = match scheme {
-            SignatureScheme::Default => self.default_scheme(),
-            s => s,
-        };
-        if self.allows(scheme) {
-            Ok(scheme)
-        } else {
-            Err(IpcError::new(
-                ErrorKind::WrongAlgorithm,
-                format!("scheme {} cannot be used with a {} key", scheme.name(), self.name()),
-            ))
-        }
-    }
-}
-
-impl fmt::Display for KeyAlgorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for KeyAlgorithm {
-    type Err = IpcError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
-            let names: Vec<_> = Self::ALL.iter().map(|a| a.name()).collect();
-            IpcError::new(
-                ErrorKind::InvalidArgument,
-                format!("unknown key algorithm `{s}` (expected one of {})", names.join(", ")),
-            )
-        })
-    }
-}
-
-/// How to sign. The caller always sends the whole message; signd hashes it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum SignatureScheme {
-    /// The key's own default scheme ([`KeyAlgorithm::default_scheme`]).
-    Default,
-    /// ECDSA with SHA-256; signature is DER `Ecdsa-Sig-Value`.
-    EcdsaSha256,
-    /// ECDSA with SHA-384.
-    EcdsaSha384,
-    /// ECDSA with SHA-512.
-    EcdsaSha512,
-    /// Ed25519 (pure).
-    Ed25519,
-    /// RSASSA-PKCS1-v1_5 with SHA-256.
-    RsaPkcs1Sha256,
-    /// RSASSA-PKCS1-v1_5 with SHA-384.
-    RsaPkcs1Sha384,
-    /// RSASSA-PKCS1-v1_5 with SHA-512.
-    RsaPkcs1Sha512,
-    /// RSASSA-PSS with SHA-256, MGF1-SHA-256, salt length = hash length.
-    RsaPssSha256,
-    /// RSASSA-PSS with SHA-384, MGF1-SHA-384, salt length = hash length.
-    RsaPssSha384,
-    /// RSASSA-PSS with SHA-512, MGF1-SHA-512, salt length = hash length.
-    RsaPssSha512,
-    /// ML-DSA-44, pure mode, empty context.
-    MlDsa44,
-    /// ML-DSA-65, pure mode, empty context.
-    MlDsa65,
-    /// ML-DSA-87, pure mode, empty context.
-    MlDsa87,
-}
-
-impl SignatureScheme {
-    /// Every scheme, in a stable order.
-    pub const ALL: [SignatureScheme; 14] = [
-        Self::Default,
-        Self::EcdsaSha256,
-        Self::EcdsaSha384,
-        Self::EcdsaSha512,
-        Self::Ed25519,
-        Self::RsaPkcs1Sha256,
-        Self::RsaPkcs1Sha384,
-        Self::RsaPkcs1Sha512,
-        Self::RsaPssSha256,
-        Self::RsaPssSha384,
-        Self::RsaPssSha512,
-        Self::MlDsa44,
-        Self::MlDsa65,
-        Self::MlDsa87,
-    ];
-
-    /// The name used in the CLI and logs.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Default => "default",
-            Self::EcdsaSha256 => "ecdsa-sha256",
-            Self::EcdsaSha384 => "ecdsa-sha384",
-            Self::EcdsaSha512 => "ecdsa-sha512",
-            Self::Ed25519 => "ed25519",
-            Self::RsaPkcs1Sha256 => "rsa-pkcs1-sha256",
-            Self::RsaPkcs1Sha384 => "rsa-pkcs1-sha384",
-            Self::RsaPkcs1Sha512 => "rsa-pkcs1-sha512",
-            Self::RsaPssSha256 => "rsa-pss-sha256",
-            Self::RsaPssSha384 => "rsa-pss-sha384",
-            Self::RsaPssSha512 => "rsa-pss-sha512",
-            Self::MlDsa44 => "ml-dsa-44",
-            Self::MlDsa65 => "ml-dsa-65",
-            Self::MlDsa87 => "ml-dsa-87",
-        }
-    }
-}
-
-impl fmt::Display for SignatureScheme {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for SignatureScheme {
-    type Err = IpcError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
-            let names: Vec<_> = Self::ALL.iter().map(|a| a.name()).collect();
-            IpcError::new(
-                ErrorKind::InvalidArgument,
-                format!("unknown signature scheme `{s}` (expected one of {})", names.join(", ")),
-            )
-        })
-    }
-}
-
-/// What kind of failure an [`IpcError`] is. Mirrors `ErrorKind` in the schema.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[non_exhaustive]
-pub enum ErrorKind {
-    /// A bug or unexpected condition inside signd.
-    Internal,
-    /// The caller's role may not do this.
-    PermissionDenied,
-    /// No key with that id.
-    UnknownKey,
-    /// The scheme does not fit the key.
-    WrongAlgorithm,
-    /// A malformed request.
-    InvalidArgument,
-    /// The key exists but could not be loaded or checked.
-    KeyUnavailable,
-    /// The crypto backend failed.
-    Backend,
-    /// A key with that id already exists.
-    AlreadyExists,
-    /// signd cannot be reached, or the connection broke.
-    Unavailable,
-    /// A message or batch over the configured limit.
-    TooLarge,
-    /// The backend or token cannot do this.
-    Unsupported,
-    /// No such record (a certificate serial in ocspd, ...).
-    NotFound,
-    /// A well-formed request that the record's current state does not allow
-    /// (releasing a certificate that is not on hold, ...).
-    FailedPrecondition,
-}
-
-impl ErrorKind {
-    /// A stable name for logs, JSON and exit-code mapping.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Internal => "internal",
-            Self::PermissionDenied => "permission-denied",
-            Self::UnknownKey => "unknown-key",
-            Self::WrongAlgorithm => "wrong-algorithm",
-            Self::InvalidArgument => "invalid-argument",
-            Self::KeyUnavailable => "key-unavailable",
-            Self::Backend => "backend",
-            Self::AlreadyExists => "already-exists",
-            Self::Unavailable => "unavailable",
-            Self::TooLarge => "too-large",
-            Self::Unsupported => "unsupported",
-            Self::NotFound => "not-found",
-            Self::FailedPrecondition => "failed-precondition",
-        }
-    }
-}
-
-impl fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use signet_types::{DigestAlgorithm, ErrorKind, KeyAlgorithm, SchemeMismatch, SignatureScheme, UnknownName};
 
 /// A typed error: a kind a program can act on, plus detail for people.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
@@ -319,6 +38,18 @@ impl IpcError {
     /// Shorthand for [`ErrorKind::Internal`].
     pub fn internal(detail: impl Into<String>) -> Self {
         Self::new(ErrorKind::Internal, detail)
+    }
+}
+
+impl From<UnknownName> for IpcError {
+    fn from(e: UnknownName) -> Self {
+        Self::new(e.kind(), e.to_string())
+    }
+}
+
+impl From<SchemeMismatch> for IpcError {
+    fn from(e: SchemeMismatch) -> Self {
+        Self::new(e.kind(), e.to_string())
     }
 }
 
@@ -446,32 +177,6 @@ pub struct PeerCredentials {
     pub gid: u32,
     /// Process id (0 if the kernel did not report one).
     pub pid: i32,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_round_trip() {
-        for a in KeyAlgorithm::ALL {
-            assert_eq!(a.name().parse::<KeyAlgorithm>(), Ok(a));
-            assert!(a.allows(a.default_scheme()), "{a}");
-        }
-        for s in SignatureScheme::ALL {
-            assert_eq!(s.name().parse::<SignatureScheme>(), Ok(s));
-        }
-        assert_eq!("nope".parse::<KeyAlgorithm>().map_err(|e| e.kind), Err(ErrorKind::InvalidArgument));
-    }
-
-    #[test]
-    fn resolve_checks_the_key() {
-        assert_eq!(KeyAlgorithm::EcP384.resolve(SignatureScheme::Default), Ok(SignatureScheme::EcdsaSha384));
-        assert_eq!(KeyAlgorithm::Rsa2048.resolve(SignatureScheme::RsaPssSha512), Ok(SignatureScheme::RsaPssSha512));
-        let Err(err) = KeyAlgorithm::Ed25519.resolve(SignatureScheme::EcdsaSha256) else { panic!("accepted") };
-        assert_eq!(err.kind, ErrorKind::WrongAlgorithm);
-        assert!(KeyAlgorithm::MlDsa44.resolve(SignatureScheme::MlDsa65).is_err());
-    }
 }
 
 // --- ocspd ------------------------------------------------------------------
@@ -728,4 +433,21 @@ pub struct AcmedHealth {
     pub eab_keys: u64,
     /// Whether new accounts need an external account binding.
     pub external_account_required: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn errors_of_the_plain_types_cross_ipc_typed() {
+        let e = IpcError::from("nope".parse::<KeyAlgorithm>().unwrap_err());
+        assert_eq!(e.kind, ErrorKind::InvalidArgument);
+        assert!(e.detail.starts_with("unknown key algorithm `nope` (expected one of ecdsa-p256, "), "{e}");
+        let e = IpcError::from(KeyAlgorithm::Ed25519.resolve(SignatureScheme::EcdsaSha256).unwrap_err());
+        assert_eq!(e.kind, ErrorKind::WrongAlgorithm);
+        assert_eq!(e.detail, "scheme ecdsa-sha256 cannot be used with a ed25519 key");
+        assert_eq!("hold".parse::<RevocationReason>().unwrap_err().kind, ErrorKind::InvalidArgument);
+    }
 }

@@ -9,7 +9,7 @@ use openssl::stack::Stack;
 use openssl::x509::store::X509StoreBuilder;
 use openssl::x509::verify::X509VerifyParam;
 use openssl::x509::{X509StoreContext, X509};
-use signet_ipc::{KeyAlgorithm, SignatureScheme};
+use signet_ipc::{DigestAlgorithm, IpcError, KeyAlgorithm, SignatureScheme};
 
 use crate::boundary::{self, bytes, handle};
 use crate::buffer::pki_buffer;
@@ -68,18 +68,9 @@ fn verify(spki: &[u8], scheme: SignatureScheme, msg: &[u8], sig: &[u8]) -> Resul
     let parsed =
         if spki.starts_with(b"-----BEGIN") { PKey::public_key_from_pem(spki) } else { PKey::public_key_from_der(spki) };
     let key = parsed.map_err(|e| Error::new(pki_result::PKI_RESULT_MALFORMED_KEY, format!("public key: {e}")))?;
-    let scheme = family(&key)?.resolve(scheme)?;
-    use SignatureScheme as S;
-    let (digest, pss) = match scheme {
-        S::EcdsaSha256 | S::RsaPkcs1Sha256 => (Some(MessageDigest::sha256()), false),
-        S::EcdsaSha384 | S::RsaPkcs1Sha384 => (Some(MessageDigest::sha384()), false),
-        S::EcdsaSha512 | S::RsaPkcs1Sha512 => (Some(MessageDigest::sha512()), false),
-        S::RsaPssSha256 => (Some(MessageDigest::sha256()), true),
-        S::RsaPssSha384 => (Some(MessageDigest::sha384()), true),
-        S::RsaPssSha512 => (Some(MessageDigest::sha512()), true),
-        // Pure schemes verify the message itself. `Default` was resolved above.
-        S::Ed25519 | S::MlDsa44 | S::MlDsa65 | S::MlDsa87 | S::Default => (None, false),
-    };
+    let scheme = family(&key)?.resolve(scheme).map_err(IpcError::from)?;
+    // Pure schemes verify the message itself. `Default` was resolved above.
+    let (digest, pss) = (message_digest(scheme.digest()), scheme.is_pss());
     let openssl = |e: openssl::error::ErrorStack| Error::new(pki_result::PKI_RESULT_INTERNAL, format!("openssl: {e}"));
     let mut verifier = match digest {
         Some(md) => Verifier::new(md, &key),
@@ -99,6 +90,16 @@ fn verify(spki: &[u8], scheme: SignatureScheme, msg: &[u8], sig: &[u8]) -> Resul
         Err(e) => {
             Err(Error::new(pki_result::PKI_RESULT_BAD_SIGNATURE, format!("{scheme} signature is malformed: {e}")))
         }
+    }
+}
+
+/// OpenSSL's digest for a scheme's [`DigestAlgorithm`]; `None` for the pure schemes.
+fn message_digest(digest: DigestAlgorithm) -> Option<MessageDigest> {
+    match digest {
+        DigestAlgorithm::Sha256 => Some(MessageDigest::sha256()),
+        DigestAlgorithm::Sha384 => Some(MessageDigest::sha384()),
+        DigestAlgorithm::Sha512 => Some(MessageDigest::sha512()),
+        DigestAlgorithm::None => None,
     }
 }
 

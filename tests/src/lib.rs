@@ -523,17 +523,15 @@ pub fn openssl_verify(spki: &[u8], scheme: signet_ipc::SignatureScheme, msg: &[u
     use openssl::hash::MessageDigest;
     use openssl::rsa::Padding;
     use openssl::sign::{RsaPssSaltlen, Verifier};
-    use signet_ipc::SignatureScheme as S;
+    use signet_ipc::DigestAlgorithm as D;
     let key = openssl::pkey::PKey::public_key_from_der(spki).unwrap();
-    let (md, pss) = match scheme {
-        S::EcdsaSha256 | S::RsaPkcs1Sha256 => (Some(MessageDigest::sha256()), false),
-        S::EcdsaSha384 | S::RsaPkcs1Sha384 => (Some(MessageDigest::sha384()), false),
-        S::EcdsaSha512 | S::RsaPkcs1Sha512 => (Some(MessageDigest::sha512()), false),
-        S::RsaPssSha256 => (Some(MessageDigest::sha256()), true),
-        S::RsaPssSha384 => (Some(MessageDigest::sha384()), true),
-        S::RsaPssSha512 => (Some(MessageDigest::sha512()), true),
-        S::Ed25519 | S::MlDsa44 | S::MlDsa65 | S::MlDsa87 | S::Default => (None, false),
+    let md = match scheme.digest() {
+        D::Sha256 => Some(MessageDigest::sha256()),
+        D::Sha384 => Some(MessageDigest::sha384()),
+        D::Sha512 => Some(MessageDigest::sha512()),
+        D::None => None,
     };
+    let pss = scheme.is_pss();
     let mut v = match md {
         Some(md) => Verifier::new(md, &key).unwrap(),
         None => Verifier::new_without_digest(&key).unwrap(),

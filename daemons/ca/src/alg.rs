@@ -4,7 +4,7 @@ use const_oid::ObjectIdentifier;
 use der::asn1::{Null, UintRef};
 use der::{Any, Decode, Encode, Sequence};
 use sha1::{Digest, Sha1};
-use signet_ipc::{KeyAlgorithm, SignatureScheme};
+use signet_types::{KeyAlgorithm, SignatureScheme};
 use spki::{AlgorithmIdentifierOwned, SubjectPublicKeyInfoOwned};
 
 use crate::CaError;
@@ -185,15 +185,7 @@ pub fn subject_key_identifier(spki: &SubjectPublicKeyInfoOwned) -> Vec<u8> {
 
 /// Resolves `scheme` for a CA key and checks that the two fit.
 pub(crate) fn resolve_scheme(key: KeyAlgorithm, scheme: SignatureScheme) -> Result<SignatureScheme, CaError> {
-    let resolved = match scheme {
-        SignatureScheme::Default => key.default_scheme(),
-        s => s,
-    };
-    if key.allows(resolved) {
-        Ok(resolved)
-    } else {
-        Err(CaError::SchemeKeyMismatch { scheme: resolved, key })
-    }
+    key.resolve(scheme).map_err(|e| CaError::SchemeKeyMismatch { scheme: e.scheme, key: e.key })
 }
 
 /// DER of anything encodable (a tiny helper so call sites read well).
@@ -233,7 +225,7 @@ mod tests {
             if matches!(alg, KeyAlgorithm::Rsa3072 | KeyAlgorithm::Rsa4096) {
                 continue; // slow to generate; RSA size detection is covered by 2048
             }
-            let key = signd::backend::openssl::generate(alg).unwrap();
+            let key = crate::testutil::generate(alg);
             let spki = parse_spki(&key.public_key_to_der().unwrap()).unwrap();
             assert_eq!(key_algorithm_of_spki(&spki).unwrap(), alg);
         }

@@ -8,7 +8,7 @@ use const_oid::{AssociatedOid, ObjectIdentifier};
 use der::asn1::{AnyRef, BitStringRef, Ia5String, Null, OctetString};
 use der::{Decode, Encode, Sequence, Tag, Tagged};
 use rand_core::RngCore;
-use signet_ipc::{KeyAlgorithm, SignatureScheme};
+use signet_types::{KeyAlgorithm, SignatureScheme};
 use spki::{AlgorithmIdentifierOwned, SubjectPublicKeyInfoOwned};
 use x509_cert::certificate::{TbsCertificate, Version};
 use x509_cert::ext::pkix::crl::dp::DistributionPoint;

@@ -4,7 +4,7 @@ use std::time::SystemTime;
 
 use der::asn1::{Uint, UintRef};
 use der::{Decode, DecodeValue, Encode, EncodeValue, Header, Length, Reader, Sequence, SliceReader, Writer};
-use signet_ipc::SignatureScheme;
+use signet_types::SignatureScheme;
 use spki::AlgorithmIdentifierOwned;
 use x509_cert::certificate::Version;
 use x509_cert::ext::pkix::crl::dp::IssuingDistributionPoint;

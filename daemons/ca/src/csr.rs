@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use const_oid::AssociatedOid;
 use der::{Decode, Encode};
-use signet_ipc::KeyAlgorithm;
+use signet_types::KeyAlgorithm;
 use x509_cert::ext::pkix::name::GeneralName;
 use x509_cert::ext::pkix::SubjectAltName;
 use x509_cert::ext::Extension;
@@ -198,7 +198,7 @@ mod tests {
     use openssl::stack::Stack;
     use openssl::x509::extension::SubjectAlternativeName;
     use openssl::x509::{X509NameBuilder, X509ReqBuilder};
-    use signet_ipc::SignatureScheme;
+    use signet_types::SignatureScheme;
 
     use super::*;
     use crate::testutil::TestKey;

@@ -35,9 +35,9 @@ pub enum CaError {
     #[error("scheme {scheme} cannot be used with a {key} key")]
     SchemeKeyMismatch {
         /// The scheme.
-        scheme: signet_ipc::SignatureScheme,
+        scheme: signet_types::SignatureScheme,
         /// The key algorithm.
-        key: signet_ipc::KeyAlgorithm,
+        key: signet_types::KeyAlgorithm,
     },
     /// The subject public key is not one of signd's algorithms.
     #[error("unsupported public key: {0}")]
@@ -48,7 +48,7 @@ pub enum CaError {
         /// Profile name.
         profile: String,
         /// The subject key's algorithm.
-        algorithm: signet_ipc::KeyAlgorithm,
+        algorithm: signet_types::KeyAlgorithm,
     },
 
     // ----- profiles and requests -----

@@ -9,7 +9,7 @@ use der::pem::LineEnding;
 use openssl::stack::Stack;
 use openssl::x509::store::X509StoreBuilder;
 use openssl::x509::{X509Crl, X509StoreContext, X509};
-use signet_ipc::{KeyAlgorithm, SignatureScheme};
+use signet_types::{KeyAlgorithm, SignatureScheme};
 
 use crate::cert::{build_ocsp_responder_tbs, ResponderRequest};
 use crate::crl::{build_tbs_crl, CrlParams, RevokedEntry};

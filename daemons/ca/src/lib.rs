@@ -44,7 +44,7 @@ pub use validate::{
 
 /// Re-exported so callers name the same types this crate uses.
 pub use der;
-pub use signet_ipc::{KeyAlgorithm, SignatureScheme};
+pub use signet_types::{KeyAlgorithm, SignatureScheme};
 pub use x509_cert;
 pub use x509_cert::ext::pkix::CrlReason;
 pub use x509_cert::name::Name;

@@ -7,7 +7,7 @@ use der::asn1::{AnyRef, BitStringRef, Null, OctetString};
 use der::{Any, Decode, Sequence, Tag, Tagged};
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
-use signet_ipc::SignatureScheme;
+use signet_types::SignatureScheme;
 use spki::{AlgorithmIdentifierOwned, SubjectPublicKeyInfoOwned};
 use x509_cert::ext::pkix::CrlReason;
 use x509_cert::ext::Extension;

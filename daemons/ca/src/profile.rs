@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use const_oid::ObjectIdentifier;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use signet_ipc::KeyAlgorithm;
+use signet_types::KeyAlgorithm;
 
 use crate::CaError;
 
@@ -143,7 +143,10 @@ fn ser_algs<S: Serializer>(algs: &[KeyAlgorithm], s: S) -> Result<S::Ok, S::Erro
 
 fn de_algs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<KeyAlgorithm>, D::Error> {
     let names = Vec::<String>::deserialize(d)?;
-    names.iter().map(|n| n.parse().map_err(|e: signet_ipc::IpcError| serde::de::Error::custom(e.to_string()))).collect()
+    names
+        .iter()
+        .map(|n| n.parse().map_err(|e: signet_types::UnknownName| serde::de::Error::custom(e.to_string())))
+        .collect()
 }
 
 /// A key usage bit an end-entity profile may set.

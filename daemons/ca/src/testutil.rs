@@ -5,9 +5,14 @@ use std::time::{Duration, SystemTime};
 
 use der::asn1::{Null, OctetString};
 use der::{Any, Encode};
-use openssl::pkey::{PKey, Private};
+use openssl::ec::{EcGroup, EcKey};
+use openssl::hash::MessageDigest;
+use openssl::nid::Nid;
+use openssl::pkey::{KeyType, PKey, Private};
+use openssl::rsa::{Padding, Rsa};
+use openssl::sign::{RsaPssSaltlen, Signer};
 use rand_chacha::rand_core::SeedableRng;
-use signet_ipc::{KeyAlgorithm, SignatureScheme};
+use signet_types::{DigestAlgorithm, KeyAlgorithm, SignatureScheme};
 use spki::AlgorithmIdentifierOwned;
 use x509_cert::ext::Extension;
 use x509_cert::name::Name;
@@ -26,7 +31,7 @@ pub struct TestKey {
 
 impl TestKey {
     pub fn new(alg: KeyAlgorithm, scheme: SignatureScheme) -> Self {
-        let pkey = signd::backend::openssl::generate(alg).unwrap();
+        let pkey = generate(alg);
         Self { pkey, scheme: alg.resolve(scheme).unwrap() }
     }
 
@@ -36,7 +41,45 @@ impl TestKey {
 
     /// Signs like signd: ECDSA DER signatures, RSA PKCS#1 / PSS, Ed25519 and ML-DSA pure.
     pub fn sign(&self, msg: &[u8]) -> Vec<u8> {
-        signd::backend::openssl::sign(&self.pkey, self.scheme, msg).unwrap()
+        let digest = match self.scheme.digest() {
+            DigestAlgorithm::Sha256 => Some(MessageDigest::sha256()),
+            DigestAlgorithm::Sha384 => Some(MessageDigest::sha384()),
+            DigestAlgorithm::Sha512 => Some(MessageDigest::sha512()),
+            DigestAlgorithm::None => None,
+        };
+        let mut signer = match digest {
+            Some(md) => Signer::new(md, &self.pkey).unwrap(),
+            None => Signer::new_without_digest(&self.pkey).unwrap(),
+        };
+        if let (true, Some(md)) = (self.scheme.is_pss(), digest) {
+            signer.set_rsa_padding(Padding::PKCS1_PSS).unwrap();
+            signer.set_rsa_pss_saltlen(RsaPssSaltlen::DIGEST_LENGTH).unwrap();
+            signer.set_rsa_mgf1_md(md).unwrap();
+        }
+        signer.sign_oneshot_to_vec(msg).unwrap()
+    }
+}
+
+/// A new key of `alg`, as signd's OpenSSL backend makes one.
+pub fn generate(alg: KeyAlgorithm) -> PKey<Private> {
+    let ec = |nid| PKey::from_ec_key(EcKey::generate(&EcGroup::from_curve_name(nid).unwrap()).unwrap()).unwrap();
+    let rsa = |bits| PKey::from_rsa(Rsa::generate(bits).unwrap()).unwrap();
+    let ml_dsa = |kind| {
+        let mut seed = [0u8; 32];
+        openssl::rand::rand_bytes(&mut seed).unwrap();
+        PKey::private_key_from_seed(None, kind, None, &seed).unwrap()
+    };
+    match alg {
+        KeyAlgorithm::EcP256 => ec(Nid::X9_62_PRIME256V1),
+        KeyAlgorithm::EcP384 => ec(Nid::SECP384R1),
+        KeyAlgorithm::EcP521 => ec(Nid::SECP521R1),
+        KeyAlgorithm::Ed25519 => PKey::generate_ed25519().unwrap(),
+        KeyAlgorithm::Rsa2048 => rsa(2048),
+        KeyAlgorithm::Rsa3072 => rsa(3072),
+        KeyAlgorithm::Rsa4096 => rsa(4096),
+        KeyAlgorithm::MlDsa44 => ml_dsa(KeyType::ML_DSA_44),
+        KeyAlgorithm::MlDsa65 => ml_dsa(KeyType::ML_DSA_65),
+        KeyAlgorithm::MlDsa87 => ml_dsa(KeyType::ML_DSA_87),
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use const_oid::db::rfc5280 as ids;
 use const_oid::ObjectIdentifier;
 use der::Decode;
-use signet_ipc::KeyAlgorithm;
+use signet_types::KeyAlgorithm;
 use x509_cert::certificate::{TbsCertificate, Version};
 use x509_cert::ext::pkix::{
     AuthorityKeyIdentifier, BaseCrlNumber, BasicConstraints, CrlNumber, ExtendedKeyUsage, KeyUsage, KeyUsages,
@@ -326,7 +326,7 @@ mod tests {
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
     use rand_chacha::rand_core::SeedableRng;
-    use signet_ipc::SignatureScheme;
+    use signet_types::SignatureScheme;
 
     use super::*;
     use crate::cert::{build_intermediate_tbs, build_leaf_tbs, CaRequest, LeafRequest};

@@ -4,6 +4,10 @@
 //! so the pure cores need not depend on Cap'n Proto or tokio.
 #![forbid(unsafe_code)]
 
+pub mod algorithm;
 pub mod clock;
+pub mod error;
 
+pub use algorithm::{DigestAlgorithm, KeyAlgorithm, SignatureScheme};
 pub use clock::{Clock, ManualClock};
+pub use error::{ErrorKind, SchemeMismatch, UnknownName};

@@ -1,12 +1,14 @@
-//! The client of acmed's admin interface (`acmed.capnp`), on the connection
-//! machinery of [`SigndClient`].
+//! The acmed client: [`AcmedClient`], for acmed's admin interface
+//! (`acmed.capnp`), on a [`Connection`].
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::Path;
 
-use super::{unexpected, Attempt, Conn, Request, Response, SigndClient};
+use super::conn::{unexpected, Conn, Connection, Protocol, ThreadConns};
 use crate::acmed_capnp as wire;
-use crate::convert;
-use crate::convert::acmed as aconv;
+use crate::convert::acmed as conv;
+use crate::convert::{CallError, ReadOutcome};
 use crate::types::*;
 
 /// The socket acmed's admin interface listens on in a system install
@@ -14,12 +16,12 @@ use crate::types::*;
 pub const DEFAULT_ACMED_SOCKET: &str = "/run/signet/acmed.sock";
 
 /// A handle to acmed's admin interface: the same connection handling as
-/// [`SigndClient`] (lazy, reconnecting, shared or [`AcmedClient::per_thread`]).
+/// [`SigndClient`](crate::SigndClient) (lazy, reconnecting, shared or [`AcmedClient::per_thread`]).
 #[derive(Clone)]
-pub struct AcmedClient(SigndClient);
+pub struct AcmedClient(Connection<Acmed>);
 
-#[derive(Clone, Debug)]
-pub(super) enum AcmedRequest {
+#[derive(Debug)]
+pub(crate) enum Request {
     Health,
     EabCreate { key_id: String, note: String },
     EabList,
@@ -28,52 +30,35 @@ pub(super) enum AcmedRequest {
 }
 
 #[derive(Debug)]
-pub(super) enum AcmedResponse {
+pub(crate) enum Response {
     Health(AcmedHealth),
     Key(EabKey),
     Keys(Vec<EabKey>),
 }
 
-impl AcmedRequest {
-    /// Whether sending it again after the connection broke under it is harmless.
-    /// A create is not: the first may have been committed, and a second would
-    /// make another key (or fail with alreadyExists) while the caller never
-    /// saw the first one's MAC key.
-    pub(super) fn retry_safe(&self) -> bool {
-        !matches!(self, Self::EabCreate { .. })
-    }
-}
-
 impl AcmedClient {
     /// Creates a client for acmed's admin socket at `path`; nothing connects until the first call.
     pub fn new(path: impl AsRef<Path>) -> Self {
-        Self(SigndClient::for_service(path.as_ref(), "acmed"))
+        Self(Connection::new(path.as_ref()))
     }
 
-    /// A handle whose calls run on the calling thread (see [`SigndClient::per_thread`]).
+    /// A handle whose calls run on the calling thread (see [`SigndClient::per_thread`](crate::SigndClient::per_thread)).
     pub fn per_thread(&self) -> Self {
         Self(self.0.per_thread())
     }
 
-    async fn call(&self, request: AcmedRequest) -> Result<AcmedResponse, IpcError> {
-        match self.0.call(Request::Acmed(request)).await? {
-            Response::Acmed(r) => Ok(r),
+    async fn key(&self, request: Request) -> Result<EabKey, IpcError> {
+        match self.0.call(request).await? {
+            Response::Key(k) => Ok(k),
             other => Err(unexpected(&other)),
-        }
-    }
-
-    async fn key(&self, request: AcmedRequest) -> Result<EabKey, IpcError> {
-        match self.call(request).await? {
-            AcmedResponse::Key(k) => Ok(k),
-            other => Err(unexpected(&Response::Acmed(other))),
         }
     }
 
     /// acmed's health; anyone who can connect may ask.
     pub async fn health(&self) -> Result<AcmedHealth, IpcError> {
-        match self.call(AcmedRequest::Health).await? {
-            AcmedResponse::Health(h) => Ok(h),
-            other => Err(unexpected(&Response::Acmed(other))),
+        match self.0.call(Request::Health).await? {
+            Response::Health(h) => Ok(h),
+            other => Err(unexpected(&other)),
         }
     }
 
@@ -81,79 +66,100 @@ impl AcmedClient {
     /// picks a random id). The answer is the only one that carries the MAC key.
     /// Not retried when the connection breaks during the call.
     pub async fn eab_create(&self, key_id: &str, note: &str) -> Result<EabKey, IpcError> {
-        self.key(AcmedRequest::EabCreate { key_id: key_id.into(), note: note.into() }).await
+        self.key(Request::EabCreate { key_id: key_id.into(), note: note.into() }).await
     }
 
     /// Admin: every external account binding key, without MAC keys.
     pub async fn eab_list(&self) -> Result<Vec<EabKey>, IpcError> {
-        match self.call(AcmedRequest::EabList).await? {
-            AcmedResponse::Keys(k) => Ok(k),
-            other => Err(unexpected(&Response::Acmed(other))),
+        match self.0.call(Request::EabList).await? {
+            Response::Keys(k) => Ok(k),
+            other => Err(unexpected(&other)),
         }
     }
 
     /// Admin: one external account binding key, without its MAC key.
     pub async fn eab_show(&self, key_id: &str) -> Result<EabKey, IpcError> {
-        self.key(AcmedRequest::EabShow { key_id: key_id.into() }).await
+        self.key(Request::EabShow { key_id: key_id.into() }).await
     }
 
     /// Admin: deletes a key that has not bound an account; returns it as it was.
     pub async fn eab_delete(&self, key_id: &str) -> Result<EabKey, IpcError> {
-        self.key(AcmedRequest::EabDelete { key_id: key_id.into() }).await
+        self.key(Request::EabDelete { key_id: key_id.into() }).await
     }
 }
 
-impl Conn {
+/// acmed's calls, as the [`Connection`] carries them.
+pub(crate) struct Acmed;
+
+thread_local! {
+    static THREAD_CONNS: ThreadConns<Acmed> = RefCell::new(HashMap::new());
+}
+
+impl Protocol for Acmed {
+    const SERVICE: &'static str = "acmed";
+    type Request = Request;
+    type Response = Response;
+    type Caps = Caps;
+
+    fn thread_conns() -> &'static std::thread::LocalKey<ThreadConns<Self>> {
+        &THREAD_CONNS
+    }
+
+    fn retry_safe(request: &Request) -> bool {
+        // A create is not: the first may have been committed, and a second
+        // would make another key (or fail with alreadyExists) while the
+        // caller never saw the first one's MAC key.
+        !matches!(request, Request::EabCreate { .. })
+    }
+
+    async fn attempt(conn: &Conn<Self>, request: &Request) -> Result<Response, CallError> {
+        Ok(match request {
+            Request::Health => {
+                let response = conn.acmed().health_request().send().promise.await?;
+                Response::Health(conv::read_health_results(response.get()?)?)
+            }
+            Request::EabCreate { key_id, note } => {
+                let mut req = conn.acme_admin().await?.eab_create_request();
+                conv::write_eab_create(req.get(), key_id, note);
+                Response::Key(req.send().promise.await?.get()?.read_outcome()?)
+            }
+            Request::EabList => {
+                let req = conn.acme_admin().await?.eab_list_request();
+                Response::Keys(req.send().promise.await?.get()?.read_outcome()?)
+            }
+            Request::EabShow { key_id } => {
+                let mut req = conn.acme_admin().await?.eab_show_request();
+                conv::write_eab_show(req.get(), key_id);
+                Response::Key(req.send().promise.await?.get()?.read_outcome()?)
+            }
+            Request::EabDelete { key_id } => {
+                let mut req = conn.acme_admin().await?.eab_delete_request();
+                conv::write_eab_delete(req.get(), key_id);
+                Response::Key(req.send().promise.await?.get()?.read_outcome()?)
+            }
+        })
+    }
+}
+
+/// The admin capability acmed handed out on one connection.
+#[derive(Default)]
+pub(crate) struct Caps {
+    acme_admin: RefCell<Option<wire::acme_admin::Client>>,
+}
+
+impl Conn<Acmed> {
     fn acmed(&self) -> wire::acmed::Client {
         wire::acmed::Client { client: self.bootstrap.clone() }
     }
 
-    async fn acme_admin(&self) -> Result<wire::acme_admin::Client, Attempt> {
-        if let Some(a) = self.acme_admin.borrow().as_ref() {
+    async fn acme_admin(&self) -> Result<wire::acme_admin::Client, CallError> {
+        if let Some(a) = self.caps.acme_admin.borrow().as_ref() {
             return Ok(a.clone());
         }
-        let response = self.acmed().admin_request().send().promise.await?;
-        let result = response.get()?.get_result()?;
-        let admin = match result.which().map_err(|e| convert::malformed("admin result", e))? {
-            wire::acme_admin_result::Ok(a) => a?,
-            wire::acme_admin_result::Err(e) => return Err(convert::read_error(e).into()),
-        };
-        *self.acme_admin.borrow_mut() = Some(admin.clone());
+        let admin = self.acmed().admin_request().send().promise.await?.get()?.read_outcome()?;
+        *self.caps.acme_admin.borrow_mut() = Some(admin.clone());
         Ok(admin)
     }
-}
-
-pub(super) async fn attempt(conn: &Conn, request: &AcmedRequest) -> Result<Response, Attempt> {
-    let response = match request {
-        AcmedRequest::Health => {
-            let response = conn.acmed().health_request().send().promise.await?;
-            AcmedResponse::Health(aconv::read_health(response.get()?.get_health()?)?)
-        }
-        AcmedRequest::EabCreate { key_id, note } => {
-            let mut req = conn.acme_admin().await?.eab_create_request();
-            req.get().set_key_id(key_id.as_str());
-            req.get().set_note(note.as_str());
-            let response = req.send().promise.await?;
-            AcmedResponse::Key(aconv::read_key_result(response.get()?.get_result()?)?)
-        }
-        AcmedRequest::EabList => {
-            let response = conn.acme_admin().await?.eab_list_request().send().promise.await?;
-            AcmedResponse::Keys(aconv::read_key_list_result(response.get()?.get_result()?)?)
-        }
-        AcmedRequest::EabShow { key_id } => {
-            let mut req = conn.acme_admin().await?.eab_show_request();
-            req.get().set_key_id(key_id.as_str());
-            let response = req.send().promise.await?;
-            AcmedResponse::Key(aconv::read_key_result(response.get()?.get_result()?)?)
-        }
-        AcmedRequest::EabDelete { key_id } => {
-            let mut req = conn.acme_admin().await?.eab_delete_request();
-            req.get().set_key_id(key_id.as_str());
-            let response = req.send().promise.await?;
-            AcmedResponse::Key(aconv::read_key_result(response.get()?.get_result()?)?)
-        }
-    };
-    Ok(Response::Acmed(response))
 }
 
 #[cfg(test)]

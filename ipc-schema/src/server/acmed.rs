@@ -4,13 +4,14 @@
 use std::rc::Rc;
 
 use capnp::capability::Rc as CapRc;
+use futures::FutureExt;
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 
-use super::{serve_bootstrap, InFlight, LocalResult, ServeOptions};
+use super::accept::{handle, serve_bootstrap, InFlight, ServeOptions};
+use super::LocalResult;
 use crate::acmed_capnp as wire;
-use crate::convert::acmed as aconv;
-use crate::convert::{self, malformed};
+use crate::convert::acmed as conv;
 use crate::types::*;
 
 /// acmed's entry point: called once per accepted connection.
@@ -70,23 +71,27 @@ impl wire::acmed::Server for AcmedServer {
         mut results: wire::acmed::HealthResults,
     ) -> capnp::Result<()> {
         let _call = self.in_flight.enter();
-        aconv::write_health(results.get().init_health(), &self.session.health());
+        conv::write_health_results(results.get(), &self.session.health());
         Ok(())
     }
 
     async fn admin(
         self: CapRc<Self>,
-        _: wire::acmed::AdminParams,
-        mut results: wire::acmed::AdminResults,
+        params: wire::acmed::AdminParams,
+        results: wire::acmed::AdminResults,
     ) -> capnp::Result<()> {
-        let _call = self.in_flight.enter();
-        let outcome = self.session.admin().await;
-        let mut r = results.get().init_result();
-        match outcome {
-            Ok(inner) => r.set_ok(capnp_rpc::new_client(AcmeAdminServer { inner, in_flight: self.in_flight.clone() })),
-            Err(e) => convert::write_error(r.init_err(), &e),
-        }
-        Ok(())
+        handle(
+            &self.in_flight,
+            params,
+            results,
+            |_| Ok(()),
+            |()| {
+                self.session.admin().map(|r| {
+                    r.map(|inner| capnp_rpc::new_client(AcmeAdminServer { inner, in_flight: self.in_flight.clone() }))
+                })
+            },
+        )
+        .await
     }
 }
 
@@ -99,68 +104,35 @@ impl wire::acme_admin::Server for AcmeAdminServer {
     async fn eab_create(
         self: CapRc<Self>,
         params: wire::acme_admin::EabCreateParams,
-        mut results: wire::acme_admin::EabCreateResults,
+        results: wire::acme_admin::EabCreateResults,
     ) -> capnp::Result<()> {
-        let _call = self.in_flight.enter();
-        let request = params
-            .get()
-            .map_err(|e| malformed("EAB create request", e))
-            .and_then(|p| Ok((convert::text(p.get_key_id(), "key id")?, convert::text(p.get_note(), "note")?)));
-        drop(params);
-        let outcome = match request {
-            Ok((key_id, note)) => self.inner.eab_create(key_id, note).await,
-            Err(e) => Err(e),
-        };
-        aconv::write_key_result(results.get().init_result(), outcome);
-        Ok(())
+        handle(&self.in_flight, params, results, conv::read_eab_create, |(key_id, note)| {
+            self.inner.eab_create(key_id, note)
+        })
+        .await
     }
 
     async fn eab_list(
         self: CapRc<Self>,
-        _: wire::acme_admin::EabListParams,
-        mut results: wire::acme_admin::EabListResults,
+        params: wire::acme_admin::EabListParams,
+        results: wire::acme_admin::EabListResults,
     ) -> capnp::Result<()> {
-        let _call = self.in_flight.enter();
-        let outcome = self.inner.eab_list().await;
-        aconv::write_key_list_result(results.get().init_result(), outcome);
-        Ok(())
+        handle(&self.in_flight, params, results, |_| Ok(()), |()| self.inner.eab_list()).await
     }
 
     async fn eab_show(
         self: CapRc<Self>,
         params: wire::acme_admin::EabShowParams,
-        mut results: wire::acme_admin::EabShowResults,
+        results: wire::acme_admin::EabShowResults,
     ) -> capnp::Result<()> {
-        let _call = self.in_flight.enter();
-        let key_id = params
-            .get()
-            .map_err(|e| malformed("EAB show request", e))
-            .and_then(|p| convert::text(p.get_key_id(), "key id"));
-        drop(params);
-        let outcome = match key_id {
-            Ok(k) => self.inner.eab_show(k).await,
-            Err(e) => Err(e),
-        };
-        aconv::write_key_result(results.get().init_result(), outcome);
-        Ok(())
+        handle(&self.in_flight, params, results, conv::read_eab_show, |k| self.inner.eab_show(k)).await
     }
 
     async fn eab_delete(
         self: CapRc<Self>,
         params: wire::acme_admin::EabDeleteParams,
-        mut results: wire::acme_admin::EabDeleteResults,
+        results: wire::acme_admin::EabDeleteResults,
     ) -> capnp::Result<()> {
-        let _call = self.in_flight.enter();
-        let key_id = params
-            .get()
-            .map_err(|e| malformed("EAB delete request", e))
-            .and_then(|p| convert::text(p.get_key_id(), "key id"));
-        drop(params);
-        let outcome = match key_id {
-            Ok(k) => self.inner.eab_delete(k).await,
-            Err(e) => Err(e),
-        };
-        aconv::write_key_result(results.get().init_result(), outcome);
-        Ok(())
+        handle(&self.in_flight, params, results, conv::read_eab_delete, |k| self.inner.eab_delete(k)).await
     }
 }

@@ -15,7 +15,7 @@ use openssl::pkey::{Id, KeyType, PKey, Private};
 use openssl::rsa::{Padding, Rsa};
 use openssl::sha::{Sha256, Sha384, Sha512};
 use openssl::sign::{RsaPssSaltlen, Signer};
-use signet_ipc::{ErrorKind, IpcError, KeyAlgorithm, SignatureScheme};
+use signet_ipc::{DigestAlgorithm, ErrorKind, IpcError, KeyAlgorithm, SignatureScheme};
 
 use super::nonces::NonceStock;
 use super::{Backend, NewKey, SigningKey};
@@ -190,23 +190,14 @@ pub fn sign(
     scheme: SignatureScheme,
     message: &[u8],
 ) -> Result<Vec<u8>, openssl::error::ErrorStack> {
-    use SignatureScheme as S;
-    let (digest, pss) = match scheme {
-        S::EcdsaSha256 | S::RsaPkcs1Sha256 => (Some(MessageDigest::sha256()), false),
-        S::EcdsaSha384 | S::RsaPkcs1Sha384 => (Some(MessageDigest::sha384()), false),
-        S::EcdsaSha512 | S::RsaPkcs1Sha512 => (Some(MessageDigest::sha512()), false),
-        S::RsaPssSha256 => (Some(MessageDigest::sha256()), true),
-        S::RsaPssSha384 => (Some(MessageDigest::sha384()), true),
-        S::RsaPssSha512 => (Some(MessageDigest::sha512()), true),
-        // Ed25519 and ML-DSA sign the message itself (pure mode). `Default` was
-        // resolved to the key's own scheme before reaching here.
-        S::Ed25519 | S::MlDsa44 | S::MlDsa65 | S::MlDsa87 | S::Default => (None, false),
-    };
+    // Ed25519 and ML-DSA sign the message itself (pure mode). `Default` was
+    // resolved to the key's own scheme before reaching here.
+    let digest = message_digest(scheme.digest());
     let mut signer = match digest {
         Some(md) => Signer::new(md, pkey)?,
         None => Signer::new_without_digest(pkey)?,
     };
-    if pss {
+    if scheme.is_pss() {
         if let Some(md) = digest {
             signer.set_rsa_padding(Padding::PKCS1_PSS)?;
             signer.set_rsa_pss_saltlen(RsaPssSaltlen::DIGEST_LENGTH)?;
@@ -214,6 +205,16 @@ pub fn sign(
         }
     }
     signer.sign_oneshot_to_vec(message)
+}
+
+/// OpenSSL's digest for a scheme's [`DigestAlgorithm`]; `None` for the pure schemes.
+pub fn message_digest(digest: DigestAlgorithm) -> Option<MessageDigest> {
+    match digest {
+        DigestAlgorithm::Sha256 => Some(MessageDigest::sha256()),
+        DigestAlgorithm::Sha384 => Some(MessageDigest::sha384()),
+        DigestAlgorithm::Sha512 => Some(MessageDigest::sha512()),
+        DigestAlgorithm::None => None,
+    }
 }
 
 /// Generates a key of `algorithm` with OpenSSL.
@@ -311,13 +312,7 @@ mod tests {
 
     fn verify(pkey: &PKey<Private>, scheme: SignatureScheme, msg: &[u8], sig: &[u8]) -> bool {
         let public = PKey::public_key_from_der(&pkey.public_key_to_der().unwrap()).unwrap();
-        let (md, pss) = match scheme {
-            SignatureScheme::EcdsaSha256 | SignatureScheme::RsaPkcs1Sha256 => (Some(MessageDigest::sha256()), false),
-            SignatureScheme::EcdsaSha384 => (Some(MessageDigest::sha384()), false),
-            SignatureScheme::EcdsaSha512 => (Some(MessageDigest::sha512()), false),
-            SignatureScheme::RsaPssSha384 => (Some(MessageDigest::sha384()), true),
-            _ => (None, false),
-        };
+        let (md, pss) = (message_digest(scheme.digest()), scheme.is_pss());
         let mut v = match md {
             Some(md) => Verifier::new(md, &public).unwrap(),
             None => Verifier::new_without_digest(&public).unwrap(),

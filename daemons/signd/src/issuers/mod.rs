@@ -252,9 +252,9 @@ fn check_key(
     }
     let scheme = match scheme {
         None => SignatureScheme::Default,
-        Some(s) => SignatureScheme::from_str(s).map_err(|e| e.detail)?,
+        Some(s) => SignatureScheme::from_str(s).map_err(|e| e.to_string())?,
     };
-    handle.algorithm().resolve(scheme).map_err(|e| e.detail)
+    handle.algorithm().resolve(scheme).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -1,0 +1,339 @@
+//! [`Connection`]: the transport every client shares, whatever the service
+//! at the other end. A service module describes its calls with a
+//! [`Protocol`]; the connection carries them, reconnects when the daemon
+//! restarts, and retries a call the broken connection lost (when a second
+//! try cannot do it twice).
+//!
+//! capnp-rpc is `!Send`, so a connection lives on one thread. Two ways to call:
+//! - the default: one background thread (started on first use) owns the
+//!   connection on a `LocalSet`; each call crosses to it over a channel and its
+//!   answer comes back on a oneshot. Many calls may be in flight at once, from
+//!   any thread or async runtime.
+//! - [`Connection::per_thread`]: each calling thread owns its own connection
+//!   and runs the call itself, for synchronous callers (C programs, CLIs). No
+//!   thread hand-off, so the lowest latency per call.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::thread::LocalKey;
+
+use capnp_rpc::{rpc_twoparty_capnp::Side, RpcSystem};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::convert::CallError;
+use crate::server::vat_network;
+use crate::types::*;
+
+/// One service's calls, as a [`Connection`] carries them.
+pub(crate) trait Protocol: Sized + 'static {
+    /// The daemon at the other end, for messages and thread names ("signd", ...).
+    const SERVICE: &'static str;
+    /// A call, with its arguments; crosses to the connection thread.
+    type Request: Send + fmt::Debug + 'static;
+    /// A call's answer.
+    type Response: Send + fmt::Debug + 'static;
+    /// The capabilities obtained on one connection, kept until it breaks.
+    type Caps: Default;
+
+    /// The calling thread's own connections to this service (see
+    /// [`Connection::per_thread`]), one per socket path: a `thread_local!`
+    /// of the service module.
+    fn thread_conns() -> &'static LocalKey<ThreadConns<Self>>;
+
+    /// Whether sending `request` again after the connection broke under it is harmless.
+    fn retry_safe(request: &Self::Request) -> bool;
+
+    /// Makes the call once on `conn`.
+    fn attempt(conn: &Conn<Self>, request: &Self::Request) -> impl Future<Output = Result<Self::Response, CallError>>;
+
+    /// Sends the calls that queued up together on the background connection
+    /// while its thread was busy. By default each goes out on its own, at once.
+    fn dispatch(state: &Rc<ConnState<Self>>, jobs: std::vec::Drain<'_, Job<Self>>) {
+        for (request, reply) in jobs {
+            let state = state.clone();
+            tokio::task::spawn_local(async move {
+                let _ = reply.send(state.execute(request).await);
+            });
+        }
+    }
+}
+
+/// A call for the background connection thread, and where its answer goes.
+pub(crate) type Job<P> = (<P as Protocol>::Request, Reply<P>);
+
+/// Where a call's answer goes.
+pub(crate) type Reply<P> = oneshot::Sender<Result<<P as Protocol>::Response, IpcError>>;
+
+/// A handle to one daemon's socket. Cheap to clone; all clones share one
+/// connection (or, for [`Connection::per_thread`] handles, one connection per
+/// calling thread). Nothing connects until the first call.
+pub(crate) struct Connection<P: Protocol> {
+    inner: Arc<Inner<P>>,
+    per_thread: bool,
+}
+
+impl<P: Protocol> Clone for Connection<P> {
+    fn clone(&self) -> Self {
+        Self { inner: self.inner.clone(), per_thread: self.per_thread }
+    }
+}
+
+struct Inner<P: Protocol> {
+    path: PathBuf,
+    /// The background connection thread's queue, started on first use.
+    jobs: std::sync::OnceLock<Result<mpsc::UnboundedSender<Job<P>>, IpcError>>,
+}
+
+impl<P: Protocol> Connection<P> {
+    /// A connection to the socket at `path`; nothing connects until the first call.
+    pub(crate) fn new(path: &Path) -> Self {
+        let inner = Inner { path: path.to_path_buf(), jobs: std::sync::OnceLock::new() };
+        Self { inner: Arc::new(inner), per_thread: false }
+    }
+
+    /// A handle whose calls run on the calling thread, over a connection that
+    /// thread owns (made on its first call, closed when the thread exits).
+    /// Called from inside an async runtime, calls fall back to the shared
+    /// background connection rather than block the runtime's thread.
+    pub(crate) fn per_thread(&self) -> Self {
+        Self { inner: self.inner.clone(), per_thread: true }
+    }
+
+    /// The socket path this connection talks to.
+    pub(crate) fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Makes a call: on this thread's own connection, or through the
+    /// background connection thread.
+    pub(crate) async fn call(&self, request: P::Request) -> Result<P::Response, IpcError> {
+        if self.per_thread && tokio::runtime::Handle::try_current().is_err() {
+            return on_this_thread::<P>(&self.inner.path, request);
+        }
+        let jobs = self.inner.jobs.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let thread_path = self.inner.path.clone();
+            let service = P::SERVICE;
+            std::thread::Builder::new()
+                .name(format!("{service}-client"))
+                .spawn(move || run::<P>(thread_path, rx))
+                .map(|_| tx)
+                .map_err(|e| IpcError::internal(format!("cannot start the {service} client thread: {e}")))
+        });
+        let jobs = jobs.as_ref().map_err(Clone::clone)?;
+        let (tx, rx) = oneshot::channel();
+        let stopped = || IpcError::new(ErrorKind::Unavailable, format!("the {} client thread has stopped", P::SERVICE));
+        jobs.send((request, tx)).map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
+    }
+}
+
+/// The error for an answer that is not the one the call expects.
+pub(crate) fn unexpected(r: &impl fmt::Debug) -> IpcError {
+    IpcError::internal(format!("IPC client: unexpected response {r:?}"))
+}
+
+// --- connections owned by the calling thread ----------------------------------
+
+/// A calling thread's own connection(s), one per socket path.
+///
+/// No `LocalSet` and no spawned tasks: the call and the connection's
+/// `RpcSystem` are polled together inside `block_on`, so nothing depends on
+/// tokio's thread-locals when the thread exits and this is dropped. Field
+/// order is drop order: the connection goes while the runtime still lives.
+pub(crate) struct ThreadConn<P: Protocol> {
+    state: Rc<ConnState<P>>,
+    rt: tokio::runtime::Runtime,
+}
+
+/// A thread's own connections to one service, by socket path.
+pub(crate) type ThreadConns<P> = RefCell<HashMap<PathBuf, Rc<ThreadConn<P>>>>;
+
+fn on_this_thread<P: Protocol>(path: &Path, request: P::Request) -> Result<P::Response, IpcError> {
+    let service = P::SERVICE;
+    let conn = P::thread_conns().with(|conns| -> Result<Rc<ThreadConn<P>>, IpcError> {
+        if let Some(c) = conns.borrow().get(path) {
+            return Ok(c.clone());
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| IpcError::internal(format!("cannot start a {service} client runtime: {e}")))?;
+        let c = Rc::new(ThreadConn { state: Rc::new(ConnState::new(path, true)), rt });
+        conns.borrow_mut().insert(path.to_path_buf(), c.clone());
+        Ok(c)
+    })?;
+    let state = conn.state.clone();
+    let mut call = std::pin::pin!(conn.state.execute(request));
+    let poll_until = std::time::Instant::now() + CALLER_BUSY_POLL;
+    conn.rt.block_on(std::future::poll_fn(move |cx| {
+        if let std::task::Poll::Ready(r) = call.as_mut().poll(cx) {
+            return std::task::Poll::Ready(r);
+        }
+        // Move the connection's I/O along, then give the call another look at
+        // whatever that delivered; anything further wakes `cx`.
+        state.drive(cx);
+        let polled = call.as_mut().poll(cx);
+        if polled.is_pending() && std::time::Instant::now() < poll_until {
+            // Come straight back after the runtime has polled the socket with
+            // a zero timeout, instead of sleeping until the answer wakes us.
+            let _ = std::pin::pin!(tokio::task::yield_now()).poll(cx);
+            // Give the CPU to any thread waiting for it on this CPU: often the
+            // very server this call waits for.
+            std::thread::yield_now();
+        }
+        polled
+    }))
+}
+
+/// How long a per-thread call polls for its answer before it sleeps. Most
+/// answers (a P-256 or Ed25519 signature, a status lookup) arrive within it,
+/// and an answer found by polling skips the wake-up of a sleeping thread,
+/// which costs tens of microseconds on a virtual machine; the calling thread
+/// would be blocked either way.
+const CALLER_BUSY_POLL: std::time::Duration = std::time::Duration::from_micros(200);
+
+// --- the connection thread --------------------------------------------------
+
+fn run<P: Protocol>(path: PathBuf, mut jobs: mpsc::UnboundedReceiver<Job<P>>) {
+    let service = P::SERVICE;
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            // Without a runtime no call can be served: answer each with the reason.
+            let err = IpcError::internal(format!("cannot start the {service} client runtime: {e}"));
+            while let Some((_, reply)) = jobs.blocking_recv() {
+                let _ = reply.send(Err(err.clone()));
+            }
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let state = Rc::new(ConnState::<P>::new(&path, false));
+        let mut queued = Vec::new();
+        while let Some(job) = jobs.recv().await {
+            // Everything that queued up while this thread was busy goes out now.
+            queued.push(job);
+            while let Ok(job) = jobs.try_recv() {
+                queued.push(job);
+            }
+            P::dispatch(&state, queued.drain(..));
+        }
+    });
+}
+
+// --- one connection -----------------------------------------------------------
+
+/// A thread's connection to one socket: the live [`Conn`], made on the first
+/// call and made again after it breaks.
+pub(crate) struct ConnState<P: Protocol> {
+    path: PathBuf,
+    conn: RefCell<Option<Rc<Conn<P>>>>,
+    connecting: tokio::sync::Mutex<()>,
+    /// Per-thread mode: the connection's RpcSystem, polled by [`ConnState::drive`]
+    /// instead of running as a spawned task.
+    held: Option<RefCell<Option<HeldRpc>>>,
+}
+
+/// A connection's RpcSystem, polled by its owning thread.
+type HeldRpc = std::pin::Pin<Box<RpcSystem<Side>>>;
+
+/// A live connection: the daemon's bootstrap capability and the capabilities
+/// obtained through it.
+pub(crate) struct Conn<P: Protocol> {
+    /// The daemon's bootstrap capability, untyped: each service module gives
+    /// it its type.
+    pub(crate) bootstrap: capnp::capability::Client,
+    /// Capabilities obtained on this connection.
+    pub(crate) caps: P::Caps,
+    broken: Rc<std::cell::Cell<bool>>,
+}
+
+impl<P: Protocol> ConnState<P> {
+    fn new(path: &Path, hold_driver: bool) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            conn: RefCell::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+            held: hold_driver.then(|| RefCell::new(None)),
+        }
+    }
+
+    /// Per-thread mode: polls the held RpcSystem; marks the connection broken
+    /// when it ends.
+    fn drive(&self, cx: &mut std::task::Context<'_>) {
+        let Some(held) = &self.held else { return };
+        let mut slot = held.borrow_mut();
+        if let Some(rpc) = slot.as_mut() {
+            if rpc.as_mut().poll(cx).is_ready() {
+                *slot = None;
+                if let Some(c) = self.conn.borrow().as_ref() {
+                    c.broken.set(true);
+                }
+            }
+        }
+    }
+
+    /// Makes a call: connects first if need be, and retries once on a new
+    /// connection when the old one broke under a call that is safe to repeat.
+    pub(crate) async fn execute(&self, request: P::Request) -> Result<P::Response, IpcError> {
+        self.execute_ref(&request).await
+    }
+
+    /// [`ConnState::execute`], for a caller that keeps the request.
+    pub(crate) async fn execute_ref(&self, request: &P::Request) -> Result<P::Response, IpcError> {
+        let conn = self.connection().await?;
+        match P::attempt(&conn, request).await {
+            Ok(r) => Ok(r),
+            Err(a) if a.disconnected && P::retry_safe(request) => {
+                conn.broken.set(true);
+                let conn = self.connection().await?;
+                P::attempt(&conn, request).await.map_err(|a| a.error)
+            }
+            Err(a) => Err(a.error),
+        }
+    }
+
+    async fn connection(&self) -> Result<Rc<Conn<P>>, IpcError> {
+        if let Some(c) = self.live() {
+            return Ok(c);
+        }
+        let _guard = self.connecting.lock().await;
+        if let Some(c) = self.live() {
+            return Ok(c);
+        }
+        let stream = tokio::net::UnixStream::connect(&self.path).await.map_err(|e| {
+            IpcError::new(
+                ErrorKind::Unavailable,
+                format!("cannot connect to {} at {}: {e}", P::SERVICE, self.path.display()),
+            )
+        })?;
+        let (read, write) = stream.into_split();
+        let mut rpc = RpcSystem::new(vat_network(read, write, Side::Client, 256 << 20), None);
+        let bootstrap: capnp::capability::Client = rpc.bootstrap(Side::Server);
+        let broken = Rc::new(std::cell::Cell::new(false));
+        match &self.held {
+            Some(held) => *held.borrow_mut() = Some(Box::pin(rpc)),
+            None => {
+                let flag = broken.clone();
+                tokio::task::spawn_local(async move {
+                    let _ = rpc.await;
+                    flag.set(true);
+                });
+            }
+        }
+        let conn = Rc::new(Conn { bootstrap, caps: P::Caps::default(), broken });
+        *self.conn.borrow_mut() = Some(conn.clone());
+        Ok(conn)
+    }
+
+    fn live(&self) -> Option<Rc<Conn<P>>> {
+        self.conn.borrow().as_ref().filter(|c| !c.broken.get()).cloned()
+    }
+}

@@ -1,0 +1,715 @@
+//! The signd client: [`SigndClient`], a `Send + Sync` handle usable from any
+//! thread or runtime, on a [`Connection`] (lazy, reconnecting, shared or
+//! per-thread). On the shared connection, `sign` calls for one key that
+//! queue up together go out as one `signEach` ([`coalesce`]).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::Path;
+use std::rc::Rc;
+
+use super::conn::{self, unexpected, Conn, ConnState, Connection, Job, Protocol, ThreadConns};
+use crate::convert::signd as conv;
+use crate::convert::{CallError, ReadOutcome};
+use crate::signd_capnp as wire;
+use crate::types::*;
+
+/// The socket signd listens on in a system install.
+pub const DEFAULT_SOCKET: &str = "/run/signet/signd.sock";
+
+/// A handle to signd. Cheap to clone; all clones share one connection (or, for
+/// [`SigndClient::per_thread`] handles, one connection per calling thread).
+#[derive(Clone)]
+pub struct SigndClient(Connection<Signd>);
+
+impl SigndClient {
+    /// Creates a client for the socket at `path`. Nothing connects until the
+    /// first call, so this succeeds even while signd is down.
+    pub fn new(path: impl AsRef<Path>) -> Result<Self, IpcError> {
+        Ok(Self(Connection::new(path.as_ref())))
+    }
+
+    /// A handle whose calls run on the calling thread, over a connection that
+    /// thread owns (made on its first call, closed when the thread exits).
+    ///
+    /// For synchronous callers that drive each call with [`block_on`](crate::block_on):
+    /// a call blocks its thread until the answer arrives, and needs no other thread.
+    /// Called from inside an async runtime, calls fall back to the shared
+    /// background connection rather than block the runtime's thread.
+    pub fn per_thread(&self) -> Self {
+        Self(self.0.per_thread())
+    }
+
+    /// The socket path this client talks to.
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// Who signd thinks this process is, and what policy grants it.
+    pub async fn whoami(&self) -> Result<CallerInfo, IpcError> {
+        match self.0.call(Request::Whoami).await? {
+            Response::Caller(c) => Ok(c),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// signd's health.
+    pub async fn health(&self) -> Result<Health, IpcError> {
+        match self.0.call(Request::Health).await? {
+            Response::Health(h) => Ok(h),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Keys `role` may use (empty role: the caller's first role).
+    pub async fn list_keys(&self, role: &str) -> Result<Vec<KeyInfo>, IpcError> {
+        match self.0.call(Request::ListKeys { role: role.into() }).await? {
+            Response::Keys(k) => Ok(k),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// A key's public information, as `role` sees it.
+    pub async fn public_key(&self, role: &str, key_id: &str) -> Result<KeyInfo, IpcError> {
+        match self.0.call(Request::PublicKey { role: role.into(), key_id: key_id.into() }).await? {
+            Response::Key(k) => Ok(k),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Signs `message` with `key_id`, acting in `role`.
+    pub async fn sign(
+        &self,
+        role: &str,
+        key_id: &str,
+        scheme: SignatureScheme,
+        message: Vec<u8>,
+    ) -> Result<Vec<u8>, IpcError> {
+        let request = Request::Sign { role: role.into(), key_id: key_id.into(), scheme, message };
+        match self.0.call(request).await? {
+            Response::Signature(s) => Ok(s),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Signs every message with `key_id` in one call; signatures in order.
+    pub async fn sign_batch(
+        &self,
+        role: &str,
+        key_id: &str,
+        scheme: SignatureScheme,
+        messages: Vec<Vec<u8>>,
+    ) -> Result<Vec<Vec<u8>>, IpcError> {
+        let request = Request::SignBatch { role: role.into(), key_id: key_id.into(), scheme, messages };
+        match self.0.call(request).await? {
+            Response::Signatures(s) => Ok(s),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Signs each message in a separate `sign` call, all carried in one
+    /// message: each is checked and audited as its own call and has its own
+    /// outcome, in order. The `Err` is for the message as a whole (signd
+    /// unreachable, more calls than its batch limit). [`SigndClient::sign`]
+    /// calls that are in flight together travel this way by themselves.
+    pub async fn sign_each(
+        &self,
+        role: &str,
+        key_id: &str,
+        scheme: SignatureScheme,
+        messages: Vec<Vec<u8>>,
+    ) -> Result<Vec<Result<Vec<u8>, IpcError>>, IpcError> {
+        let request = Request::SignEach { role: role.into(), key_id: key_id.into(), scheme, messages };
+        match self.0.call(request).await? {
+            Response::SignEach(each) => Ok(each),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Admin: every key.
+    pub async fn admin_list_keys(&self) -> Result<Vec<KeyInfo>, IpcError> {
+        match self.0.call(Request::AdminListKeys).await? {
+            Response::Keys(k) => Ok(k),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Admin: one key.
+    pub async fn admin_key(&self, key_id: &str) -> Result<KeyInfo, IpcError> {
+        match self.0.call(Request::AdminKey { key_id: key_id.into() }).await? {
+            Response::Key(k) => Ok(k),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Admin: generates a key.
+    pub async fn generate_key(&self, spec: KeySpec) -> Result<KeyInfo, IpcError> {
+        match self.0.call(Request::GenerateKey(spec)).await? {
+            Response::Key(k) => Ok(k),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Admin: imports a PKCS#8 private key (PEM or DER).
+    pub async fn import_key(&self, spec: KeySpec, pkcs8: Vec<u8>) -> Result<KeyInfo, IpcError> {
+        match self.0.call(Request::ImportKey(spec, pkcs8)).await? {
+            Response::Key(k) => Ok(k),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Admin: reads the audit log.
+    pub async fn audit(&self, query: AuditQuery) -> Result<Vec<AuditRecord>, IpcError> {
+        match self.0.call(Request::Audit(query)).await? {
+            Response::Audit(a) => Ok(a),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn der(&self, request: Request) -> Result<Vec<u8>, IpcError> {
+        match self.0.call(request).await? {
+            Response::Der(d) => Ok(d),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Has CA `issuer` (empty: the caller's first) sign `tbs`, a DER
+    /// TBSCertificate of an end-entity certificate; returns the Certificate (DER).
+    /// signd refuses anything outside the issuer's profile.
+    pub async fn sign_certificate(&self, issuer: &str, tbs: Vec<u8>) -> Result<Vec<u8>, IpcError> {
+        self.der(Request::SignCertificate { issuer: issuer.into(), tbs }).await
+    }
+
+    /// The certificate (DER) of CA `issuer`, through its Issuer capability.
+    pub async fn issuer_certificate(&self, issuer: &str) -> Result<Vec<u8>, IpcError> {
+        self.der(Request::IssuerCaCertificate { issuer: issuer.into() }).await
+    }
+
+    /// Has CA `issuer` sign `tbs`, a DER TBSCertList; returns the CRL (DER).
+    pub async fn sign_crl(&self, issuer: &str, tbs: Vec<u8>) -> Result<Vec<u8>, IpcError> {
+        self.der(Request::SignCrl { issuer: issuer.into(), tbs }).await
+    }
+
+    /// Has the OCSP responder of CA `issuer` sign `response_data` (DER
+    /// ResponseData); returns the OCSPResponse (DER) with the responder certificate.
+    pub async fn sign_ocsp_response(&self, issuer: &str, response_data: Vec<u8>) -> Result<Vec<u8>, IpcError> {
+        self.der(Request::SignOcsp { issuer: issuer.into(), response_data }).await
+    }
+
+    /// The OCSP responder certificate (DER) of CA `issuer`.
+    pub async fn ocsp_responder_certificate(&self, issuer: &str) -> Result<Vec<u8>, IpcError> {
+        self.der(Request::OcspResponderCertificate { issuer: issuer.into() }).await
+    }
+
+    async fn text(&self, request: Request) -> Result<String, IpcError> {
+        match self.0.call(request).await? {
+            Response::Text(t) => Ok(t),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The end-entity profile (TOML) of CA `issuer`, through its Issuer capability.
+    pub async fn issuer_profile(&self, issuer: &str) -> Result<String, IpcError> {
+        self.text(Request::IssuerProfile { issuer: issuer.into() }).await
+    }
+
+    /// The certificate (DER) of CA `issuer`, through its CrlSigner capability.
+    pub async fn crl_signer_ca_certificate(&self, issuer: &str) -> Result<Vec<u8>, IpcError> {
+        self.der(Request::CrlSignerCaCertificate { issuer: issuer.into() }).await
+    }
+
+    /// The end-entity profile (TOML) of CA `issuer`, through its CrlSigner capability.
+    pub async fn crl_signer_profile(&self, issuer: &str) -> Result<String, IpcError> {
+        self.text(Request::CrlSignerProfile { issuer: issuer.into() }).await
+    }
+}
+
+/// signd's calls, as the [`Connection`] carries them.
+pub(crate) struct Signd;
+
+thread_local! {
+    static THREAD_CONNS: ThreadConns<Signd> = RefCell::new(HashMap::new());
+}
+
+impl Protocol for Signd {
+    const SERVICE: &'static str = "signd";
+    type Request = Request;
+    type Response = Response;
+    type Caps = Caps;
+
+    fn thread_conns() -> &'static std::thread::LocalKey<ThreadConns<Self>> {
+        &THREAD_CONNS
+    }
+
+    fn retry_safe(_: &Request) -> bool {
+        // Every signd call may be sent again.
+        true
+    }
+
+    async fn attempt(conn: &Conn<Self>, request: &Request) -> Result<Response, CallError> {
+        attempt(conn, request).await
+    }
+
+    fn dispatch(state: &Rc<ConnState<Self>>, jobs: std::vec::Drain<'_, Job<Self>>) {
+        for work in coalesce(jobs) {
+            let state = state.clone();
+            tokio::task::spawn_local(async move { work.run(&state).await });
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum Request {
+    Whoami,
+    Health,
+    ListKeys {
+        role: String,
+    },
+    PublicKey {
+        role: String,
+        key_id: String,
+    },
+    Sign {
+        role: String,
+        key_id: String,
+        scheme: SignatureScheme,
+        message: Vec<u8>,
+    },
+    SignBatch {
+        role: String,
+        key_id: String,
+        scheme: SignatureScheme,
+        messages: Vec<Vec<u8>>,
+    },
+    /// `sign` calls that queued up together (see [`coalesce`]).
+    SignEach {
+        role: String,
+        key_id: String,
+        scheme: SignatureScheme,
+        messages: Vec<Vec<u8>>,
+    },
+    AdminListKeys,
+    AdminKey {
+        key_id: String,
+    },
+    GenerateKey(KeySpec),
+    ImportKey(KeySpec, Vec<u8>),
+    Audit(AuditQuery),
+    SignCertificate {
+        issuer: String,
+        tbs: Vec<u8>,
+    },
+    IssuerCaCertificate {
+        issuer: String,
+    },
+    SignCrl {
+        issuer: String,
+        tbs: Vec<u8>,
+    },
+    SignOcsp {
+        issuer: String,
+        response_data: Vec<u8>,
+    },
+    OcspResponderCertificate {
+        issuer: String,
+    },
+    IssuerProfile {
+        issuer: String,
+    },
+    CrlSignerCaCertificate {
+        issuer: String,
+    },
+    CrlSignerProfile {
+        issuer: String,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) enum Response {
+    Caller(CallerInfo),
+    Health(Health),
+    Keys(Vec<KeyInfo>),
+    Key(KeyInfo),
+    Signature(Vec<u8>),
+    Signatures(Vec<Vec<u8>>),
+    SignEach(Vec<Result<Vec<u8>, IpcError>>),
+    Audit(Vec<AuditRecord>),
+    Der(Vec<u8>),
+    Text(String),
+}
+
+// --- sign calls that travel together -------------------------------------------
+
+/// The most `sign` calls carried in one `signEach`.
+const MAX_SIGN_EACH: usize = 256;
+/// A `sign` call with a larger message travels on its own.
+const MAX_SIGN_EACH_MESSAGE: usize = 64 << 10;
+
+type Reply = conn::Reply<Signd>;
+
+/// What the connection thread sends for the calls that queued up together.
+enum Work {
+    One(Request, Reply),
+    /// `sign` calls with the same role, key and scheme.
+    Signs {
+        role: String,
+        key_id: String,
+        scheme: SignatureScheme,
+        calls: Vec<(Vec<u8>, Reply)>,
+    },
+}
+
+/// Gathers the `sign` calls among `jobs` that share a role, key and scheme,
+/// so they travel as one `signEach` message: one write and one read on each
+/// side, and signd gets them all at once to share among its signing threads
+/// (each still signed and audited as its own call). Under load the answers
+/// of one message come back together, so their callers' next calls queue up
+/// together too. Nothing waits to be gathered: a lone call goes out at once.
+fn coalesce(jobs: impl Iterator<Item = Job<Signd>>) -> Vec<Work> {
+    let mut out: Vec<Work> = Vec::new();
+    for (request, reply) in jobs {
+        match request {
+            Request::Sign { role, key_id, scheme, message } if message.len() <= MAX_SIGN_EACH_MESSAGE => {
+                let open = out.iter_mut().rev().find_map(|w| match w {
+                    Work::Signs { role: r, key_id: k, scheme: s, calls }
+                        if *r == role && *k == key_id && *s == scheme && calls.len() < MAX_SIGN_EACH =>
+                    {
+                        Some(calls)
+                    }
+                    _ => None,
+                });
+                match open {
+                    Some(calls) => calls.push((message, reply)),
+                    None => out.push(Work::Signs { role, key_id, scheme, calls: vec![(message, reply)] }),
+                }
+            }
+            request => out.push(Work::One(request, reply)),
+        }
+    }
+    out
+}
+
+impl Work {
+    async fn run(self, state: &ConnState<Signd>) {
+        let (role, key_id, scheme, mut calls) = match self {
+            Work::One(request, reply) => {
+                let _ = reply.send(state.execute(request).await);
+                return;
+            }
+            Work::Signs { role, key_id, scheme, calls } => (role, key_id, scheme, calls),
+        };
+        if calls.len() == 1 {
+            let (message, reply) = calls.remove(0);
+            let _ = reply.send(state.execute(Request::Sign { role, key_id, scheme, message }).await);
+            return;
+        }
+        let (messages, replies): (Vec<Vec<u8>>, Vec<Reply>) = calls.into_iter().unzip();
+        let request = Request::SignEach { role: role.clone(), key_id: key_id.clone(), scheme, messages };
+        let outcome = state.execute_ref(&request).await;
+        let messages = match request {
+            Request::SignEach { messages, .. } => messages,
+            _ => Vec::new(),
+        };
+        match outcome {
+            Ok(Response::SignEach(each)) => {
+                for (reply, signed) in replies.into_iter().zip(each) {
+                    let _ = reply.send(signed.map(Response::Signature));
+                }
+            }
+            // An older signd without `signEach`, or a batch limit set below
+            // this many: the calls go one by one, as they were made.
+            Err(e) if matches!(e.kind, ErrorKind::Unsupported | ErrorKind::TooLarge) => {
+                let calls = messages.into_iter().zip(replies).map(|(message, reply)| {
+                    let request = Request::Sign { role: role.clone(), key_id: key_id.clone(), scheme, message };
+                    async move { drop(reply.send(state.execute(request).await)) }
+                });
+                futures::future::join_all(calls).await;
+            }
+            Err(e) => {
+                for reply in replies {
+                    let _ = reply.send(Err(e.clone()));
+                }
+            }
+            Ok(other) => {
+                let e = unexpected(&other);
+                for reply in replies {
+                    let _ = reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+// --- capabilities -------------------------------------------------------------
+
+/// The capabilities signd handed out on one connection, by role or CA name.
+#[derive(Default)]
+pub(crate) struct Caps {
+    signers: RefCell<HashMap<String, wire::signer::Client>>,
+    admin: RefCell<Option<wire::admin::Client>>,
+    issuers: RefCell<HashMap<String, wire::issuer::Client>>,
+    crl_signers: RefCell<HashMap<String, wire::crl_signer::Client>>,
+    ocsp_signers: RefCell<HashMap<String, wire::ocsp_signer::Client>>,
+}
+
+/// Obtains (or reuses) a capability from a bootstrap method taking a name.
+macro_rules! named_capability {
+    ($conn:expr, $cache:ident, $request:ident, $write:path, $name:expr) => {{
+        let conn = $conn;
+        let name: &str = $name;
+        if let Some(c) = conn.caps.$cache.borrow().get(name) {
+            return Ok(c.clone());
+        }
+        let mut req = conn.signd().$request();
+        $write(req.get(), name);
+        let cap = req.send().promise.await?.get()?.read_outcome()?;
+        conn.caps.$cache.borrow_mut().insert(name.to_owned(), cap.clone());
+        Ok(cap)
+    }};
+}
+
+impl Conn<Signd> {
+    fn signd(&self) -> wire::signd::Client {
+        wire::signd::Client { client: self.bootstrap.clone() }
+    }
+
+    async fn signer(&self, role: &str) -> Result<wire::signer::Client, CallError> {
+        named_capability!(self, signers, signer_request, conv::write_signer, role)
+    }
+
+    async fn admin(&self) -> Result<wire::admin::Client, CallError> {
+        if let Some(a) = self.caps.admin.borrow().as_ref() {
+            return Ok(a.clone());
+        }
+        let admin = self.signd().admin_request().send().promise.await?.get()?.read_outcome()?;
+        *self.caps.admin.borrow_mut() = Some(admin.clone());
+        Ok(admin)
+    }
+
+    async fn issuer(&self, name: &str) -> Result<wire::issuer::Client, CallError> {
+        named_capability!(self, issuers, issuer_request, conv::write_issuer, name)
+    }
+
+    async fn crl_signer(&self, name: &str) -> Result<wire::crl_signer::Client, CallError> {
+        named_capability!(self, crl_signers, crl_signer_request, conv::write_crl_signer, name)
+    }
+
+    async fn ocsp_signer(&self, name: &str) -> Result<wire::ocsp_signer::Client, CallError> {
+        named_capability!(self, ocsp_signers, ocsp_signer_request, conv::write_ocsp_signer, name)
+    }
+}
+
+// --- one attempt at a call ----------------------------------------------------
+
+async fn attempt(conn: &Conn<Signd>, request: &Request) -> Result<Response, CallError> {
+    Ok(match request {
+        Request::Whoami => Response::Caller(conn.signd().whoami_request().send().promise.await?.get()?.read_outcome()?),
+        Request::Health => {
+            let response = conn.signd().health_request().send().promise.await?;
+            Response::Health(conv::read_health_results(response.get()?)?)
+        }
+        Request::ListKeys { role } => {
+            let req = conn.signer(role).await?.list_keys_request();
+            Response::Keys(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::PublicKey { role, key_id } => {
+            let mut req = conn.signer(role).await?.public_key_request();
+            conv::write_public_key(req.get(), key_id);
+            Response::Key(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::Sign { role, key_id, scheme, message } => {
+            let mut req = conn.signer(role).await?.sign_request();
+            conv::write_sign(req.get(), key_id, *scheme, message);
+            Response::Signature(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::SignBatch { role, key_id, scheme, messages } => {
+            let mut req = conn.signer(role).await?.sign_batch_request();
+            conv::write_sign_batch(req.get(), key_id, *scheme, messages);
+            Response::Signatures(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::SignEach { role, key_id, scheme, messages } => {
+            let mut req = conn.signer(role).await?.sign_each_request();
+            conv::write_sign_each(req.get(), key_id, *scheme, messages);
+            let each = req.send().promise.await?.get()?.read_outcome()?;
+            if each.len() != messages.len() {
+                let answered = format!("signd answered {} of {} calls sent together", each.len(), messages.len());
+                return Err(IpcError::internal(answered).into());
+            }
+            Response::SignEach(each)
+        }
+        Request::AdminListKeys => {
+            let req = conn.admin().await?.list_keys_request();
+            Response::Keys(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::AdminKey { key_id } => {
+            let mut req = conn.admin().await?.key_request();
+            conv::write_admin_key(req.get(), key_id);
+            Response::Key(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::GenerateKey(spec) => {
+            let mut req = conn.admin().await?.generate_key_request();
+            conv::write_generate_key(req.get(), spec);
+            Response::Key(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::ImportKey(spec, pkcs8) => {
+            let mut req = conn.admin().await?.import_key_request();
+            conv::write_import_key(req.get(), spec, pkcs8);
+            Response::Key(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::Audit(query) => {
+            let mut req = conn.admin().await?.audit_request();
+            conv::write_audit(req.get(), query);
+            Response::Audit(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::SignCertificate { issuer, tbs } => {
+            let mut req = conn.issuer(issuer).await?.sign_tbs_certificate_request();
+            conv::write_sign_tbs_certificate(req.get(), tbs);
+            Response::Der(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::IssuerCaCertificate { issuer } => {
+            let req = conn.issuer(issuer).await?.ca_certificate_request();
+            Response::Der(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::SignCrl { issuer, tbs } => {
+            let mut req = conn.crl_signer(issuer).await?.sign_tbs_cert_list_request();
+            conv::write_sign_tbs_cert_list(req.get(), tbs);
+            Response::Der(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::SignOcsp { issuer, response_data } => {
+            let mut req = conn.ocsp_signer(issuer).await?.sign_response_data_request();
+            conv::write_sign_response_data(req.get(), response_data);
+            Response::Der(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::OcspResponderCertificate { issuer } => {
+            let req = conn.ocsp_signer(issuer).await?.responder_certificate_request();
+            Response::Der(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::IssuerProfile { issuer } => {
+            let req = conn.issuer(issuer).await?.profile_request();
+            Response::Text(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::CrlSignerCaCertificate { issuer } => {
+            let req = conn.crl_signer(issuer).await?.ca_certificate_request();
+            Response::Der(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::CrlSignerProfile { issuer } => {
+            let req = conn.crl_signer(issuer).await?.profile_request();
+            Response::Text(req.send().promise.await?.get()?.read_outcome()?)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use capnp_rpc::{rpc_twoparty_capnp::Side, RpcSystem};
+    use tokio::sync::oneshot;
+
+    use crate::block_on;
+    use crate::server::vat_network;
+
+    type Answer = oneshot::Receiver<Result<Response, IpcError>>;
+
+    fn sign(role: &str, key: &str, scheme: SignatureScheme, len: usize) -> (Job<Signd>, Answer) {
+        let (tx, rx) = oneshot::channel();
+        let request = Request::Sign { role: role.into(), key_id: key.into(), scheme, message: vec![1; len] };
+        ((request, tx), rx)
+    }
+
+    /// Describes each piece of work: "sign r/k xN" or the request's name.
+    fn shapes(work: &[Work]) -> Vec<String> {
+        work.iter()
+            .map(|w| match w {
+                Work::One(request, _) => format!("{request:?}").split([' ', '{']).next().unwrap_or("").to_owned(),
+                Work::Signs { role, key_id, calls, .. } => format!("sign {role}/{key_id} x{}", calls.len()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sign_calls_for_one_key_travel_together_and_nothing_else_does() {
+        let p = SignatureScheme::EcdsaSha256;
+        let mut jobs = Vec::new();
+        let mut keep = Vec::new();
+        for (role, key, scheme, len) in [
+            ("r", "a", p, 10),
+            ("r", "b", p, 10),
+            ("r", "a", p, 10),
+            ("s", "a", p, 10),
+            ("r", "a", SignatureScheme::Default, 10),
+            ("r", "a", p, MAX_SIGN_EACH_MESSAGE + 1),
+            ("r", "a", p, MAX_SIGN_EACH_MESSAGE),
+        ] {
+            let (job, rx) = sign(role, key, scheme, len);
+            jobs.push(job);
+            keep.push(rx);
+        }
+        let (tx, _rx) = oneshot::channel();
+        jobs.push((Request::Health, tx));
+        let work = coalesce(jobs.into_iter());
+        assert_eq!(
+            shapes(&work),
+            ["sign r/a x3", "sign r/b x1", "sign s/a x1", "sign r/a x1", "Sign", "Health"],
+            "same role, key and scheme together; a large message and other requests alone"
+        );
+    }
+
+    /// A signd from before `signEach`: its Signer has only `sign`, which
+    /// "signs" by reversing the message.
+    struct OldSignd;
+    struct OldSigner;
+
+    impl wire::signd::Server for OldSignd {
+        async fn signer(
+            self: capnp::capability::Rc<Self>,
+            _: wire::signd::SignerParams,
+            mut results: wire::signd::SignerResults,
+        ) -> capnp::Result<()> {
+            results.get().init_result().set_ok(capnp_rpc::new_client(OldSigner));
+            Ok(())
+        }
+    }
+
+    impl wire::signer::Server for OldSigner {
+        async fn sign(
+            self: capnp::capability::Rc<Self>,
+            params: wire::signer::SignParams,
+            mut results: wire::signer::SignResults,
+        ) -> capnp::Result<()> {
+            let signature: Vec<u8> = params.get()?.get_message()?.iter().rev().copied().collect();
+            results.get().init_result().set_ok(&signature[..]);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn calls_in_flight_together_still_work_against_a_signd_without_signeach() {
+        let (_dir, path) = crate::server::serve_on_thread("old.sock", |listener| async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (read, write) = stream.into_split();
+                let bootstrap: wire::signd::Client = capnp_rpc::new_client(OldSignd);
+                let network = vat_network(read, write, Side::Server, 1 << 20);
+                tokio::task::spawn_local(RpcSystem::new(network, Some(bootstrap.client)));
+            }
+        });
+        let client = SigndClient::new(&path).unwrap();
+        // The method itself: refused as unsupported, a typed error.
+        let each = block_on(client.sign_each("r", "k", SignatureScheme::Default, vec![vec![1], vec![2]]));
+        assert_eq!(each.unwrap_err().kind, ErrorKind::Unsupported);
+        // Calls in flight together: sent as `signEach`, refused, then sent one by one.
+        let calls = (0..64u8).map(|i| client.sign("r", "k", SignatureScheme::Default, vec![i, 1, 2]));
+        for (i, answer) in block_on(futures::future::join_all(calls)).into_iter().enumerate() {
+            assert_eq!(answer.unwrap(), vec![2, 1, i as u8]);
+        }
+    }
+
+    #[test]
+    fn a_signeach_message_carries_at_most_its_limit() {
+        let jobs: Vec<Job<Signd>> =
+            (0..MAX_SIGN_EACH * 2 + 1).map(|_| sign("r", "k", SignatureScheme::Default, 1).0).collect();
+        let work = coalesce(jobs.into_iter());
+        let full = format!("sign r/k x{MAX_SIGN_EACH}");
+        assert_eq!(shapes(&work), [full.clone(), full, "sign r/k x1".into()]);
+    }
+}

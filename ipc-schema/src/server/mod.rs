@@ -1,0 +1,31 @@
+//! The server half: traits the daemons implement with plain types, one
+//! module per service (signd, ocspd, acmed), and the capnp adapters that
+//! serve them over a Unix socket through one accept loop (`accept`).
+//!
+//! capnp-rpc is `!Send`, so everything here runs on a tokio `LocalSet`; the
+//! implementation is expected to push CPU work (signing) to worker threads and
+//! return futures that wait for it (signd keeps a lone short call, see its
+//! `dispatch` module).
+
+use futures::future::LocalBoxFuture;
+
+use crate::types::IpcError;
+
+mod accept;
+mod acmed;
+mod ocspd;
+mod signd;
+
+#[cfg(test)]
+pub(crate) use accept::serve_on_thread;
+pub(crate) use accept::vat_network;
+pub use accept::{InFlight, ServeOptions, DEFAULT_BUSY_POLL, DRAIN_TIMEOUT};
+pub use acmed::{serve_acmed, AcmeAdminService, AcmedService, AcmedSession};
+pub use ocspd::{serve_ocspd, OcspdService, OcspdSession, RegistryService};
+pub use signd::{
+    serve, serve_connection, AdminService, CrlSignerService, IssuerService, OcspSignerService, Session, SigndService,
+    SignerService,
+};
+
+/// The result of a server operation: a `!Send` future on the serving thread.
+pub type LocalResult<T> = LocalBoxFuture<'static, Result<T, IpcError>>;
