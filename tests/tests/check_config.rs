@@ -90,6 +90,25 @@ fn signd_check_config_refuses_what_start_refuses() {
         ),
         &["issuer `demo`", "invalid role name `Not A Role`"],
     );
+    let no_db = d.join("no-such-nssdb");
+    refused(
+        "signd",
+        d,
+        &format!("{base}[nss]\ndatabase = \"sql:{}\"\n", no_db.display()),
+        &["NSS database", "has no cert9.db/key4.db"],
+    );
+    // A database directory with its files (never opened: the PIN file fails first).
+    let db = d.join("nssdb");
+    std::fs::create_dir(&db).unwrap();
+    std::fs::write(db.join("cert9.db"), b"").unwrap();
+    std::fs::write(db.join("key4.db"), b"").unwrap();
+    let no_pin = d.join("no-such-pin");
+    refused(
+        "signd",
+        d,
+        &format!("{base}[nss]\ndatabase = \"sql:{}\"\npin_file = {no_pin:?}\n", db.display()),
+        &["cannot read NSS PIN file", &no_pin.display().to_string()],
+    );
     // Nothing was started: no socket, no state.
     assert!(!d.join("state").exists() && !d.join("signd.sock").exists());
 }

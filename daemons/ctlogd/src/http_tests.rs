@@ -39,6 +39,7 @@ async fn fixture() -> Fixture {
         mmd_secs: 60,
         limits: Default::default(),
         max_get_entries: 100,
+        clock: signet_types::Clock::system(),
     };
     let log = Arc::new(Log::new(config, Arc::new(pki.roots()), seq, test_log.storage.clone()));
     Fixture { http: CtHttp::new(vec![("/test/".into(), log)]), key: test_log.key(), pki, _log: test_log, _task: task }

@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
 
 use bytes::Bytes;
 use signet_ct::merkle::tile::{entries_at_level, hashes_from_tile_bytes};
@@ -17,6 +16,8 @@ use signet_ct::staticct::{decode_data_tile, TileLeaf};
 use signet_ct::{Hash, LogId, MerkleError};
 
 use crate::chain::{Roots, Submission, TemporalWindow};
+use signet_types::Clock;
+
 use crate::sequencer::{Sequencer, SignedHead, SubmitError};
 use crate::storage::{ObjectKey, Storage, StorageError};
 
@@ -42,6 +43,8 @@ pub struct LogConfig {
     pub limits: AddChainLimits,
     /// Most entries one `get-entries` returns.
     pub max_get_entries: u64,
+    /// Where "now" comes from (validity and temporal window checks).
+    pub clock: Clock,
 }
 
 /// An error of a log operation, with the HTTP status it maps to.
@@ -127,7 +130,7 @@ impl Log {
         let chain = parse_add_chain(body, &self.config.limits).map_err(|e| LogError::BadRequest(e.to_string()))?;
         let entry = self
             .roots
-            .check(&chain, kind, self.config.window, SystemTime::now())
+            .check(&chain, kind, self.config.window, self.config.clock.now())
             .map_err(|e| LogError::BadRequest(e.to_string()))?;
         let sct = self.sequencer.submit(entry).await.map_err(|e| match e {
             SubmitError::Pushback { retry_after } => LogError::Busy { retry_after_secs: retry_after.as_secs().max(1) },

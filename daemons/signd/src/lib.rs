@@ -57,6 +57,9 @@ pub use signet_runtime::DaemonError as SigndError;
 impl DaemonConfig for Config {
     fn check_config(&self) -> Result<(), String> {
         Policy::resolve(&self.roles).map_err(|e| e.to_string())?;
+        if let Some(nss) = &self.nss {
+            nss_settings(nss).check().map_err(|e| e.detail)?;
+        }
         issuers::check(&self.issuers)
     }
 }
@@ -70,6 +73,11 @@ impl Reload for Signd {
         self.set_policy(Policy::resolve(&config.roles).map_err(|e| e.to_string())?);
         Ok(())
     }
+}
+
+/// The NSS backend's settings from `[nss]`.
+fn nss_settings(c: &config::NssConfig) -> NssSettings {
+    NssSettings { database: c.database.clone(), token: c.token.clone(), pin_file: c.pin_file.clone() }
 }
 
 /// Opens the state under `config.state_dir`: keys, audit log, signing pool;
@@ -94,9 +102,7 @@ pub fn open_state(config: &Config, clock: Clock) -> Result<State, SigndError> {
     let nss = match &config.nss {
         None => None,
         Some(c) => {
-            let settings =
-                NssSettings { database: c.database.clone(), token: c.token.clone(), pin_file: c.pin_file.clone() };
-            let nss = Arc::new(NssBackend::open(&settings).map_err(|e| SigndError::Startup(e.detail))?);
+            let nss = Arc::new(NssBackend::open(&nss_settings(c)).map_err(|e| SigndError::Startup(e.detail))?);
             backends.push(nss.clone() as Arc<dyn Backend>);
             Some(nss)
         }

@@ -37,6 +37,11 @@ impl Clock {
         self.unix_nanos().div_euclid(1_000_000_000)
     }
 
+    /// Milliseconds since the Unix epoch (negative before it).
+    pub fn unix_millis(&self) -> i64 {
+        self.unix_nanos().div_euclid(1_000_000)
+    }
+
     /// Nanoseconds since the Unix epoch (negative before it; saturates in 2262).
     pub fn unix_nanos(&self) -> i64 {
         match &self.manual {

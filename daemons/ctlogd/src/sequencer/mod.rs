@@ -38,6 +38,8 @@ use signet_ct::{DigitallySigned, Hash, LogId, Sct, TreeHead};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+use signet_types::Clock;
+
 use crate::db::{DbError, LogDb};
 use crate::signer::LogSigner;
 use crate::storage::{Storage, StorageError};
@@ -45,7 +47,7 @@ use crate::storage::{Storage, StorageError};
 pub use writer::StartError;
 
 /// How batches are formed and how much may wait.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct SequencerConfig {
     /// Most entries in one batch (and one signing call).
     pub max_batch: usize,
@@ -58,6 +60,8 @@ pub struct SequencerConfig {
     /// A new tree head is signed at least this often, even with no new entries,
     /// so that the checkpoint and `get-sth` stay fresh.
     pub refresh: Duration,
+    /// Where SCT and tree head timestamps come from.
+    pub clock: Clock,
 }
 
 impl Default for SequencerConfig {
@@ -68,6 +72,7 @@ impl Default for SequencerConfig {
             backlog: 8192,
             retry_after: Duration::from_secs(1),
             refresh: Duration::from_secs(10),
+            clock: Clock::system(),
         }
     }
 }
@@ -185,7 +190,8 @@ impl Sequencer {
         config: SequencerConfig,
     ) -> Result<(Sequencer, JoinHandle<()>), StartError> {
         let stats = Arc::new(SequencerStats::default());
-        let (writer, head) = writer::Writer::recover(&params, storage, db.clone(), signer, stats.clone()).await?;
+        let (writer, head) =
+            writer::Writer::recover(&params, storage, db.clone(), signer, stats.clone(), config.clock.clone()).await?;
         let log_id = writer.log_id();
         let (head_tx, head_rx) = watch::channel(Arc::new(head));
         let (tx, rx) = mpsc::channel(config.backlog.max(1));

@@ -4,7 +4,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
+
+use signet_types::Clock;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -57,6 +59,8 @@ pub(super) struct Writer {
     db: LogDb,
     signer: Arc<dyn LogSigner>,
     stats: Arc<SequencerStats>,
+    /// Where SCT and tree head timestamps come from.
+    clock: Clock,
     /// Committed tree size and root, and the latest committed signed head.
     state: LogState,
     /// The partial hash tile of each level at the right edge, by (level, index).
@@ -68,6 +72,11 @@ pub(super) struct Writer {
 }
 
 impl Writer {
+    /// Now, in milliseconds since the Unix epoch (RFC 6962 timestamps).
+    fn now_millis(&self) -> u64 {
+        u64::try_from(self.clock.unix_millis()).unwrap_or(0)
+    }
+
     /// Loads (or creates) the log's state; see [`super::Sequencer::start`].
     pub(super) async fn recover(
         params: &LogParams,
@@ -75,6 +84,7 @@ impl Writer {
         db: LogDb,
         signer: Arc<dyn LogSigner>,
         stats: Arc<SequencerStats>,
+        clock: Clock,
     ) -> Result<(Self, SignedHead), StartError> {
         let key = LogKey::from_spki_der(&params.public_key_der).map_err(|e| StartError::Key(e.to_string()))?;
         let state = db.state()?;
@@ -87,6 +97,7 @@ impl Writer {
             db,
             signer,
             stats,
+            clock,
             state: state.unwrap_or(empty),
             edge: HashMap::new(),
             data_edge: Vec::new(),
@@ -241,7 +252,7 @@ impl Writer {
     /// in-memory state is unchanged.
     async fn sequence(&mut self, fresh: &[Pending]) -> Result<(Vec<Sct>, SignedHead), BatchError> {
         let old_size = self.state.size;
-        let timestamp = now_millis().max(self.state.head_timestamp);
+        let timestamp = self.now_millis().max(self.state.head_timestamp);
         let log_id = self.log_id();
         let mut leaves = Vec::with_capacity(fresh.len());
         let mut leaf_hashes = Vec::with_capacity(fresh.len());
@@ -385,7 +396,7 @@ impl Writer {
 
     /// Signs the tree head of `(size, root)` now, and checks the signature.
     async fn sign_head(&self, size: u64, root: Hash) -> Result<SignedHead, BatchError> {
-        let timestamp = now_millis().max(self.state.head_timestamp);
+        let timestamp = self.now_millis().max(self.state.head_timestamp);
         let head = TreeHead { timestamp, tree_size: size, root_hash: root };
         let mut sigs = self.signer.sign_many(vec![head.signature_input()]).await?;
         let sig = match (sigs.pop(), sigs.is_empty()) {
@@ -455,10 +466,6 @@ fn fail_all(batch: Vec<Pending>, msg: &str) {
 fn checkpoint_size(bytes: &[u8]) -> Option<u64> {
     let note = SignedNote::parse(std::str::from_utf8(bytes).ok()?).ok()?;
     Some(Checkpoint::parse(&note.text).ok()?.size)
-}
-
-pub(super) fn now_millis() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The right-edge tiles as a [`TileReader`]: all a batch needs to grow the tree.

@@ -46,18 +46,8 @@ impl NssBackend {
     /// here (signd does not start); a missing token or a wrong PIN is not:
     /// it is logged, and keys on that token are unavailable with the reason.
     pub fn open(settings: &NssSettings) -> Result<Self, IpcError> {
+        let pin = settings.check()?;
         let database = normalise_database(&settings.database);
-        let dir = Path::new(database.strip_prefix("sql:").unwrap_or(&database));
-        if !dir.join("cert9.db").is_file() || !dir.join("key4.db").is_file() {
-            return Err(backend_err(format!(
-                "NSS database {database}: {} has no cert9.db/key4.db (create it with `certutil -N -d {database}`)",
-                dir.display()
-            )));
-        }
-        let pin = match &settings.pin_file {
-            None => None,
-            Some(path) => Some(read_pin(path)?),
-        };
         init_nss(&database)?;
         *PIN.lock().unwrap_or_else(|p| p.into_inner()) = pin;
         let token = match settings.token.as_str() {
@@ -354,6 +344,23 @@ impl Inner {
             return Err(unavailable(problem));
         }
         Err(unavailable(last_error(&format!("login to token \"{token}\""))))
+    }
+}
+
+impl NssSettings {
+    /// What [`NssBackend::open`] refuses before it touches NSS: a database
+    /// without its files, an unreadable PIN file. `--check-config` runs it too.
+    /// Returns the PIN, if a file names one.
+    pub fn check(&self) -> Result<Option<CString>, IpcError> {
+        let database = normalise_database(&self.database);
+        let dir = Path::new(database.strip_prefix("sql:").unwrap_or(&database));
+        if !dir.join("cert9.db").is_file() || !dir.join("key4.db").is_file() {
+            return Err(backend_err(format!(
+                "NSS database {database}: {} has no cert9.db/key4.db (create it with `certutil -N -d {database}`)",
+                dir.display()
+            )));
+        }
+        self.pin_file.as_deref().map(read_pin).transpose()
     }
 }
 
