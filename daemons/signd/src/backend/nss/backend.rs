@@ -14,7 +14,7 @@ use super::key::NssKey;
 use super::module::{init_nss, last_error, modules_read, restart_dead_modules, PIN};
 use super::plan::Plans;
 use super::{
-    backend_err, curve_params, location, normalise_database, normalise_spki, parse_location, pkcs11, NssSettings,
+    backend_err, curve_params, ed25519, location, normalise_database, normalise_spki, parse_location, NssSettings,
     Preference, NAME,
 };
 use crate::backend::{Backend, NewKey, SigningKey};
@@ -146,7 +146,7 @@ impl Backend for NssBackend {
         let slot = self.inner.slot(&token)?;
         if algorithm == KeyAlgorithm::Ed25519 {
             // Below NSS, on the token's own PKCS #11 functions (takes MODULES itself).
-            let (key, location) = pkcs11::generate(&self.inner, &slot, &token, id)?;
+            let (key, location) = ed25519::generate(&self.inner, &slot, &token, id)?;
             return Ok(NewKey { key: Arc::new(key), location });
         }
         let _modules = modules_read();
@@ -233,7 +233,7 @@ impl Backend for NssBackend {
     fn load(&self, location: &str) -> Result<Arc<dyn SigningKey>, IpcError> {
         let (token, id) = parse_location(location)?;
         let slot = self.inner.slot(&token)?;
-        if let Some(key) = pkcs11::load(&self.inner, &slot, &token, &id)? {
+        if let Some(key) = ed25519::load(&self.inner, &slot, &token, &id)? {
             return Ok(Arc::new(key));
         }
         Ok(Arc::new(self.load_key(location, Preference::Prehash)?))
@@ -242,7 +242,7 @@ impl Backend for NssBackend {
     fn discard(&self, location: &str) {
         if let Ok((token, id)) = parse_location(location) {
             if let Ok(slot) = self.inner.slot(&token) {
-                pkcs11::discard(&slot, &token, &id);
+                ed25519::discard(&slot, &token, &id);
                 // Session copies carry the same CKA_ID and may be found first:
                 // delete until the token object is gone too.
                 for _ in 0..8 {

@@ -1,7 +1,7 @@
 //! A key's signing handle, cached until a module restart makes it stale or
 //! the token fails a signature with it; then the key is found again. Shared
 //! by keys NSS holds ([`super::NssKey`]) and Ed25519 keys signed through the
-//! token's own functions ([`super::pkcs11::EdKey`]).
+//! token's own functions ([`super::ed25519::EdKey`]).
 
 use std::fmt::Display;
 use std::sync::{Arc, RwLock};

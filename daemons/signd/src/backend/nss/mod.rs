@@ -16,7 +16,7 @@
 //!
 //! Ed25519 keys, which NSS 3.87 cannot describe, are made and used through
 //! the token's own PKCS #11 functions where its module has the Edwards
-//! mechanisms (see `pkcs11`); elsewhere they are `Unsupported`.
+//! mechanisms (see `ed25519` and `pkcs11`); elsewhere they are `Unsupported`.
 //!
 //! Everything `unsafe` in signd's NSS support is in this module and its
 //! submodules:
@@ -26,6 +26,8 @@
 //! - `handles`: the RAII handles on NSS objects (keys, slots);
 //! - `module`: NSS's process-wide state (initialisation, the PIN, module
 //!   restarts and the lock and count that go with them);
+//! - `ed25519`: Ed25519 keys, made and used through the token's own PKCS #11
+//!   functions;
 //! - `cached`, `plan`, `pkcs11`, `ffi`: the handle cache, the signing
 //!   mechanisms, the token's own PKCS #11 functions, NSS's C declarations.
 //!
@@ -35,6 +37,7 @@
 
 mod backend;
 mod cached;
+mod ed25519;
 mod ffi;
 mod handles;
 mod key;

@@ -1,7 +1,7 @@
 //! The token's own PKCS #11 functions, below NSS's key layer: Ed25519 keys
-//! on tokens whose module has CKM_EC_EDWARDS_KEY_PAIR_GEN and CKM_EDDSA
-//! (SoftHSM2), and the signing sessions of the other NSS keys on external
-//! modules ([`Handle::borrowing`]).
+//! (`ed25519`) on tokens whose module has CKM_EC_EDWARDS_KEY_PAIR_GEN and
+//! CKM_EDDSA (SoftHSM2), and the signing sessions of the other NSS keys on
+//! external modules ([`Handle::borrowing`]).
 //!
 //! NSS's PK11_SignWithMechanism opens a PKCS #11 session for each signature
 //! and closes it after. On SoftHSM2 that adds real work to every P-256
@@ -11,21 +11,13 @@
 //! keep NSS's call: its sessions cost nothing, and through signd its keys
 //! sign faster that way).
 //!
-//! NSS 3.87 has no Edwards key type (keythi.h): PK11_GenerateKeyPair refuses
-//! the mechanism and SECKEY_ConvertToPublicKey cannot describe such a key. For
-//! these keys signd therefore calls the token's module itself, through the
-//! function list NSS loaded and initialised (`PK11_GetModule`: the public
-//! `SECMODModule` of secmodt.h, whose layout is checked at run time against
+//! signd calls the token's module itself, through the function list NSS
+//! loaded and initialised (`PK11_GetModule`: the public `SECMODModule` of
+//! secmodt.h, whose layout is checked at run time against
 //! `PK11_GetModuleID`), on the slot NSS found (`PK11_GetSlotID`). signd opens
 //! its own sessions there, and NSS's login covers them: PKCS #11 login state
 //! belongs to the token and the application, not to one session (all sessions
-//! an application has with a token share its login; PKCS #11 v2.40 §5.6). If
-//! the token forgot the login, the lookup logs in again through NSS.
-//!
-//! Keys are made as NSS makes the other keys: permanent (CKA_TOKEN), private
-//! and sensitive, labelled with the signd key id, with CKA_ID = SHA-1 of the
-//! public key (NSS's CKA_ID for EC keys is the SHA-1 of the public value);
-//! in addition the private key is not extractable.
+//! an application has with a token share its login; PKCS #11 v2.40 §5.6).
 //!
 //! Sessions: a PKCS #11 session must not be used by two threads at once, so
 //! each cached key handle owns a small pool of sessions: a signature takes an
@@ -50,208 +42,15 @@ use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::{Mutex, TryLockError};
 
-use der::asn1::{ObjectIdentifier, OctetStringRef, PrintableStringRef};
-use der::{Decode, Encode};
-use openssl::pkey::{Id, PKey};
-use openssl::sign::Verifier;
-use signet_ipc::{ErrorKind, IpcError, KeyAlgorithm, SignatureScheme};
+use signet_ipc::{ErrorKind, IpcError};
 
-use super::cached::{Cached, Stale};
+use super::cached::Stale;
 use super::ffi::*;
-use super::{backend_err, location, modules_read, Inner, Slot, MODULES, RESTARTS};
+use super::{backend_err, Slot, MODULES, RESTARTS};
 
-/// id-Ed25519 (RFC 8410): CKA_EC_PARAMS of an Ed25519 key, as an OID.
-const ED25519: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.101.112");
-/// The other CKA_EC_PARAMS PKCS #11 3.0 allows for Ed25519 (a PrintableString).
-const ED25519_NAME: &str = "edwards25519";
 const SIGNATURE_LEN: usize = 64;
-/// Signed and verified whenever a key is found, to check that the private key
-/// found by CKA_ID belongs to the public key found by the same CKA_ID.
-const CHECK_MESSAGE: &[u8] = b"signd: does this private key belong to this public key?";
-
-/// Generates an Ed25519 key pair on the token in `slot` (labelled `id`) and
-/// returns it with its location; `Unsupported` if the token cannot.
-pub(super) fn generate(inner: &Arc<Inner>, slot: &Slot, label: &str, id: &str) -> Result<(EdKey, String), IpcError> {
-    let _modules = modules_read();
-    let token = Token::of(slot, label)?;
-    let session = Session::open(&token).map_err(backend_err)?;
-    let params = ED25519.to_der().map_err(|e| backend_err(format!("encoding the Ed25519 OID: {e}")))?;
-    let (yes, no) = (CK_TRUE, CK_FALSE);
-    let mut public = Template::default()
-        .bool(CKA_TOKEN, &yes)
-        .bool(CKA_PRIVATE, &no)
-        .bool(CKA_VERIFY, &yes)
-        .bytes(CKA_EC_PARAMS, &params)
-        .bytes(CKA_LABEL, id.as_bytes());
-    let mut private = Template::default()
-        .bool(CKA_TOKEN, &yes)
-        .bool(CKA_PRIVATE, &yes)
-        .bool(CKA_SENSITIVE, &yes)
-        .bool(CKA_EXTRACTABLE, &no)
-        .bool(CKA_SIGN, &yes)
-        .bytes(CKA_LABEL, id.as_bytes());
-    let (public_key, private_key) =
-        token.generate(session.handle, &mut public, &mut private).map_err(|e| backend_err(e.to_string()))?;
-    // From here on a failure must not leave an unrecorded key behind.
-    let made = (|| {
-        let point = token.attribute(session.handle, public_key, CKA_EC_POINT).map_err(backend_err)?;
-        let raw = raw_public_key(&point)?;
-        let spki = spki_of(raw)?;
-        let cka_id = openssl::sha::sha1(raw).to_vec();
-        for object in [public_key, private_key] {
-            let mut id = Template::default().bytes(CKA_ID, &cka_id);
-            token.set_attributes(session.handle, object, &mut id).map_err(backend_err)?;
-        }
-        Ok((spki, cka_id))
-    })();
-    match made {
-        Ok((spki, cka_id)) => {
-            let location = location(label, &cka_id);
-            let session = session.keep();
-            let handle = Handle::new(token, session, private_key);
-            Ok((EdKey::new(inner.clone(), label.to_owned(), cka_id, spki, handle), location))
-        }
-        Err(e) => {
-            for object in [public_key, private_key] {
-                if let Err(d) = token.destroy(session.handle, object) {
-                    tracing::warn!(error = %d, "could not remove a half-made Ed25519 key from the token");
-                }
-            }
-            Err(e)
-        }
-    }
-}
-
-/// The Ed25519 key with CKA_ID `cka_id` on the token in `slot`, or None if
-/// the token has no Edwards mechanisms or no Edwards private key with that
-/// CKA_ID (then it is another kind of key, for NSS to find).
-pub(super) fn load(inner: &Arc<Inner>, slot: &Slot, label: &str, cka_id: &[u8]) -> Result<Option<EdKey>, IpcError> {
-    if !Token::has_mechanisms(slot) {
-        return Ok(None);
-    }
-    let Some((handle, spki)) = find(inner, slot, label, cka_id)? else { return Ok(None) };
-    Ok(Some(EdKey::new(inner.clone(), label.to_owned(), cka_id.to_vec(), spki, handle)))
-}
-
-/// Destroys the token's Ed25519 key objects with CKA_ID `cka_id` (after a
-/// failed registration); best effort.
-pub(super) fn discard(slot: &Slot, label: &str, cka_id: &[u8]) {
-    if !Token::has_mechanisms(slot) {
-        return;
-    }
-    let _modules = modules_read();
-    let Ok(token) = Token::of(slot, label) else { return };
-    let Ok(session) = Session::open(&token) else { return };
-    for class in [CKO_PRIVATE_KEY, CKO_PUBLIC_KEY] {
-        let objects = token.find_key(session.handle, class, cka_id).unwrap_or_default();
-        for object in objects {
-            if let Err(e) = token.destroy(session.handle, object) {
-                tracing::warn!(error = %e, "could not remove an Ed25519 key object from the token");
-            }
-        }
-    }
-}
-
-/// Finds the key pair by CKA_ID (logging in again through NSS if the token
-/// forgot the login), reads and checks its public key, and makes the
-/// signing handle; None if there is no Edwards private key with that CKA_ID.
-fn find(inner: &Inner, slot: &Slot, label: &str, cka_id: &[u8]) -> Result<Option<(Handle, Vec<u8>)>, IpcError> {
-    let _modules = modules_read();
-    let token = Token::of(slot, label)?;
-    let session = Session::open(&token).map_err(unavailable)?;
-    let mut found = token.find_key(session.handle, CKO_PRIVATE_KEY, cka_id).map_err(unavailable)?;
-    // SAFETY: live slot; NULL wincx is allowed.
-    if found.is_empty() && unsafe { PK11_IsLoggedIn(slot.0.as_ptr(), ptr::null_mut()) } == PR_FALSE {
-        inner.login(slot, label)?;
-        found = token.find_key(session.handle, CKO_PRIVATE_KEY, cka_id).map_err(unavailable)?;
-    }
-    let Some(&private_key) = found.first() else { return Ok(None) };
-    let at = location(label, cka_id);
-    let public_key = token
-        .find_key(session.handle, CKO_PUBLIC_KEY, cka_id)
-        .map_err(unavailable)?
-        .first()
-        .copied()
-        .ok_or_else(|| unavailable(format!("the Edwards key at {at} has no public key object on the token")))?;
-    let params = token.attribute(session.handle, public_key, CKA_EC_PARAMS).map_err(unavailable)?;
-    if !is_ed25519(&params) {
-        return Err(IpcError::new(
-            ErrorKind::Unsupported,
-            format!("the Edwards key at {at} is not an Ed25519 key (Ed448 is not supported by signd)"),
-        ));
-    }
-    let point = token.attribute(session.handle, public_key, CKA_EC_POINT).map_err(unavailable)?;
-    let spki = spki_of(raw_public_key(&point)?)?;
-    let session = session.keep();
-    let handle = Handle::new(token, session, private_key);
-    let signature = handle.sign(CHECK_MESSAGE).map_err(|e| unavailable(format!("key {at}: {e}")))?;
-    if !verifies(&spki, CHECK_MESSAGE, &signature) {
-        return Err(unavailable(format!("the private key at {at} does not belong to the public key with its CKA_ID")));
-    }
-    Ok(Some((handle, spki)))
-}
-
-fn unavailable(detail: impl Into<String>) -> IpcError {
-    IpcError::new(ErrorKind::KeyUnavailable, detail)
-}
-
-/// An Ed25519 key on a token, with its signing handle cached.
-pub(super) struct EdKey {
-    inner: Arc<Inner>,
-    token: String,
-    cka_id: Vec<u8>,
-    spki: Vec<u8>,
-    handle: Cached<Handle>,
-}
-
-impl EdKey {
-    fn new(inner: Arc<Inner>, token: String, cka_id: Vec<u8>, spki: Vec<u8>, handle: Handle) -> Self {
-        Self { inner, token, cka_id, spki, handle: Cached::new(handle) }
-    }
-
-    fn location(&self) -> String {
-        location(&self.token, &self.cka_id)
-    }
-
-    /// Looks the key up again on its token and checks it is the same key.
-    fn find_again(&self) -> Result<Handle, IpcError> {
-        // (Inner::slot re-initialises a module that stopped answering.)
-        let slot = self.inner.slot(&self.token)?;
-        let (handle, spki) = find(&self.inner, &slot, &self.token, &self.cka_id)?.ok_or_else(|| {
-            IpcError::new(ErrorKind::KeyUnavailable, format!("key {} is not on the token", self.location()))
-        })?;
-        if spki != self.spki {
-            return Err(IpcError::new(
-                ErrorKind::KeyUnavailable,
-                format!("the key found at {} is not the recorded key", self.location()),
-            ));
-        }
-        tracing::info!(location = %self.location(), "NSS key found again");
-        Ok(handle)
-    }
-}
-
-impl super::SigningKey for EdKey {
-    fn algorithm(&self) -> KeyAlgorithm {
-        KeyAlgorithm::Ed25519
-    }
-
-    fn spki(&self) -> &[u8] {
-        &self.spki
-    }
-
-    fn sign(&self, scheme: SignatureScheme, message: &[u8]) -> Result<Vec<u8>, IpcError> {
-        if scheme != SignatureScheme::Ed25519 {
-            return Err(IpcError::new(
-                ErrorKind::Unsupported,
-                format!("{} is unsupported by this token", scheme.name()),
-            ));
-        }
-        self.handle.sign(|| self.location(), || self.find_again(), |handle| handle.sign(message))
-    }
-}
 
 /// A key's signing handle: the token's functions, the key object (a session
 /// copy, or the token object if the token refuses to copy it, or for NSS's
@@ -268,7 +67,7 @@ pub(super) struct Handle {
 impl Handle {
     /// A handle signing with a session copy of `key` made in `session`,
     /// which becomes the handle's first session.
-    fn new(token: Token, session: CK_SESSION_HANDLE, key: CK_OBJECT_HANDLE) -> Self {
+    pub(super) fn new(token: Token, session: CK_SESSION_HANDLE, key: CK_OBJECT_HANDLE) -> Self {
         let no = CK_FALSE;
         let mut copy = Template::default().bool(CKA_TOKEN, &no);
         let key = match token.copy(session, key, &mut copy) {
@@ -296,7 +95,7 @@ impl Handle {
 
     /// A pure Ed25519 signature (CKM_EDDSA without parameters) of `message`
     /// (as [`Handle::sign_with`]).
-    fn sign(&self, message: &[u8]) -> Result<Vec<u8>, P11Error> {
+    pub(super) fn sign(&self, message: &[u8]) -> Result<Vec<u8>, P11Error> {
         let signature = self.sign_with(&Mechanism::new(CKM_EDDSA, None), message, SIGNATURE_LEN)?;
         if signature.len() != SIGNATURE_LEN {
             return Err(P11Error::Other(format!("the token returned a {}-byte Ed25519 signature", signature.len())));
@@ -370,18 +169,18 @@ impl Drop for Handle {
 }
 
 /// A session opened for one lookup or generation: closed on drop unless kept.
-struct Session<'a> {
+pub(super) struct Session<'a> {
     token: &'a Token,
-    handle: CK_SESSION_HANDLE,
+    pub(super) handle: CK_SESSION_HANDLE,
 }
 
 impl<'a> Session<'a> {
-    fn open(token: &'a Token) -> Result<Self, P11Error> {
+    pub(super) fn open(token: &'a Token) -> Result<Self, P11Error> {
         Ok(Self { token, handle: token.open_session()? })
     }
 
     /// The session, now owned by the caller.
-    fn keep(self) -> CK_SESSION_HANDLE {
+    pub(super) fn keep(self) -> CK_SESSION_HANDLE {
         let handle = self.handle;
         std::mem::forget(self);
         handle
@@ -416,13 +215,13 @@ unsafe impl Sync for Token {}
 
 impl Token {
     /// Whether NSS lists the Edwards mechanisms for `slot`.
-    fn has_mechanisms(slot: &Slot) -> bool {
+    pub(super) fn has_mechanisms(slot: &Slot) -> bool {
         slot.does(CKM_EC_EDWARDS_KEY_PAIR_GEN) && slot.does(CKM_EDDSA)
     }
 
     /// The module behind `slot` (call with MODULES held for reading);
     /// `Unsupported` if it cannot make and sign with Ed25519 keys.
-    fn of(slot: &Slot, label: &str) -> Result<Self, IpcError> {
+    pub(super) fn of(slot: &Slot, label: &str) -> Result<Self, IpcError> {
         let unsupported = |why: &str| {
             IpcError::new(
                 ErrorKind::Unsupported,
@@ -505,7 +304,7 @@ impl Token {
         check("C_CloseSession", unsafe { f(session) })
     }
 
-    fn generate(
+    pub(super) fn generate(
         &self,
         session: CK_SESSION_HANDLE,
         public: &mut Template<'_>,
@@ -536,7 +335,7 @@ impl Token {
     }
 
     /// The token objects of `class`, of Edwards key type, with CKA_ID `cka_id`.
-    fn find_key(
+    pub(super) fn find_key(
         &self,
         session: CK_SESSION_HANDLE,
         class: CK_ULONG,
@@ -580,7 +379,7 @@ impl Token {
     }
 
     /// One attribute's value.
-    fn attribute(
+    pub(super) fn attribute(
         &self,
         session: CK_SESSION_HANDLE,
         object: CK_OBJECT_HANDLE,
@@ -602,7 +401,7 @@ impl Token {
         Ok(value)
     }
 
-    fn set_attributes(
+    pub(super) fn set_attributes(
         &self,
         session: CK_SESSION_HANDLE,
         object: CK_OBJECT_HANDLE,
@@ -627,7 +426,7 @@ impl Token {
         Ok(copy)
     }
 
-    fn destroy(&self, session: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE) -> Result<(), P11Error> {
+    pub(super) fn destroy(&self, session: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE) -> Result<(), P11Error> {
         let f = function(self.functions().C_DestroyObject, "C_DestroyObject")?;
         // SAFETY: the module's C_DestroyObject on an object signd found or made.
         check("C_DestroyObject", unsafe { f(session, object) })
@@ -688,13 +487,13 @@ impl<'a> Mechanism<'a> {
 
 /// A PKCS #11 attribute template whose values live for `'a`.
 #[derive(Default)]
-struct Template<'a> {
+pub(super) struct Template<'a> {
     attributes: Vec<CK_ATTRIBUTE>,
     values: PhantomData<&'a [u8]>,
 }
 
 impl<'a> Template<'a> {
-    fn bytes(mut self, kind: CK_ATTRIBUTE_TYPE, value: &'a [u8]) -> Self {
+    pub(super) fn bytes(mut self, kind: CK_ATTRIBUTE_TYPE, value: &'a [u8]) -> Self {
         self.attributes.push(CK_ATTRIBUTE {
             type_: kind,
             pValue: value.as_ptr().cast_mut().cast::<c_void>(),
@@ -703,7 +502,7 @@ impl<'a> Template<'a> {
         self
     }
 
-    fn bool(self, kind: CK_ATTRIBUTE_TYPE, value: &'a CK_BBOOL) -> Self {
+    pub(super) fn bool(self, kind: CK_ATTRIBUTE_TYPE, value: &'a CK_BBOOL) -> Self {
         self.bytes(kind, std::slice::from_ref(value))
     }
 
@@ -814,71 +613,4 @@ fn ckr_name(rv: CK_RV) -> Option<&'static str> {
         CKR_CRYPTOKI_NOT_INITIALIZED => "CKR_CRYPTOKI_NOT_INITIALIZED",
         _ => return None,
     })
-}
-
-/// Whether CKA_EC_PARAMS names Ed25519 (the OID, or PKCS #11 3.0's name).
-fn is_ed25519(params: &[u8]) -> bool {
-    ObjectIdentifier::from_der(params).is_ok_and(|oid| oid == ED25519)
-        || PrintableStringRef::from_der(params).is_ok_and(|name| name.as_str() == ED25519_NAME)
-}
-
-/// The 32-byte public key in CKA_EC_POINT: a DER OCTET STRING (PKCS #11
-/// 3.0; SoftHSM2), or the raw bytes (as some tokens give it).
-fn raw_public_key(point: &[u8]) -> Result<&[u8], IpcError> {
-    let raw = match OctetStringRef::from_der(point) {
-        Ok(octets) if octets.as_bytes().len() == 32 => octets.as_bytes(),
-        _ => point,
-    };
-    if raw.len() != 32 {
-        return Err(IpcError::new(
-            ErrorKind::KeyUnavailable,
-            format!("the token's Ed25519 public key (CKA_EC_POINT) is {} bytes, not 32", point.len()),
-        ));
-    }
-    Ok(raw)
-}
-
-/// The SubjectPublicKeyInfo of a raw Ed25519 public key, as OpenSSL encodes it.
-fn spki_of(raw: &[u8]) -> Result<Vec<u8>, IpcError> {
-    let bad = |e: openssl::error::ErrorStack| {
-        IpcError::new(ErrorKind::KeyUnavailable, format!("the token's Ed25519 public key: {e}"))
-    };
-    PKey::public_key_from_raw_bytes(raw, Id::ED25519).map_err(bad)?.public_key_to_der().map_err(bad)
-}
-
-fn verifies(spki: &[u8], message: &[u8], signature: &[u8]) -> bool {
-    let Ok(key) = PKey::public_key_from_der(spki) else { return false };
-    Verifier::new_without_digest(&key).and_then(|mut v| v.verify_oneshot(signature, message)).unwrap_or(false)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn public_keys_wrapped_or_raw() {
-        let key = PKey::generate_ed25519().unwrap();
-        let raw = key.raw_public_key().unwrap();
-        let wrapped = OctetStringRef::new(&raw).unwrap().to_der().unwrap();
-        assert_eq!(wrapped.len(), 34);
-        assert_eq!(raw_public_key(&wrapped).unwrap(), &raw[..]);
-        assert_eq!(raw_public_key(&raw).unwrap(), &raw[..]);
-        assert_eq!(spki_of(&raw).unwrap(), key.public_key_to_der().unwrap());
-        for bad in [&raw[..31], &wrapped[..33], &[0u8; 57][..]] {
-            assert_eq!(raw_public_key(bad).unwrap_err().kind, ErrorKind::KeyUnavailable);
-        }
-    }
-
-    #[test]
-    fn ed25519_params() {
-        assert!(is_ed25519(&ED25519.to_der().unwrap()));
-        assert!(is_ed25519(&PrintableStringRef::new(ED25519_NAME).unwrap().to_der().unwrap()));
-        let ed448 = ObjectIdentifier::new_unwrap("1.3.101.113").to_der().unwrap();
-        assert!(!is_ed25519(&ed448));
-        assert!(!is_ed25519(b"edwards25519"));
-        // The OID OpenSSL writes in an Ed25519 SPKI.
-        let spki = PKey::generate_ed25519().unwrap().public_key_to_der().unwrap();
-        let oid = ED25519.to_der().unwrap();
-        assert!(spki.windows(oid.len()).any(|w| w == oid));
-    }
 }
