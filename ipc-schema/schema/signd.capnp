@@ -115,7 +115,8 @@ struct AuditRecord {
   seq @0 :UInt64;
   timeUnixNanos @1 :Int64;
   operation @2 :Text;        # sign, sign-batch, generate, import, signer, admin,
-                             # issue-cert, sign-crl, sign-ocsp, issuer, crl-signer, ocsp-signer ...
+                             # issue-cert, sign-crl, sign-ocsp, issuer, crl-signer, ocsp-signer,
+                             # sign-ct, log-signer ...
   keyId @3 :Text;
   uid @4 :UInt32;
   pid @5 :Int32;
@@ -125,7 +126,10 @@ struct AuditRecord {
   outcome @9 :Text;          # "ok" or the error kind and detail; issue-cert, sign-crl
                              # and sign-ocsp successes add what was signed:
                              # "ok serial=<hex>", "ok crl-number=<hex> revoked=<n>",
-                             # "ok serial=<hex> status=good|revoked|unknown"
+                             # "ok serial=<hex> status=good|revoked|unknown";
+                             # sign-ct: "ok scts=<n> tree-heads=<m>", plus
+                             # " tree-size=<largest>" when m > 0 (messageSha256:
+                             # over the call's inputs, concatenated)
 }
 
 struct CallerResult    { union { ok @0 :Caller;              err @1 :Error; } }
@@ -140,6 +144,7 @@ struct AuditResult     { union { ok @0 :List(AuditRecord);   err @1 :Error; } }
 struct IssuerResult    { union { ok @0 :Issuer;              err @1 :Error; } }
 struct CrlSignerResult { union { ok @0 :CrlSigner;           err @1 :Error; } }
 struct OcspSignerResult { union { ok @0 :OcspSigner;         err @1 :Error; } }
+struct LogSignerResult { union { ok @0 :LogSigner;           err @1 :Error; } }
 # A signed object (Certificate, CertificateList, OCSPResponse) or a certificate, DER.
 struct DerResult       { union { ok @0 :Data;                err @1 :Error; } }
 struct TextResult      { union { ok @0 :Text;                err @1 :Error; } }
@@ -168,6 +173,11 @@ interface Signd {
   # for that CA's delegated OCSP responder. Empty name as for `issuer`.
   # Audited as "ocsp-signer".
   ocspSigner @6 (name :Text) -> (result :OcspSignerResult);
+  # Callers holding a role listed in the named CT log's `roles` (signd config
+  # `[logs.<name>]`): a LogSigner that signs that log's SCTs and tree heads
+  # only. An empty name picks the first log (by name) the caller may use.
+  # Refusals are audited (operation "log-signer").
+  logSigner @7 (name :Text) -> (result :LogSignerResult);
 }
 
 # Signing within one role. Every call is checked against the role's keys and
@@ -241,4 +251,26 @@ interface OcspSigner {
   responderCertificate @1 () -> (result :DerResult);
   # The CA's own certificate, DER (the issuer of the responder certificate).
   caCertificate @2 () -> (result :DerResult);
+}
+
+# Signing for one Certificate Transparency log (RFC 6962) with its log key
+# (ECDSA P-256). Holders of a role in the log's `roles`; every call re-checks
+# that the caller still holds it.
+interface LogSigner {
+  # One DER ECDSA-Sig-Value per input, in order: each input is hashed with
+  # SHA-256 and signed with the log key (RFC 6962 §2.1.4). Every input must be
+  # a well-formed RFC 6962 `digitally-signed` input, else the whole call is
+  # refused (invalidArgument, naming the input's index and why):
+  #   - an SCT's (§3.2): version v1 (0), signature_type certificate_timestamp
+  #     (0), a uint64 timestamp, then an x509_entry (0) whose ASN.1Cert
+  #     decodes as a DER Certificate, or a precert_entry (1) with a 32-byte
+  #     issuer_key_hash and a TBSCertificate that decodes as DER, then
+  #     CtExtensions<0..2^16-1>, and nothing after;
+  #   - a tree head's (§3.5): version v1 (0), signature_type tree_hash (1),
+  #     uint64 timestamp, uint64 tree_size, 32-byte root hash: 50 bytes.
+  # More inputs than signd's batch limit: tooLarge. One audit record per call
+  # ("sign-ct", see AuditRecord.outcome).
+  signMany @0 (inputs :List(Data)) -> (result :SignBatchResult);
+  # The log key's SubjectPublicKeyInfo, DER (its SHA-256 is the log ID).
+  publicKey @1 () -> (result :DerResult);
 }

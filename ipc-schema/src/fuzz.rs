@@ -14,8 +14,8 @@ use futures::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::server::{
-    self, AdminService, CrlSignerService, IssuerService, LocalResult, OcspSignerService, ServeOptions, Session,
-    SigndService, SignerService,
+    self, AdminService, CrlSignerService, IssuerService, LocalResult, LogSignerService, OcspSignerService,
+    ServeOptions, Session, SigndService, SignerService,
 };
 use crate::types::*;
 
@@ -58,7 +58,8 @@ pub fn server_input(data: &[u8]) -> usize {
 
 /// A client session, as bytes on the wire: what a real [`crate::SigndClient`]
 /// sends for whoami, health, signer, sign, sign-batch, list, admin, generate,
-/// import and audit. The seed corpus for fuzzing.
+/// import, audit, the issuer capabilities and the CT log signer. The seed
+/// corpus for fuzzing.
 pub fn recorded_client_session() -> Vec<u8> {
     let Ok(dir) = tempfile_dir() else { return Vec::new() };
     let server_path = dir.join("server.sock");
@@ -125,6 +126,9 @@ pub fn recorded_client_session() -> Vec<u8> {
         let _ = crate::block_on(client.sign_crl("ca", b"\x30\x00".to_vec()));
         let _ = crate::block_on(client.sign_ocsp_response("ca", b"\x30\x00".to_vec()));
         let _ = crate::block_on(client.ocsp_responder_certificate("ca"));
+        let tree_head = [&[0u8, 1][..], &[0; 48]].concat();
+        let _ = crate::block_on(client.sign_ct("log", vec![tree_head, b"\x00\x00".to_vec()]));
+        let _ = crate::block_on(client.ct_log_public_key("log"));
     }
     let out = recorded.lock().map(|r| r.clone()).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
@@ -186,6 +190,18 @@ impl Session for StandIn {
     }
     fn ocsp_signer(&self, _: String) -> LocalResult<Rc<dyn OcspSignerService>> {
         ready(Ok(Rc::new(StandIn) as Rc<dyn OcspSignerService>))
+    }
+    fn log_signer(&self, _: String) -> LocalResult<Rc<dyn LogSignerService>> {
+        ready(Ok(Rc::new(StandIn) as Rc<dyn LogSignerService>))
+    }
+}
+
+impl LogSignerService for StandIn {
+    fn sign_many(&self, inputs: Vec<Vec<u8>>) -> LocalResult<Vec<Vec<u8>>> {
+        ready(Ok(inputs.into_iter().map(|i| i.into_iter().rev().collect()).collect()))
+    }
+    fn public_key(&self) -> LocalResult<Vec<u8>> {
+        ready(Ok(vec![0x30, 0x00]))
     }
 }
 
@@ -309,6 +325,24 @@ mod tests {
         for (i, answer) in answers.into_iter().enumerate() {
             assert_eq!(answer.unwrap(), vec![2, 1, i as u8]);
         }
+    }
+
+    #[test]
+    fn ct_log_signer_round_trips_and_enforces_the_limits() {
+        let opts = ServeOptions { max_message_bytes: 64, max_batch: 3, ..ServeOptions::default() };
+        let (_dir, path) = server::serve_on_thread("standin-ct.sock", move |listener| {
+            server::serve(listener, Rc::new(StandIn), opts, tokio_util::sync::CancellationToken::new())
+        });
+        let client = crate::SigndClient::new(&path).unwrap();
+        // The stand-in "signs" by reversing; signatures come back in order.
+        let signed = crate::block_on(client.sign_ct("log", vec![b"ab".to_vec(), b"cd".to_vec()])).unwrap();
+        assert_eq!(signed, [b"ba".to_vec(), b"dc".to_vec()]);
+        assert_eq!(crate::block_on(client.ct_log_public_key("log")).unwrap(), [0x30, 0x00]);
+        // More inputs than the batch limit, or one over the message limit: refused whole.
+        let over = crate::block_on(client.sign_ct("log", vec![b"m".to_vec(); 4]));
+        assert_eq!(over.unwrap_err().kind, ErrorKind::TooLarge);
+        let big = crate::block_on(client.sign_ct("log", vec![b"m".to_vec(), vec![0; 65]]));
+        assert_eq!(big.unwrap_err().kind, ErrorKind::TooLarge);
     }
 
     #[test]

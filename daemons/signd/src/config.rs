@@ -41,6 +41,9 @@ pub struct Config {
     /// CA issuers by name (see [`crate::issuers`]): `[issuers.<name>]`.
     #[serde(default)]
     pub issuers: BTreeMap<String, IssuerConfig>,
+    /// Certificate Transparency logs by name (see [`crate::logs`]): `[logs.<name>]`.
+    #[serde(default)]
+    pub logs: BTreeMap<String, LogConfig>,
     /// Roles by name: who holds them and what they may do.
     #[serde(default)]
     pub roles: BTreeMap<String, RoleConfig>,
@@ -96,6 +99,23 @@ pub struct OcspConfig {
     /// Roles that may obtain this CA's `OcspSigner`.
     #[serde(default)]
     pub roles: Vec<String>,
+}
+
+/// `[logs.<name>]`: one Certificate Transparency log whose key signs, through
+/// the `LogSigner` capability, only RFC 6962 SCT and tree head signature inputs.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// The signd key id of the log's private key; it must be an ECDSA P-256
+    /// key (RFC 6962 §2.1.4), or signd does not start.
+    pub key: String,
+    /// Roles that may obtain this log's `LogSigner`.
+    #[serde(default)]
+    pub roles: Vec<String>,
+    /// Roles that may still sign raw messages with the log key through the
+    /// plain `Signer`; by default none may.
+    #[serde(default)]
+    pub raw_signing_roles: Vec<String>,
 }
 
 /// `[nss]`: keys on an NSS token (softokn or a PKCS #11 module registered in

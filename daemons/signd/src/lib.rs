@@ -19,6 +19,7 @@ pub mod config;
 mod dispatch;
 pub mod issuers;
 pub mod keys;
+pub mod logs;
 pub mod policy;
 pub mod pool;
 pub mod service;
@@ -39,6 +40,7 @@ use crate::backend::nss::{NssBackend, NssSettings};
 use crate::backend::{openssl::OpensslBackend, Backend};
 use crate::config::{Config, Durability};
 use crate::issuers::Issuers;
+use crate::logs::Logs;
 use crate::policy::Policy;
 use crate::service::{Signd, State};
 
@@ -51,20 +53,21 @@ pub const STORE_SCHEMA_VERSION: u32 = 1;
 pub use signet_runtime::DaemonError as SigndError;
 
 /// What `--check-config` and start check beyond the file's syntax: every role's users and
-/// groups exist, and every issuer's role names, profile and certificates are sound. The keys
-/// the issuers name are checked at start, against the key ring; the NSS database and PIN file
-/// when the NSS backend opens.
+/// groups exist, every issuer's role names, profile and certificates are sound, and every CT
+/// log's name, key id and role names are. The keys the issuers and logs name are checked at
+/// start, against the key ring; the NSS database and PIN file when the NSS backend opens.
 impl DaemonConfig for Config {
     fn check_config(&self) -> Result<(), String> {
         Policy::resolve(&self.roles).map_err(|e| e.to_string())?;
         if let Some(nss) = &self.nss {
             nss_settings(nss).check().map_err(|e| e.detail)?;
         }
-        issuers::check(&self.issuers)
+        issuers::check(&self.issuers)?;
+        logs::check(&self.logs)
     }
 }
 
-/// SIGHUP re-reads the roles; issuers and everything else take a restart.
+/// SIGHUP re-reads the roles; issuers, CT logs and everything else take a restart.
 impl Reload for Signd {
     type Config = Config;
     const WHAT: &'static str = "policy";
@@ -145,12 +148,13 @@ pub fn run(config_path: &Path, config: Checked<Config>) -> Result<(), SigndError
     let policy = Policy::resolve(&config.roles).map_err(|e| cfg_err(e.to_string()))?;
     let state = Arc::new(open_state(&config, Clock::system())?);
     let issuers = Issuers::load(&config.issuers, &state.keys).map_err(cfg_err)?;
+    let logs = Logs::load(&config.logs, &state.keys).map_err(cfg_err)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| SigndError::Startup(format!("tokio runtime: {e}")))?;
     let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, serve_until_stopped(config_path, &config, state, policy, issuers))?;
+    local.block_on(&rt, serve_until_stopped(config_path, &config, state, policy, issuers, logs))?;
     // Audit records are already committed; flush them to disk before exiting.
     drop(local);
     drop(rt);
@@ -164,12 +168,14 @@ async fn serve_until_stopped(
     state: Arc<State>,
     policy: Policy,
     issuers: Issuers,
+    logs: Logs,
 ) -> Result<(), SigndError> {
     let mut life = Lifecycle::install("signd", config_path)?;
     let mut act = activation::Activation::from_env();
     let listener = activation::unix_listener(&mut act, "signd", &config.socket, config.socket_mode.bits())?;
     let service = Signd::new(state.clone(), policy);
     service.set_issuers(issuers);
+    service.set_logs(logs);
     let opts = ServeOptions {
         max_frame_bytes: config.limits.max_frame_bytes,
         max_message_bytes: config.limits.max_message_bytes,

@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use futures::FutureExt;
 use signet_ipc::server::{
-    AdminService, CrlSignerService, IssuerService, LocalResult, OcspSignerService, Session, SigndService, SignerService,
+    AdminService, CrlSignerService, IssuerService, LocalResult, LogSignerService, OcspSignerService, Session,
+    SigndService, SignerService,
 };
 use signet_ipc::{
     AuditQuery, AuditRecord, CallerInfo, Health, IpcError, KeyInfo, KeySpec, PeerCredentials, SignatureScheme,
@@ -19,6 +20,7 @@ use crate::config::Operation;
 use crate::dispatch::{Dispatcher, SignJob, Workers};
 use crate::issuers::Issuers;
 use crate::keys::KeyRing;
+use crate::logs::Logs;
 use crate::policy::{supplementary_groups, Policy, Role};
 use crate::pool::Pool;
 
@@ -52,6 +54,7 @@ pub(crate) struct Shared {
     pub(crate) state: Arc<State>,
     policy: RefCell<Arc<Policy>>,
     pub(crate) issuers: RefCell<Arc<Issuers>>,
+    pub(crate) logs: RefCell<Arc<Logs>>,
     dispatch: Rc<Dispatcher<State>>,
     started: Instant,
 }
@@ -60,15 +63,22 @@ impl Signd {
     /// A service over `state` enforcing `policy`.
     pub fn new(state: Arc<State>, policy: Policy) -> Self {
         let issuers = RefCell::new(Arc::new(Issuers::default()));
+        let logs = RefCell::new(Arc::new(Logs::default()));
         let dispatch = Dispatcher::new(state.clone());
         let policy = RefCell::new(Arc::new(policy));
-        Self { shared: Rc::new(Shared { state, policy, issuers, dispatch, started: Instant::now() }) }
+        Self { shared: Rc::new(Shared { state, policy, issuers, logs, dispatch, started: Instant::now() }) }
     }
 
     /// Replaces the CA issuers (see [`crate::issuers`]); capabilities already
     /// handed out keep the issuer they were obtained for.
     pub fn set_issuers(&self, issuers: Issuers) {
         *self.shared.issuers.borrow_mut() = Arc::new(issuers);
+    }
+
+    /// Replaces the CT logs (see [`crate::logs`]); capabilities already
+    /// handed out keep the log they were obtained for.
+    pub fn set_logs(&self, logs: Logs) {
+        *self.shared.logs.borrow_mut() = Arc::new(logs);
     }
 
     /// Replaces the policy (SIGHUP). Capabilities already handed out re-check
@@ -205,6 +215,10 @@ impl Session for Caller {
     fn ocsp_signer(&self, name: String) -> LocalResult<Rc<dyn OcspSignerService>> {
         crate::issuers::ocsp_signer(self.clone(), name)
     }
+
+    fn log_signer(&self, name: String) -> LocalResult<Rc<dyn LogSignerService>> {
+        crate::logs::log_signer(self.clone(), name)
+    }
 }
 
 /// A Signer capability: one caller acting in one role.
@@ -237,8 +251,10 @@ impl Signer {
         if !role.may_use(key_id, &key.info.roles) {
             return Err(IpcError::denied(format!("role `{}` may not use key `{key_id}`", self.role)));
         }
-        // CA and OCSP responder keys sign only through the issuer roles (see crate::issuers).
+        // CA and OCSP responder keys sign only through the issuer roles (see
+        // crate::issuers), CT log keys only through the LogSigner (crate::logs).
         self.caller.shared.issuers.borrow().check_raw_signing(key_id, &self.role)?;
+        self.caller.shared.logs.borrow().check_raw_signing(key_id, &self.role)?;
         let handle = key.signer()?.clone();
         let scheme = handle.algorithm().resolve(scheme)?;
         Ok((handle, scheme))

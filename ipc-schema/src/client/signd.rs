@@ -222,6 +222,25 @@ impl SigndClient {
     pub async fn crl_signer_profile(&self, issuer: &str) -> Result<String, IpcError> {
         self.text(Request::CrlSignerProfile { issuer: issuer.into() }).await
     }
+
+    /// Has CT log `log` (empty: the caller's first) sign `inputs`, each an
+    /// RFC 6962 SCT signature input (§3.2) or tree head signature input
+    /// (§3.5), in one call; returns one DER ECDSA signature (SHA-256, P-256)
+    /// per input, in order. signd refuses the whole call if any input is not
+    /// one of those (`InvalidArgument`, naming its index), or if there are
+    /// more than its batch limit (`TooLarge`).
+    pub async fn sign_ct(&self, log: &str, inputs: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, IpcError> {
+        match self.0.call(Request::SignCt { log: log.into(), inputs }).await? {
+            Response::Signatures(s) => Ok(s),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The public key (DER SubjectPublicKeyInfo) of CT log `log`, through its
+    /// LogSigner capability; its SHA-256 is the log ID.
+    pub async fn ct_log_public_key(&self, log: &str) -> Result<Vec<u8>, IpcError> {
+        self.der(Request::CtLogPublicKey { log: log.into() }).await
+    }
 }
 
 /// signd's calls, as the [`Connection`] carries them.
@@ -321,6 +340,13 @@ pub(crate) enum Request {
     },
     CrlSignerProfile {
         issuer: String,
+    },
+    SignCt {
+        log: String,
+        inputs: Vec<Vec<u8>>,
+    },
+    CtLogPublicKey {
+        log: String,
     },
 }
 
@@ -450,6 +476,7 @@ pub(crate) struct Caps {
     issuers: RefCell<HashMap<String, wire::issuer::Client>>,
     crl_signers: RefCell<HashMap<String, wire::crl_signer::Client>>,
     ocsp_signers: RefCell<HashMap<String, wire::ocsp_signer::Client>>,
+    log_signers: RefCell<HashMap<String, wire::log_signer::Client>>,
 }
 
 /// Obtains (or reuses) a capability from a bootstrap method taking a name.
@@ -496,6 +523,10 @@ impl Conn<Signd> {
 
     async fn ocsp_signer(&self, name: &str) -> Result<wire::ocsp_signer::Client, CallError> {
         named_capability!(self, ocsp_signers, ocsp_signer_request, conv::write_ocsp_signer, name)
+    }
+
+    async fn log_signer(&self, name: &str) -> Result<wire::log_signer::Client, CallError> {
+        named_capability!(self, log_signers, log_signer_request, conv::write_log_signer, name)
     }
 }
 
@@ -595,6 +626,20 @@ async fn attempt(conn: &Conn<Signd>, request: &Request) -> Result<Response, Call
         Request::CrlSignerProfile { issuer } => {
             let req = conn.crl_signer(issuer).await?.profile_request();
             Response::Text(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::SignCt { log, inputs } => {
+            let mut req = conn.log_signer(log).await?.sign_many_request();
+            conv::write_sign_many(req.get(), inputs);
+            let signatures = req.send().promise.await?.get()?.read_outcome()?;
+            if signatures.len() != inputs.len() {
+                let answered = format!("signd returned {} signatures for {} inputs", signatures.len(), inputs.len());
+                return Err(IpcError::internal(answered).into());
+            }
+            Response::Signatures(signatures)
+        }
+        Request::CtLogPublicKey { log } => {
+            let req = conn.log_signer(log).await?.public_key_request();
+            Response::Der(req.send().promise.await?.get()?.read_outcome()?)
         }
     })
 }

@@ -362,6 +362,13 @@ capability_result!(
     wire::ocsp_signer::Client,
     "OCSP signer result"
 );
+capability_result!(
+    write_log_signer_result,
+    read_log_signer_result,
+    log_signer_result,
+    wire::log_signer::Client,
+    "log signer result"
+);
 
 // --- each method's Results ----------------------------------------------------
 
@@ -371,6 +378,7 @@ outcome!(signd::admin_results: wire::admin::Client, write_admin_result, read_adm
 outcome!(signd::issuer_results: wire::issuer::Client, write_issuer_result, read_issuer_result);
 outcome!(signd::crl_signer_results: wire::crl_signer::Client, write_crl_signer_result, read_crl_signer_result);
 outcome!(signd::ocsp_signer_results: wire::ocsp_signer::Client, write_ocsp_signer_result, read_ocsp_signer_result);
+outcome!(signd::log_signer_results: wire::log_signer::Client, write_log_signer_result, read_log_signer_result);
 
 outcome!(signer::list_keys_results: Vec<KeyInfo>, write_key_list_result, read_key_list_result);
 outcome!(signer::public_key_results: KeyInfo, write_key_result, read_key_result);
@@ -397,6 +405,9 @@ outcome!(ocsp_signer::responder_certificate_results: Vec<u8>, write_der_result, 
     read_der_result(r, "responder certificate")
 });
 outcome!(ocsp_signer::ca_certificate_results: Vec<u8>, write_der_result, |r| read_der_result(r, "CA certificate"));
+
+outcome!(log_signer::sign_many_results: Vec<Vec<u8>>, write_sign_batch_result, read_sign_batch_result);
+outcome!(log_signer::public_key_results: Vec<u8>, write_der_result, |r| read_der_result(r, "log public key"));
 
 /// Server: fills `health`'s Results (anyone may ask; it has no error).
 pub(crate) fn write_health_results(mut r: wire::signd::health_results::Builder<'_>, h: &Health) {
@@ -455,6 +466,17 @@ macro_rules! ca_name_params {
 ca_name_params!(write_issuer, read_issuer, issuer_params, "issuer request");
 ca_name_params!(write_crl_signer, read_crl_signer, crl_signer_params, "CRL signer request");
 ca_name_params!(write_ocsp_signer, read_ocsp_signer, ocsp_signer_params, "OCSP signer request");
+
+pub(crate) fn write_log_signer(mut p: wire::signd::log_signer_params::Builder<'_>, name: &str) {
+    p.set_name(name);
+}
+
+/// The Params of `logSigner`: a CT log's name.
+pub(crate) fn read_log_signer(
+    p: capnp::Result<wire::signd::log_signer_params::Reader<'_>>,
+) -> Result<String, IpcError> {
+    p.map_err(|e| malformed("log signer request", e)).and_then(|p| text(p.get_name(), "log name"))
+}
 
 pub(crate) fn write_public_key(mut p: wire::signer::public_key_params::Builder<'_>, key_id: &str) {
     p.set_key_id(key_id);
@@ -606,4 +628,22 @@ pub(crate) fn read_sign_response_data(
     opts: &ServeOptions,
 ) -> Result<Vec<u8>, IpcError> {
     p.map_err(|e| malformed("sign OCSP request", e)).and_then(|p| read_der(p.get_response_data(), opts, "ResponseData"))
+}
+
+pub(crate) fn write_sign_many(p: wire::log_signer::sign_many_params::Builder<'_>, inputs: &[Vec<u8>]) {
+    write_data_list(p.init_inputs(inputs.len() as u32), inputs);
+}
+
+/// The inputs of a `signMany`: no more than the batch limit, each within the
+/// message limit.
+pub(crate) fn read_sign_many(
+    p: capnp::Result<wire::log_signer::sign_many_params::Reader<'_>>,
+    opts: &ServeOptions,
+) -> Result<Vec<Vec<u8>>, IpcError> {
+    let p = p.map_err(|e| malformed("sign CT request", e))?;
+    let inputs = read_data_list(p.get_inputs(), opts.max_batch)?;
+    for i in &inputs {
+        check_size(opts, i.len())?;
+    }
+    Ok(inputs)
 }

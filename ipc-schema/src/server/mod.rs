@@ -23,8 +23,8 @@ pub use accept::{InFlight, ServeOptions, DEFAULT_BUSY_POLL, DRAIN_TIMEOUT};
 pub use acmed::{serve_acmed, AcmeAdminService, AcmedService, AcmedSession};
 pub use ocspd::{serve_ocspd, OcspdService, OcspdSession, RegistryService};
 pub use signd::{
-    serve, serve_connection, AdminService, CrlSignerService, IssuerService, OcspSignerService, Session, SigndService,
-    SignerService,
+    serve, serve_connection, AdminService, CrlSignerService, IssuerService, LogSignerService, OcspSignerService,
+    Session, SigndService, SignerService,
 };
 
 /// The result of a server operation: a `!Send` future on the serving thread.

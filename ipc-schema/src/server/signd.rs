@@ -47,6 +47,9 @@ pub trait Session: 'static {
     fn crl_signer(&self, name: String) -> LocalResult<Rc<dyn CrlSignerService>>;
     /// The OCSP signer of CA `name`, or a refusal.
     fn ocsp_signer(&self, name: String) -> LocalResult<Rc<dyn OcspSignerService>>;
+    /// The signer of CT log `name` (empty: the first the caller may use), or
+    /// a refusal (recorded before the future resolves).
+    fn log_signer(&self, name: String) -> LocalResult<Rc<dyn LogSignerService>>;
 }
 
 /// Certificate issuance for one CA.
@@ -79,6 +82,16 @@ pub trait OcspSignerService: 'static {
     fn responder_certificate(&self) -> LocalResult<Vec<u8>>;
     /// The CA's own certificate (DER).
     fn ca_certificate(&self) -> LocalResult<Vec<u8>>;
+}
+
+/// Signing for one Certificate Transparency log with its log key.
+pub trait LogSignerService: 'static {
+    /// Checks that every input is an RFC 6962 SCT or tree head signature
+    /// input (else refuses them all), and returns one DER ECDSA signature per
+    /// input, in order.
+    fn sign_many(&self, inputs: Vec<Vec<u8>>) -> LocalResult<Vec<Vec<u8>>>;
+    /// The log key's SubjectPublicKeyInfo (DER).
+    fn public_key(&self) -> LocalResult<Vec<u8>>;
 }
 
 /// Signing within one role.
@@ -187,6 +200,7 @@ type AdminServer = Child<Rc<dyn AdminService>>;
 type IssuerServer = Child<Rc<dyn IssuerService>>;
 type CrlSignerServer = Child<Rc<dyn CrlSignerService>>;
 type OcspSignerServer = Child<Rc<dyn OcspSignerService>>;
+type LogSignerServer = Child<Rc<dyn LogSignerService>>;
 
 /// `call` for a method answered without waiting.
 fn now<T: 'static>(outcome: Result<T, IpcError>) -> std::future::Ready<Result<T, IpcError>> {
@@ -267,6 +281,17 @@ impl wire::signd::Server for SigndServer {
     ) -> capnp::Result<()> {
         handle(&self.in_flight, params, results, conv::read_ocsp_signer, |name| {
             self.session.ocsp_signer(name).map(|r| r.map(|inner| capnp_rpc::new_client(self.child(inner))))
+        })
+        .await
+    }
+
+    async fn log_signer(
+        self: CapRc<Self>,
+        params: wire::signd::LogSignerParams,
+        results: wire::signd::LogSignerResults,
+    ) -> capnp::Result<()> {
+        handle(&self.in_flight, params, results, conv::read_log_signer, |name| {
+            self.session.log_signer(name).map(|r| r.map(|inner| capnp_rpc::new_client(self.child(inner))))
         })
         .await
     }
@@ -500,5 +525,30 @@ impl wire::ocsp_signer::Server for OcspSignerServer {
         results: wire::ocsp_signer::CaCertificateResults,
     ) -> capnp::Result<()> {
         handle(&self.in_flight, params, results, |_| Ok(()), |()| self.inner.ca_certificate()).await
+    }
+}
+
+impl wire::log_signer::Server for LogSignerServer {
+    async fn sign_many(
+        self: CapRc<Self>,
+        params: wire::log_signer::SignManyParams,
+        results: wire::log_signer::SignManyResults,
+    ) -> capnp::Result<()> {
+        handle(
+            &self.in_flight,
+            params,
+            results,
+            |p| conv::read_sign_many(p, &self.opts),
+            |inputs| self.inner.sign_many(inputs),
+        )
+        .await
+    }
+
+    async fn public_key(
+        self: CapRc<Self>,
+        params: wire::log_signer::PublicKeyParams,
+        results: wire::log_signer::PublicKeyResults,
+    ) -> capnp::Result<()> {
+        handle(&self.in_flight, params, results, |_| Ok(()), |()| self.inner.public_key()).await
     }
 }
