@@ -90,6 +90,37 @@ fn signd_check_config_refuses_what_start_refuses() {
         ),
         &["issuer `demo`", "invalid role name `Not A Role`"],
     );
+    accepted("signd", d, &format!("{base}[logs.signet2025]\nkey = \"ct-key\"\nroles = [\"ctlog\"]\n"));
+    refused(
+        "signd",
+        d,
+        &format!("{base}[logs.signet2025]\nkey = \"ct-key\"\nroles = [\"ctlog\"]\nscheme = \"ecdsa-sha256\"\n"),
+        &["signd.toml:6:", "unknown key `scheme`"],
+    );
+    refused(
+        "signd",
+        d,
+        &format!("{base}[logs.signet2025]\nkey = \"ct-key\"\nroles = [\"Not A Role\"]\n"),
+        &["log `signet2025`", "invalid role name `Not A Role`"],
+    );
+    refused(
+        "signd",
+        d,
+        &format!("{base}[logs.signet2025]\nkey = \"ct-key\"\nraw_signing_roles = [\"ROOT\"]\n"),
+        &["log `signet2025`", "invalid role name `ROOT`"],
+    );
+    refused(
+        "signd",
+        d,
+        &format!("{base}[logs.\".hidden\"]\nkey = \"ct-key\"\nroles = [\"ctlog\"]\n"),
+        &["log `.hidden`", "invalid log name"],
+    );
+    refused(
+        "signd",
+        d,
+        &format!("{base}[logs.signet2025]\nroles = [\"ctlog\"]\n"),
+        &["signd.toml:3:", "missing key `key`"],
+    );
     let no_db = d.join("no-such-nssdb");
     refused(
         "signd",
