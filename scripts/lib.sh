@@ -227,6 +227,38 @@ ensure_lego() {
   "$SIGNET_LEGO" --version >/dev/null
 }
 
+# Certificate Transparency peers for tests/ct/interop.sh, each built once into
+# $SIGNET_CACHE/bin: ctclient (certificate-transparency-go, RFC 6962: upload,
+# get-sth, get-entries, inclusion and consistency proofs, each verified by the
+# client) and TesseraCT's fsck (re-hashes every tile of a Static CT API log and
+# checks the checkpoint signature).
+SIGNET_CTGO_VERSION="${SIGNET_CTGO_VERSION:-1.4.0}"
+SIGNET_TESSERACT_VERSION="${SIGNET_TESSERACT_VERSION:-0.1.1}"
+ensure_ct_tools() {
+  export SIGNET_CTCLIENT="$SIGNET_CACHE/bin/ctclient-$SIGNET_CTGO_VERSION"
+  export SIGNET_CT_FSCK="$SIGNET_CACHE/bin/tesseract-fsck-$SIGNET_TESSERACT_VERSION"
+  [ -x "$SIGNET_CTCLIENT" ] && [ -x "$SIGNET_CT_FSCK" ] && return 0
+  ensure_go || return 1
+  mkdir -p "$SIGNET_CACHE/bin"
+  local dir
+  if [ ! -x "$SIGNET_CTCLIENT" ]; then
+    say "building ctclient v$SIGNET_CTGO_VERSION into $SIGNET_CTCLIENT"
+    (cd / && GO111MODULE=on GOBIN="$SIGNET_CACHE/bin/.ctclient" nice -n 10 \
+      go install "github.com/google/certificate-transparency-go/client/ctclient@v$SIGNET_CTGO_VERSION") || return 1
+    mv -f "$SIGNET_CACHE/bin/.ctclient/ctclient" "$SIGNET_CTCLIENT"
+  fi
+  if [ ! -x "$SIGNET_CT_FSCK" ]; then
+    say "building TesseraCT fsck v$SIGNET_TESSERACT_VERSION into $SIGNET_CT_FSCK"
+    dir="$(cd / && GO111MODULE=on GONOSUMDB=github.com/transparency-dev/tesseract go mod download -json \
+      "github.com/transparency-dev/tesseract@v$SIGNET_TESSERACT_VERSION" |
+      sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+    [ -n "$dir" ] && [ -d "$dir/cmd/fsck" ] || { echo "no module directory for tesseract v$SIGNET_TESSERACT_VERSION" >&2; return 1; }
+    (cd "$dir" && GO111MODULE=on GONOSUMDB=github.com/transparency-dev/tesseract nice -n 10 \
+      go build -buildvcs=false -trimpath -o "$SIGNET_CT_FSCK.tmp" ./cmd/fsck) || return 1
+    mv -f "$SIGNET_CT_FSCK.tmp" "$SIGNET_CT_FSCK"
+  fi
+}
+
 # Pebble (Let's Encrypt's test ACME server), the same-run baseline of
 # bench/scripts/acme-bench.sh --pebble; not needed by scripts/test.
 SIGNET_PEBBLE_VERSION="${SIGNET_PEBBLE_VERSION:-2.10.1}"

@@ -243,3 +243,49 @@ fn acmed_check_config_refuses_what_start_refuses() {
     refused("acmed", d, &format!("{base}chain = {garbage:?}\n"), &["chain: "]);
     assert!(!d.join("state").exists() && !d.join("admin.sock").exists());
 }
+
+#[test]
+fn ctlogd_check_config_refuses_what_start_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A readable root (any self-signed certificate does for the check).
+    let (root, _) = tls_files(d);
+    // No signd listens there: a config start would accept waits for signd, so
+    // only --check-config is run on it.
+    let base = format!(
+        "state_dir = {:?}\nsignd_socket = {:?}\nlisten = \"127.0.0.1:0\"\nroots = [{:?}]\n",
+        d.join("state"),
+        d.join("no-signd.sock"),
+        root
+    );
+    let log = format!("[logs.demo]\nstorage = {{ dir = {:?} }}\n", d.join("tiles"));
+    accepted("ctlogd", d, &format!("{base}{log}"));
+
+    refused("ctlogd", d, &format!("{base}bogus = 1\n{log}"), &["ctlogd.toml:5:", "bogus"]);
+    refused("ctlogd", d, &base, &["missing key `logs`"]);
+    refused("ctlogd", d, &format!("{base}logs = {{}}\n"), &["no [logs.<name>] configured"]);
+    refused(
+        "ctlogd",
+        d,
+        &format!(
+            "state_dir = {:?}\nsignd_socket = \"/x\"\nlisten = \"127.0.0.1:0\"\nroots = [{:?}]\n{log}",
+            d.join("state"),
+            d.join("no-such-roots.pem")
+        ),
+        &["roots file", "no-such-roots.pem"],
+    );
+    refused(
+        "ctlogd",
+        d,
+        &format!("{base}{log}not_after_start = \"2027-01-01T00:00:00Z\"\nnot_after_end = \"2026-01-01T00:00:00Z\"\n"),
+        &["log `demo`", "not_after_start must be before not_after_end"],
+    );
+    refused("ctlogd", d, &format!("{base}[sequencing]\nmax_batch = 0\n{log}"), &["[sequencing] max_batch"]);
+    refused(
+        "ctlogd",
+        d,
+        &format!("{base}[logs.\"a/b\"]\nstorage = {{ dir = \"/t\" }}\n"),
+        &["log `a/b`", "path segment"],
+    );
+    assert!(!d.join("state").exists() && !d.join("tiles").exists());
+}

@@ -19,7 +19,7 @@ units_dir=$(cd "$here/../../units" && pwd)
 max_exposure=${MAX_EXPOSURE:-2.0}
 
 # The Signet install layout. Only these get stubs: a typo in an ExecStart= path stays missing.
-SIGNET_BINARIES=(/usr/libexec/signet/signd /usr/libexec/signet/ocspd /usr/libexec/signet/acmed /usr/bin/signetctl)
+SIGNET_BINARIES=(/usr/libexec/signet/signd /usr/libexec/signet/ocspd /usr/libexec/signet/acmed /usr/libexec/signet/ctlogd /usr/bin/signetctl)
 # What sysusers.d/signet.conf must produce.
 DAEMON_USERS=(signd acmed ocspd ctlogd tokend probed)
 CLIENT_MEMBERS=(acmed ctlogd ocspd probed tokend) # sorted
@@ -183,6 +183,7 @@ mkdir -p "$root/etc/signet"
 install -m 0644 /dev/null "$root/etc/signet/signd.toml" # a world-readable config, to be fixed by `z`
 install -m 0644 /dev/null "$root/etc/signet/ocspd.toml"
 install -m 0644 /dev/null "$root/etc/signet/acmed.toml"
+install -m 0644 /dev/null "$root/etc/signet/ctlogd.toml"
 rc=0
 out=$(systemd-tmpfiles --root="$root" --create 2>&1) || rc=$?
 # stat_names PATH: "mode user group", names resolved through the temp root's passwd/group.
@@ -205,6 +206,7 @@ done <<'EOF'
 /etc/signet/signd.toml 640 root signd
 /etc/signet/ocspd.toml 640 root ocspd
 /etc/signet/acmed.toml 640 root acmed
+/etc/signet/ctlogd.toml 640 root ctlogd
 EOF
 if [[ ${#problems[@]} -eq 0 ]]; then
     pass "tmpfiles.d/signet.conf: /run/signet, /var/lib/signet, /etc/signet/signd.toml"
@@ -260,6 +262,16 @@ need acmed.service 'User=acmed'
 need acmed.service 'StateDirectory=signet/acmed'
 need acmed.service 'LoadCredential=tls-key:.*'
 need acmed.service 'PartOf=signet\.target'
+need ctlogd-http.socket 'FileDescriptorName=ctlogd-http'
+need ctlogd.service 'Type=notify'
+need ctlogd.service 'WatchdogSec=30s'
+need ctlogd.service 'ExecStart=/usr/libexec/signet/ctlogd( .*)?'
+need ctlogd.service 'ExecReload=/bin/kill -HUP \$MAINPID'
+need ctlogd.service 'Sockets=ctlogd-http\.socket'
+need ctlogd.service 'User=ctlogd'
+need ctlogd.service 'StateDirectory=signet/ctlogd'
+need ctlogd.service 'PrivateNetwork=yes'
+need ctlogd.service 'PartOf=signet\.target'
 if [[ ${#problems[@]} -eq 0 ]]; then
     pass "install layout: socket path/name/owner/mode, notify+watchdog, state dir, signet.target"
 else
@@ -305,6 +317,12 @@ if [[ -n $score ]] && le "$score" "$max_exposure"; then
     pass "acmed.service exposure $score <= $max_exposure"
 else
     fail "acmed.service exposure '${score}' > $max_exposure" "$(grep -E '✗|Overall' <<<"$sec_out")"
+fi
+exposure "$root" ctlogd.service
+if [[ -n $score ]] && le "$score" "$max_exposure"; then
+    pass "ctlogd.service exposure $score <= $max_exposure"
+else
+    fail "ctlogd.service exposure '${score}' > $max_exposure" "$(grep -E '✗|Overall' <<<"$sec_out")"
 fi
 printf '[Unit]\nDescription=unhardened canary\n[Service]\nExecStart=/usr/libexec/signet/signd\n' \
     >"$root/etc/systemd/system/canary-weak.service"

@@ -161,6 +161,9 @@ impl Roots {
                 precert::precert_entry(&full).map_err(|e| ChainError::NotPrecertificate(e.to_string()))?
             }
         };
+        // The bar signd holds the entry to before it signs the SCT: one entry
+        // below it would fail its whole batch.
+        entry.check_der().map_err(|detail| ChainError::BadCertificate { index: 0, detail })?;
         let pre_certificate = (kind == Submission::PreChain).then(|| chain[0].clone());
         Ok(NewEntry { identity: identity_hash(&entry), entry, pre_certificate, issuers })
     }

@@ -8,6 +8,8 @@
 //! | `GET checkpoint`, `tile/<L>/<N>[.p/<W>]`, `tile/data/<N>[.p/<W>]`, `issuer/<hex>` | static-ct-api |
 //! | `GET log.v3.json` | the log's metadata |
 //!
+//! and, at the root, `GET /logs.json`: `{"logs": [...]}`, every log's metadata.
+//!
 //! Bad input gets 400 (404 for what does not exist) with a one-line reason;
 //! a full backlog 429 with `Retry-After`; storage or signer trouble 503.
 
@@ -46,6 +48,12 @@ impl CtHttp {
 
     /// Answers one request, given its method, path, query and body.
     pub async fn answer(&self, method: &Method, path: &str, query: Option<&str>, body: Bytes) -> Response<Full<Bytes>> {
+        if path == "/logs.json" {
+            if method != Method::GET && method != Method::HEAD {
+                return method_not_allowed("GET, HEAD");
+            }
+            return self.log_list();
+        }
         let Some((log, rest)) = self.logs.iter().find_map(|(p, l)| path.strip_prefix(p.as_str()).map(|r| (l, r)))
         else {
             return text_response(StatusCode::NOT_FOUND, "no such log\n");
@@ -106,6 +114,19 @@ impl CtHttp {
                 Err(e) => error_response(&e),
             },
         }
+    }
+}
+
+impl CtHttp {
+    /// `GET /logs.json`: every log's metadata (as in its `log.v3.json`), in
+    /// the order of their prefixes.
+    fn log_list(&self) -> Response<Full<Bytes>> {
+        let mut logs: Vec<&(String, Arc<Log>)> = self.logs.iter().collect();
+        logs.sort_by(|a, b| a.0.cmp(&b.0));
+        let list = serde_json::json!({ "logs": logs.iter().map(|(_, l)| l.metadata()).collect::<Vec<_>>() });
+        let mut r = bytes_response(Bytes::from(list.to_string()), "application/json");
+        r.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static(CACHE_SHORT));
+        r
     }
 }
 

@@ -173,6 +173,15 @@ async fn both_apis_serve_one_verifiable_tree() {
     let meta: serde_json::Value = f.json("log.v3.json").await;
     assert_eq!(meta["log_id"], signet_ct::rfc6962::api::base64(&f.key.log_id()));
     assert_eq!(meta["mmd"], 60);
+    // The list at the root holds the same metadata; anything else at the root is no log.
+    let r = f.http.answer(&Method::GET, "/logs.json", None, Bytes::new()).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let list: serde_json::Value = serde_json::from_slice(&r.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    assert_eq!(list["logs"], serde_json::json!([meta]));
+    let r = f.http.answer(&Method::POST, "/logs.json", None, Bytes::new()).await;
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let r = f.http.answer(&Method::GET, "/other/checkpoint", None, Bytes::new()).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,13 +19,20 @@
 //!   precertificates, validity and the temporal window.
 //! - [`log`]: one log: submissions and every read of both APIs, from the tiles.
 //! - [`http`]: the HTTP handler for signet-runtime's scaffold.
+//! - [`config`], [`daemon`], [`metrics`]: the daemon around them: its TOML,
+//!   start-up (keys from signd, storage, crash repair), SIGHUP, stop, `/metrics`.
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod chain;
+pub mod config;
+pub mod daemon;
 pub mod db;
 pub mod http;
 pub mod log;
+pub mod metrics;
 pub mod sequencer;
 pub mod signer;
 pub mod storage;
+
+pub use daemon::{run, CtlogdError};

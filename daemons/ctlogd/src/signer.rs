@@ -92,3 +92,56 @@ mod local {
         }
     }
 }
+
+/// The log key in signd, through its CT log capability (`[logs.<name>]` in
+/// signd's config): signd checks that every input is a well-formed SCT or
+/// tree head before signing, and audits each call.
+#[derive(Clone)]
+pub struct SigndSigner {
+    client: signet_ipc::SigndClient,
+    log: String,
+}
+
+impl std::fmt::Debug for SigndSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigndSigner").field("log", &self.log).finish()
+    }
+}
+
+impl SigndSigner {
+    /// The key of signd log `log`, over `client`.
+    pub fn new(client: signet_ipc::SigndClient, log: impl Into<String>) -> Self {
+        Self { client, log: log.into() }
+    }
+
+    /// The log key's DER `SubjectPublicKeyInfo`.
+    pub async fn public_key(&self) -> Result<Vec<u8>, SignError> {
+        self.client.ct_log_public_key(&self.log).await.map_err(sign_error)
+    }
+}
+
+fn sign_error(e: signet_ipc::IpcError) -> SignError {
+    use signet_types::ErrorKind;
+    match e.kind {
+        ErrorKind::PermissionDenied
+        | ErrorKind::InvalidArgument
+        | ErrorKind::UnknownKey
+        | ErrorKind::WrongAlgorithm => SignError::Refused(e.to_string()),
+        _ => SignError::Unavailable(e.to_string()),
+    }
+}
+
+impl LogSigner for SigndSigner {
+    fn sign_many(&self, inputs: Vec<Vec<u8>>) -> BoxFuture<'_, Result<Vec<Vec<u8>>, SignError>> {
+        use futures::FutureExt;
+        async move {
+            let expected = inputs.len();
+            let signatures = self.client.sign_ct(&self.log, inputs).await.map_err(sign_error)?;
+            if signatures.len() != expected {
+                return Err(SignError::Count { expected, got: signatures.len() });
+            }
+            Ok(signatures)
+        }
+        .boxed()
+    }
+}

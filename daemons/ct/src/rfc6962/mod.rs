@@ -87,6 +87,21 @@ impl SignedEntry {
         }
     }
 
+    /// Checks that the entry's certificate (`x509_entry`) or TBS
+    /// (`precert_entry`) is strict DER that decodes as such (x509-cert). The
+    /// log checks this when it accepts a submission, and signd again before it
+    /// signs an SCT over the entry, so both hold the same bar.
+    pub fn check_der(&self) -> Result<(), String> {
+        match self {
+            SignedEntry::X509(cert) => x509_cert::Certificate::from_der(cert)
+                .map(drop)
+                .map_err(|e| format!("x509_entry is not a DER X.509 Certificate: {e}")),
+            SignedEntry::Precert { tbs_certificate, .. } => x509_cert::TbsCertificate::from_der(tbs_certificate)
+                .map(drop)
+                .map_err(|e| format!("precert_entry is not a DER TBSCertificate: {e}")),
+        }
+    }
+
     fn encode(&self, w: &mut Writer) -> Result<(), TlsError> {
         w.u16(self.entry_type());
         match self {

@@ -14,9 +14,7 @@
 //! `signet-ct`'s TLS reader and `TimestampedEntry` decoder, the same code
 //! ctlogd builds the inputs with, and the DER with `x509-cert`.
 
-use signet_ca::der::Decode;
-use signet_ca::x509_cert::{Certificate, TbsCertificate};
-use signet_ct::rfc6962::{SignedEntry, TimestampedEntry};
+use signet_ct::rfc6962::TimestampedEntry;
 use signet_ct::tls::Reader;
 
 /// `Version` v1.
@@ -99,15 +97,7 @@ pub fn classify(input: &[u8]) -> Result<Kind, String> {
 fn sct(mut r: Reader<'_>) -> Result<Kind, String> {
     let entry = TimestampedEntry::decode(&mut r).map_err(|e| e.to_string())?;
     r.finish().map_err(|e| e.to_string())?;
-    match &entry.entry {
-        SignedEntry::X509(cert) => {
-            Certificate::from_der(cert).map_err(|e| format!("x509_entry is not a DER X.509 Certificate: {e}"))?;
-        }
-        SignedEntry::Precert { tbs_certificate, .. } => {
-            TbsCertificate::from_der(tbs_certificate)
-                .map_err(|e| format!("precert_entry is not a DER TBSCertificate: {e}"))?;
-        }
-    }
+    entry.entry.check_der()?;
     Ok(Kind::Sct)
 }
 
@@ -129,6 +119,7 @@ fn tree_head(len: usize, mut r: Reader<'_>) -> Result<Kind, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use signet_ct::rfc6962::SignedEntry;
     use signet_ct::TreeHead;
 
     /// A self-signed P-256 certificate, DER.

@@ -1,0 +1,163 @@
+//! The daemon: every configured log started over signd, LMDB and its
+//! storage, served over HTTP until stopped.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use signet_ct::rfc6962::api::AddChainLimits;
+use signet_ct::verify::LogKey;
+use signet_ipc::SigndClient;
+use signet_runtime::activation;
+use signet_runtime::config::Checked;
+use signet_runtime::lifecycle::{Lifecycle, Reload};
+use signet_runtime::metrics::Metrics;
+use signet_runtime::notify;
+use signet_store::{Durability, Store, StoreOptions};
+use signet_types::Clock;
+use tokio::task::JoinHandle;
+
+use crate::chain::Roots;
+use crate::config::{Config, StorageSettings};
+use crate::db::{LogDb, SCHEMA_VERSION, STORE_APPLICATION};
+use crate::http::CtHttp;
+use crate::log::{Log, LogConfig};
+use crate::metrics::LogMetrics;
+use crate::sequencer::{LogParams, Sequencer};
+use crate::signer::{SignError, SigndSigner};
+use crate::storage::{LocalDir, ObjectStorage, Storage};
+
+pub use signet_runtime::DaemonError as CtlogdError;
+
+/// Runs ctlogd with a checked configuration until SIGTERM/SIGINT.
+pub fn run(config_path: &Path, config: Checked<Config>) -> Result<(), CtlogdError> {
+    let config = config.into_inner();
+    let mut opts = StoreOptions::new(STORE_APPLICATION, SCHEMA_VERSION);
+    opts.map_size = 64 << 30;
+    // An SCT is returned only after its batch is committed: every commit is fsynced.
+    opts.durability = Durability::Sync;
+    let store = Store::open(&config.state_dir, opts)
+        .map_err(|source| CtlogdError::Store { path: config.state_dir.clone(), source })?;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = config.http_threads {
+        builder.worker_threads(n.max(1));
+    }
+    let rt = builder.enable_all().build().map_err(|e| CtlogdError::Startup(format!("tokio runtime: {e}")))?;
+    rt.block_on(serve(config_path, config, store))
+}
+
+/// The logs as started: what SIGHUP reloads and stop waits for.
+struct Running {
+    roots: Arc<Roots>,
+    names: Vec<String>,
+}
+
+impl Reload for Running {
+    type Config = Config;
+    const WHAT: &'static str = "roots";
+
+    fn reload(&self, config: Config) -> Result<(), String> {
+        let configured: Vec<&String> = config.logs.keys().collect();
+        if configured.iter().ne(self.names.iter().collect::<Vec<_>>().iter()) {
+            return Err("the set of logs changed; restart ctlogd to apply it".into());
+        }
+        let pem = config.read_roots()?;
+        let n = self.roots.reload_pem(&pem).map_err(|e| e.to_string())?;
+        tracing::info!(roots = n, "roots reloaded");
+        Ok(())
+    }
+}
+
+async fn serve(config_path: &Path, config: Config, store: Store) -> Result<(), CtlogdError> {
+    let mut life = Lifecycle::install("ctlogd", config_path)?;
+    let shutdown = life.shutdown_token();
+    let mut act = activation::Activation::from_env();
+    let http_listener = activation::tcp_listener(&mut act, "ctlogd-http", config.listen)?;
+
+    let pem = config.read_roots().map_err(CtlogdError::Config)?;
+    let roots = Arc::new(Roots::from_pem(&pem).map_err(|e| CtlogdError::Config(e.to_string()))?);
+    let signd = SigndClient::new(&config.signd_socket).map_err(|e| CtlogdError::Startup(e.to_string()))?;
+    let _ = notify::status("starting logs");
+    let started = tokio::select! {
+        s = start_logs(&config, &store, &signd, &roots) => s.map_err(|e| CtlogdError::Config(format!("{}: {e}", config_path.display())))?,
+        () = shutdown.cancelled() => return Ok(()),
+    };
+    let (logs, tasks): (Vec<_>, Vec<_>) = started.into_iter().unzip();
+
+    let metrics = Metrics::new("ctlogd");
+    let log_metrics = LogMetrics::register(&metrics);
+    tokio::spawn(log_metrics.clone().update_every(logs.clone(), Duration::from_secs(1), shutdown.clone()));
+    let handler = Arc::new(CtHttp::new(logs.iter().map(|(name, log)| (format!("/{name}/"), log.clone())).collect()));
+    let http =
+        tokio::spawn(signet_runtime::http::serve(http_listener, handler, metrics, Arc::new(|| true), shutdown.clone()));
+    let names: Vec<String> = logs.iter().map(|(n, _)| n.clone()).collect();
+    life.on_stop(async move {
+        if let Ok(Err(e)) = http.await {
+            tracing::warn!(error = %e, "HTTP server ended with an error");
+        }
+        // The HTTP side holds the last handles of the sequencers: with it gone,
+        // each sequencer finishes the batch it has and ends.
+        drop(logs);
+        for task in tasks {
+            let _ = task.await;
+        }
+    });
+    tracing::info!(listen = %config.listen, logs = ?names, "ctlogd ready");
+    let running = Running { roots, names };
+    life.serve(&format!("serving {} logs", running.names.len()), &running).await;
+    Ok(())
+}
+
+/// Starts every configured log: its key from signd (waiting for signd to come
+/// up), its storage, its tables, its sequencer (with crash repair).
+async fn start_logs(
+    config: &Config,
+    store: &Store,
+    signd: &SigndClient,
+    roots: &Arc<Roots>,
+) -> Result<Vec<((String, Arc<Log>), JoinHandle<()>)>, String> {
+    let mut out = Vec::new();
+    for (name, settings) in &config.logs {
+        let bad = |what: &str, e: &dyn std::fmt::Display| format!("log `{name}`: {what}: {e}");
+        let signer = SigndSigner::new(signd.clone(), settings.signd_log(name));
+        let public_key_der = loop {
+            match signer.public_key().await {
+                Err(SignError::Unavailable(e)) => {
+                    tracing::warn!(log = %name, error = %e, "waiting for signd");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                other => break other.map_err(|e| bad("signd", &e))?,
+            }
+        };
+        let key = LogKey::from_spki_der(&public_key_der).map_err(|e| bad("log key from signd", &e))?;
+        let storage: Arc<dyn Storage> = match &settings.storage {
+            StorageSettings::Dir(dir) => Arc::new(LocalDir::open(dir).map_err(|e| bad("storage", &e))?),
+            StorageSettings::S3(s3) => {
+                let c = s3.s3_config().map_err(|e| bad("storage", &e))?;
+                Arc::new(ObjectStorage::s3(&c).map_err(|e| bad("storage", &e))?)
+            }
+        };
+        let db = LogDb::open(store, key.log_id()).map_err(|e| bad("store", &e))?;
+        let params = LogParams { origin: config.origin(name), public_key_der: public_key_der.clone() };
+        let (sequencer, task) =
+            Sequencer::start(params, storage.clone(), db, Arc::new(signer), config.sequencing.sequencer_config())
+                .await
+                .map_err(|e| bad("start", &e))?;
+        let url = config.log_url(name);
+        let log_config = LogConfig {
+            description: settings.description.clone().unwrap_or_else(|| format!("Signet CT log {name}")),
+            submission_url: url.clone(),
+            monitoring_url: url,
+            public_key_der,
+            window: settings.window(),
+            mmd_secs: settings.mmd_seconds,
+            limits: AddChainLimits::default(),
+            max_get_entries: settings.max_get_entries,
+            clock: Clock::system(),
+        };
+        let head = sequencer.head();
+        tracing::info!(log = %name, origin = %config.origin(name), tree_size = head.head.tree_size, storage = %storage.describe(), "log started");
+        out.push(((name.clone(), Arc::new(Log::new(log_config, roots.clone(), sequencer, storage))), task));
+    }
+    Ok(out)
+}

@@ -1,0 +1,122 @@
+//! ctlogd's own metrics, per log (label `log`): tree size, backlog, the age
+//! of the published tree head, and the sequencer's counters. Read from each
+//! sequencer once a second.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use signet_runtime::metrics::Metrics;
+use tokio_util::sync::CancellationToken;
+
+use crate::log::Log;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LogLabel {
+    log: String,
+}
+
+type Gauges = Family<LogLabel, Gauge>;
+type Counters = Family<LogLabel, Counter>;
+
+/// The per-log metrics, registered once.
+#[derive(Clone, Debug)]
+pub struct LogMetrics {
+    tree_size: Gauges,
+    backlog: Gauges,
+    head_age_ms: Gauges,
+    sequenced: Counters,
+    duplicates: Counters,
+    pushbacks: Counters,
+    batches: Counters,
+    failed_batches: Counters,
+    integrate_micros: Counters,
+}
+
+impl LogMetrics {
+    /// Registers the metrics in `metrics`.
+    pub fn register(metrics: &Metrics) -> Self {
+        let m = Self {
+            tree_size: Gauges::default(),
+            backlog: Gauges::default(),
+            head_age_ms: Gauges::default(),
+            sequenced: Counters::default(),
+            duplicates: Counters::default(),
+            pushbacks: Counters::default(),
+            batches: Counters::default(),
+            failed_batches: Counters::default(),
+            integrate_micros: Counters::default(),
+        };
+        metrics.register("ct_tree_size", "Entries in the published tree", m.tree_size.clone());
+        metrics.register("ct_backlog", "Submissions waiting for a batch", m.backlog.clone());
+        metrics.register("ct_tree_head_age_milliseconds", "Age of the published tree head", m.head_age_ms.clone());
+        metrics.register("ct_sequenced", "Entries sequenced (new, not duplicates)", m.sequenced.clone());
+        metrics.register("ct_duplicates", "Submissions answered with an earlier SCT", m.duplicates.clone());
+        metrics.register("ct_pushbacks", "Submissions refused because the backlog was full", m.pushbacks.clone());
+        metrics.register("ct_batches", "Batches committed", m.batches.clone());
+        metrics.register(
+            "ct_failed_batches",
+            "Batches that failed (nothing of them committed)",
+            m.failed_batches.clone(),
+        );
+        metrics.register(
+            "ct_integrate_microseconds",
+            "Time from a batch closing to its SCTs being returned, summed over batches",
+            m.integrate_micros.clone(),
+        );
+        m
+    }
+
+    /// Copies each log's state into the metrics every `period` until `stop`.
+    pub async fn update_every(self, logs: Vec<(String, Arc<Log>)>, period: Duration, stop: CancellationToken) {
+        let mut seen: HashMap<String, [u64; 6]> = HashMap::new();
+        let mut tick = tokio::time::interval(period);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = stop.cancelled() => return,
+            }
+            for (name, log) in &logs {
+                self.update(name, log, seen.entry(name.clone()).or_default());
+            }
+        }
+    }
+
+    fn update(&self, name: &str, log: &Log, seen: &mut [u64; 6]) {
+        let label = LogLabel { log: name.to_owned() };
+        let head = log.head();
+        self.tree_size.get_or_create(&label).set(i64::try_from(head.head.tree_size).unwrap_or(i64::MAX));
+        let seq = log.sequencer();
+        self.backlog.get_or_create(&label).set(i64::try_from(seq.backlog()).unwrap_or(i64::MAX));
+        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        let age = now_ms.saturating_sub(u128::from(head.head.timestamp));
+        self.head_age_ms.get_or_create(&label).set(i64::try_from(age).unwrap_or(i64::MAX));
+        let stats = seq.stats();
+        let now: [&AtomicU64; 6] = [
+            &stats.sequenced,
+            &stats.duplicates,
+            &stats.pushbacks,
+            &stats.batches,
+            &stats.failed_batches,
+            &stats.integrate_micros,
+        ];
+        let counters = [
+            &self.sequenced,
+            &self.duplicates,
+            &self.pushbacks,
+            &self.batches,
+            &self.failed_batches,
+            &self.integrate_micros,
+        ];
+        for ((value, last), counter) in now.iter().zip(seen.iter_mut()).zip(counters) {
+            let v = value.load(Ordering::Relaxed);
+            counter.get_or_create(&label).inc_by(v.saturating_sub(*last));
+            *last = v;
+        }
+    }
+}

@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# CT interop: real Certificate Transparency clients against the ctlogd that
+# scripts/run starts (in a throw-away state directory on free loopback ports).
+#
+#   - ctclient (certificate-transparency-go): get-roots; upload of certificate
+#     chains issued by the demo CA (ctclient verifies each SCT against the
+#     log's public key); get-sth (STH signature verified); get-entries;
+#     get-inclusion-proof for an uploaded chain (the proof verified against the
+#     STH); get-consistency-proof between two tree sizes (verified).
+#   - dedup: the same chain submitted again gets the same SCT.
+#   - roots reload: a chain to a new root is refused, accepted after the root
+#     is added to ctlogd's config and ctlogd gets SIGHUP.
+#   - TesseraCT's fsck re-hashes every tile of the Static CT API view of the
+#     same log and checks the checkpoint's signature.
+#   - bad input gets 4xx with a reason, never a 5xx, and the log keeps serving.
+#
+# Needs SIGNET_CTCLIENT and SIGNET_CT_FSCK (scripts/lib.sh: ensure_ct_tools)
+# and SIGNET_BIN_DIR (scripts/lib.sh).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+: "${SIGNET_CTCLIENT:?run ensure_ct_tools from scripts/lib.sh first}"
+: "${SIGNET_CT_FSCK:?run ensure_ct_tools from scripts/lib.sh first}"
+: "${SIGNET_BIN_DIR:?source scripts/lib.sh first}"
+N_CERTS="${SIGNET_CT_INTEROP_CERTS:-40}"
+
+T=$(mktemp -d /tmp/signet-ct-interop.XXXXXX)
+RUN_PID=""
+cleanup() {
+  if [ -n "$RUN_PID" ]; then
+    kill -TERM "$RUN_PID" 2>/dev/null || true
+    wait "$RUN_PID" 2>/dev/null || true
+  fi
+  [ "${KEEP:-0}" = 1 ] && echo "kept $T" || rm -rf "$T"
+}
+trap cleanup EXIT
+
+passed=0
+failed=0
+pass() { printf 'PASS  %s\n' "$1"; passed=$((passed + 1)); }
+fail() { printf 'FAIL  %s\n' "$1"; failed=$((failed + 1)); }
+check() { # name command...
+  local name="$1" t0=$SECONDS; shift
+  if "$@" > "$T/last.log" 2>&1; then pass "$name ($((SECONDS - t0)) s)"; else fail "$name ($((SECONDS - t0)) s)"; sed 's/^/      /' "$T/last.log" | tail -25; fi
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# --- the stack, as scripts/run starts it ---------------------------------------
+"$root/scripts/run" --state-dir "$T/state" --ocsp-port "$(free_port)" --acme-port "$(free_port)" \
+  --dns-port "$(free_port)" --http01-port "$(free_port)" --tlsalpn01-port "$(free_port)" \
+  --ct-port "$(free_port)" > "$T/run.log" 2>&1 &
+RUN_PID=$!
+for _ in $(seq 1 3000); do # up to 5 min: scripts/run may have to build first
+  [ -f "$T/state/endpoints.json" ] && grep -q ctlogd "$T/state/endpoints.json" && break
+  kill -0 "$RUN_PID" 2>/dev/null || { echo "scripts/run exited:"; tail -40 "$T/run.log"; exit 1; }
+  sleep 0.1
+done
+[ -f "$T/state/endpoints.json" ] || { echo "scripts/run did not come up:"; tail -40 "$T/run.log"; exit 1; }
+ep() { python3 -c "import json,sys; d=json.load(open('$T/state/endpoints.json')); print(eval('d' + sys.argv[1]))" "$1"; }
+LOG_URL=$(ep '["ctlogd"]["url"]')
+PUBKEY_B64=$(ep '["ctlogd"]["public_key"]')
+ORIGIN=$(ep '["ctlogd"]["origin"]')
+CT_CONFIG=$(ep '["ctlogd"]["config"]')
+CA_ROOT=$(ep '["ca"]["root"]')
+CA_ISSUING=$(ep '["ca"]["issuing"]')
+# shellcheck disable=SC1091
+. "$T/state/env"
+CTLOGD_PID=$(cat "$T/state/run/ctlogd.pid")
+echo "ctlogd up: $LOG_URL (origin $ORIGIN)"
+
+{ echo "-----BEGIN PUBLIC KEY-----"; echo "$PUBKEY_B64" | fold -w 64; echo "-----END PUBLIC KEY-----"; } > "$T/log.pem"
+ct() { "$SIGNET_CTCLIENT" "$1" --log_uri "${LOG_URL%/}" --pub_key "$T/log.pem" "${@:2}"; }
+
+# issue N: a certificate from the demo CA, its chain (leaf, issuing CA, root) in $T/chain-N.pem.
+issue() {
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/key-$1.pem" \
+    -subj "/CN=ct$1.signet.test" -addext "subjectAltName=DNS:ct$1.signet.test" -out "$T/csr-$1.pem" 2>/dev/null
+  signetctl cert issue --csr "$T/csr-$1.pem" --out "$T/leaf-$1.pem" >/dev/null 2>&1
+  cat "$T/leaf-$1.pem" "$CA_ISSUING" "$CA_ROOT" > "$T/chain-$1.pem"
+}
+# add_chain FILE [ENDPOINT]: POSTs the chain's certificates as RFC 6962 JSON; prints the HTTP status, body in $T/resp.json.
+add_chain() {
+  python3 - "$1" > "$T/body.json" <<'PY'
+import base64, re, sys
+pems = re.findall(rb"-----BEGIN CERTIFICATE-----(.*?)-----END CERTIFICATE-----", open(sys.argv[1], "rb").read(), re.S)
+print('{"chain":[%s]}' % ",".join('"%s"' % base64.b64encode(base64.b64decode(p)).decode() for p in pems))
+PY
+  curl -s -o "$T/resp.json" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$T/body.json" \
+    "${LOG_URL}ct/v1/${2:-add-chain}"
+}
+sth_size() { curl -fs "${LOG_URL}ct/v1/get-sth" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tree_size"])'; }
+sth_field() { curl -fs "${LOG_URL}ct/v1/get-sth" | python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
+wait_size() { # N: until the published tree has at least N entries (MMD is far longer; batches close in 100 ms)
+  for _ in $(seq 1 100); do [ "$(sth_size)" -ge "$1" ] && return 0; sleep 0.1; done
+  echo "tree size $(sth_size), expected >= $1"; return 1
+}
+
+# --- RFC 6962 with ctclient -------------------------------------------------------
+check "ctclient get-roots lists the demo root" bash -c "
+  $(declare -f ct); LOG_URL='$LOG_URL' T='$T' SIGNET_CTCLIENT='$SIGNET_CTCLIENT'
+  ct get-roots > '$T/roots.txt' 2>&1 && grep -q 'Subject: CN=Signet Demo Root CA' '$T/roots.txt'"
+
+for i in $(seq 1 "$N_CERTS"); do issue "$i"; done
+upload_all() {
+  for i in $(seq 1 "$N_CERTS"); do
+    ct upload --cert_chain "$T/chain-$i.pem" > "$T/upload-$i.txt" 2>&1 || { cat "$T/upload-$i.txt"; return 1; }
+  done
+}
+check "ctclient upload: $N_CERTS chains from the demo CA, each SCT verified by ctclient" upload_all
+
+dedup() {
+  local first second
+  first=$(add_chain "$T/chain-1.pem"); cp "$T/resp.json" "$T/sct-1a.json"
+  second=$(add_chain "$T/chain-1.pem"); cp "$T/resp.json" "$T/sct-1b.json"
+  [ "$first" = 200 ] && [ "$second" = 200 ] && cmp "$T/sct-1a.json" "$T/sct-1b.json"
+  # ... and it is the SCT ctclient got at its upload (same timestamp).
+  local ts
+  ts=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["timestamp"])' "$T/sct-1a.json")
+  grep -q "$ts" "$T/upload-1.txt"
+}
+check "dedup: a chain submitted again gets its first SCT" dedup
+
+check "tree integrates all $N_CERTS entries" wait_size "$N_CERTS"
+check "ctclient get-sth (signature verified)" ct get-sth
+check "ctclient get-entries 0..$((N_CERTS - 1))" bash -c "
+  $(declare -f ct); LOG_URL='$LOG_URL' T='$T' SIGNET_CTCLIENT='$SIGNET_CTCLIENT'
+  ct get-entries --first 0 --last $((N_CERTS - 1)) > '$T/entries.txt' 2>&1
+  [ \$(grep -c '^Index=' '$T/entries.txt') -eq $N_CERTS ] || { cat '$T/entries.txt' | head -20; exit 1; }"
+
+inclusion() { # i: the inclusion of chain i, with its SCT's timestamp and extensions (the leaf_index)
+  add_chain "$T/chain-$1.pem" >/dev/null
+  local ts ext
+  ts=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["timestamp"])' "$T/resp.json")
+  ext=$(python3 -c 'import base64,json,sys; print(base64.b64decode(json.load(open(sys.argv[1]))["extensions"]).hex())' "$T/resp.json")
+  ct get-inclusion-proof --cert_chain "$T/chain-$1.pem" --timestamp "$ts" --extensions "$ext"
+}
+check "ctclient get-inclusion-proof for the first, a middle and the last chain (verified)" \
+  bash -c "$(declare -f ct add_chain inclusion); LOG_URL='$LOG_URL' T='$T' SIGNET_CTCLIENT='$SIGNET_CTCLIENT'
+    inclusion 1 && inclusion $((N_CERTS / 2)) && inclusion $N_CERTS"
+
+# A consistency proof between the tree now and after more entries.
+OLD_SIZE=$(sth_size); OLD_HASH=$(sth_field sha256_root_hash)
+for i in $(seq $((N_CERTS + 1)) $((N_CERTS + 5))); do issue "$i"; ct upload --cert_chain "$T/chain-$i.pem" >/dev/null 2>&1; done
+wait_size $((OLD_SIZE + 5)) >/dev/null
+NEW_SIZE=$(sth_size); NEW_HASH=$(sth_field sha256_root_hash)
+check "ctclient get-consistency-proof $OLD_SIZE -> $NEW_SIZE (verified)" \
+  ct get-consistency-proof --prev_size "$OLD_SIZE" --prev_hash "$OLD_HASH" --size "$NEW_SIZE" --tree_hash "$NEW_HASH"
+wrong_hash() { ! ct get-consistency-proof --prev_size "$OLD_SIZE" --prev_hash "$NEW_HASH" --size "$NEW_SIZE" --tree_hash "$NEW_HASH"; }
+check "canary: ctclient refuses a consistency proof against a wrong previous hash" wrong_hash
+
+# --- roots reload on SIGHUP --------------------------------------------------------
+roots_reload() {
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/r2.key" -out "$T/r2.pem" \
+    -subj "/CN=Second test root" -days 30 -addext basicConstraints=critical,CA:TRUE \
+    -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/l2.key" -subj "/CN=l2.signet.test" \
+    -out "$T/l2.csr" 2>/dev/null
+  printf 'subjectAltName=DNS:l2.signet.test\nbasicConstraints=critical,CA:FALSE\n' > "$T/l2.ext"
+  openssl x509 -req -in "$T/l2.csr" -CA "$T/r2.pem" -CAkey "$T/r2.key" -days 10 -extfile "$T/l2.ext" \
+    -out "$T/l2.pem" 2>/dev/null
+  cat "$T/l2.pem" "$T/r2.pem" > "$T/chain-r2.pem"
+  local before after
+  before=$(add_chain "$T/chain-r2.pem"); echo "before reload: $before $(cat "$T/resp.json")"
+  [ "$before" = 400 ] || return 1
+  sed -i "s|^roots = \[\(.*\)\]|roots = [\1, \"$T/r2.pem\"]|" "$CT_CONFIG"
+  kill -HUP "$CTLOGD_PID"
+  for _ in $(seq 1 50); do
+    after=$(add_chain "$T/chain-r2.pem"); [ "$after" = 200 ] && break; sleep 0.1
+  done
+  echo "after reload: $after $(cat "$T/resp.json")"
+  [ "$after" = 200 ]
+}
+check "roots: a chain to an unknown root gets 400, and 200 once the root is added and ctlogd gets SIGHUP" roots_reload
+
+# --- bad input ---------------------------------------------------------------------
+status_of() { curl -s -o "$T/bad.txt" -w '%{http_code}' "$@"; }
+bad_input() {
+  local s ok=0
+  expect() { # want got what
+    if [ "$2" = "$1" ]; then echo "ok  $3: $2 $(head -c 120 "$T/bad.txt")"; else echo "BAD $3: got $2, want $1 $(head -c 200 "$T/bad.txt")"; ok=1; fi
+  }
+  s=$(status_of -H 'Content-Type: application/json' --data-binary 'not json' "${LOG_URL}ct/v1/add-chain"); expect 400 "$s" "garbage JSON"
+  s=$(status_of -H 'Content-Type: application/json' --data-binary '{"chain":["AAAA"]}' "${LOG_URL}ct/v1/add-chain"); expect 400 "$s" "a chain that does not parse"
+  head -c $((10 * 1024 * 1024)) /dev/zero > "$T/big.bin"
+  s=$(status_of -H 'Content-Type: application/json' --data-binary @"$T/big.bin" "${LOG_URL}ct/v1/add-chain"); expect 400 "$s" "a 10 MB body"
+  s=$(add_chain "$T/chain-2.pem" add-pre-chain); cp "$T/resp.json" "$T/bad.txt"; expect 400 "$s" "a certificate (no poison) to add-pre-chain"
+  # The leaf alone (no issuer): it does not chain to a root.
+  s=$(add_chain "$T/leaf-3.pem"); cp "$T/resp.json" "$T/bad.txt"; expect 400 "$s" "a leaf without its issuers"
+  s=$(status_of "${LOG_URL}ct/v1/get-entries?start=100000&end=100010"); expect 400 "$s" "get-entries past the tree"
+  s=$(status_of "${LOG_URL}ct/v1/get-entries?start=5&end=2"); expect 400 "$s" "get-entries with end < start"
+  s=$(status_of --path-as-is "${LOG_URL}tile/../../etc/passwd"); [[ $s == 40[04] ]] && s=4xx; expect 4xx "$s" "a tile path with .."
+  s=$(status_of "${LOG_URL}tile/0/x001"); expect 400 "$s" "a malformed tile path"
+  s=$(status_of "${LOG_URL}tile/0/999"); expect 404 "$s" "a tile beyond the tree"
+  s=$(status_of -X DELETE "${LOG_URL}ct/v1/get-sth"); expect 405 "$s" "DELETE get-sth"
+  s=$(status_of "${LOG_URL}ct/v1/get-sth"); expect 200 "$s" "the log still serves"
+  return $ok
+}
+check "bad input: 400/404/405 with a reason, never a 5xx; the log keeps serving" bad_input
+
+# --- the Static CT API view of the same tree -------------------------------------
+check "TesseraCT fsck: every tile re-hashed, checkpoint signature verified" \
+  "$SIGNET_CT_FSCK" --monitoring_url "$LOG_URL" --origin "$ORIGIN" --public_key "$PUBKEY_B64" --N 4 --ui=false
+check "the checkpoint and get-sth are the same tree" bash -c "
+  size=\$(curl -fs '${LOG_URL}checkpoint' | sed -n 2p)
+  [ \"\$size\" = \"\$(curl -fs '${LOG_URL}ct/v1/get-sth' | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"tree_size\"])')\" ]"
+
+echo "ct interop: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
