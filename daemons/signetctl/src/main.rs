@@ -1,8 +1,9 @@
 //! signetctl: the Signet admin CLI.
 //!
-//! Exit codes (stable, for scripts): 0 success; 1 any other failure; 2 bad
-//! arguments or request (including a wrong algorithm); 3 permission denied;
-//! 4 unknown key, serial or EAB key id; 5 signd, ocspd or acmed unavailable.
+//! Exit codes (stable, for scripts): 0 success; 1 any other failure (for
+//! `ct`: a check failed); 2 bad arguments or request (including a wrong
+//! algorithm); 3 permission denied; 4 unknown key, serial or EAB key id;
+//! 5 signd, ocspd, acmed or the CT log unavailable.
 #![forbid(unsafe_code)]
 
 /// Writes to standard output; see [`write_stdout`].
@@ -18,6 +19,7 @@ macro_rules! outln {
 
 mod acme;
 mod ca;
+mod ct;
 mod output;
 
 use std::io::{Read, Write};
@@ -28,10 +30,10 @@ use base64::Engine;
 use clap::{Args, Parser, Subcommand};
 use signet_ipc::{block_on, AuditQuery, ErrorKind, IpcError, KeyAlgorithm, KeySpec, SignatureScheme, SigndClient};
 
-pub(crate) const EXIT_CODES: &str = "Exit codes: 0 ok; 1 failure; 2 bad arguments or request; 3 permission denied; \
-4 unknown key, serial or EAB key id; 5 signd, ocspd or acmed unavailable.";
+pub(crate) const EXIT_CODES: &str = "Exit codes: 0 ok; 1 failure (ct: a check failed); 2 bad arguments or request; \
+3 permission denied; 4 unknown key, serial or EAB key id; 5 signd, ocspd, acmed or the CT log unavailable.";
 
-/// Administer Signet: keys, signing, the audit log, certificates, acmed.
+/// Administer Signet: keys, signing, the audit log, certificates, acmed, CT logs.
 #[derive(Parser)]
 #[command(version, about, after_help = EXIT_CODES)]
 struct Cli {
@@ -83,6 +85,9 @@ enum Command {
     /// Administer acmed: external account binding keys.
     #[command(subcommand, after_help = EXIT_CODES)]
     Acme(acme::AcmeCommand),
+    /// Check a CT log over its public HTTP APIs: checkpoint, tiles, proofs.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Ct(ct::CtCommand),
 }
 
 #[derive(Subcommand)]
@@ -221,9 +226,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<(), Failure> {
+    let out = output::Printer { json: cli.json };
     // One call at a time from this thread: run it here, no client thread.
     let client = SigndClient::new(&cli.socket)?.per_thread();
-    let out = output::Printer { json: cli.json };
     match &cli.command {
         Command::Key(KeyCommand::Generate { id, algorithm, roles, backend }) => {
             let spec =
@@ -274,6 +279,8 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             let acmed = signet_ipc::AcmedClient::new(&cli.acmed_socket).per_thread();
             acme::run(&acmed, cmd, &out)?;
         }
+        // HTTP only: the signd client above is never connected.
+        Command::Ct(cmd) => ct::run(cmd, &out)?,
     }
     Ok(())
 }

@@ -155,6 +155,25 @@ pub fn rfc3339_nanos(nanos: i64) -> String {
     }
 }
 
+/// Unix milliseconds (CT timestamps) as RFC 3339 in UTC with three
+/// fractional digits, e.g. `2026-11-25T10:00:00.123Z`; the number itself past
+/// what RFC 3339 can write.
+pub fn rfc3339_millis(millis: u64) -> String {
+    match OffsetDateTime::from_unix_timestamp_nanos(i128::from(millis) * 1_000_000) {
+        Ok(t) if t.year() <= 9999 => format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second(),
+            t.millisecond()
+        ),
+        _ => millis.to_string(),
+    }
+}
+
 /// PEM armour (RFC 7468) around DER bytes.
 pub fn pem(label: &str, der: &[u8]) -> String {
     let b64 = base64::engine::general_purpose::STANDARD.encode(der);
@@ -181,5 +200,8 @@ mod tests {
         assert_eq!(rfc3339_nanos(0), "1970-01-01T00:00:00.000000000Z");
         assert_eq!(rfc3339_nanos(i64::MIN).len(), 30);
         assert_eq!(rfc3339_nanos(i64::MAX), "2262-04-11T23:47:16.854775807Z");
+        assert_eq!(rfc3339_millis(1_795_600_800_123), "2026-11-25T10:00:00.123Z");
+        assert_eq!(rfc3339_millis(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_millis(u64::MAX), u64::MAX.to_string());
     }
 }
