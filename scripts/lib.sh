@@ -259,6 +259,24 @@ ensure_ct_tools() {
   fi
 }
 
+# versitygw, an S3-compatible gateway over a local directory: the real object
+# store ctlogd's S3 storage tests run against (cargo test reads
+# $SIGNET_VERSITYGW; set, the tests fail rather than skip without it).
+SIGNET_VERSITYGW_VERSION="${SIGNET_VERSITYGW_VERSION:-1.8.0}"
+ensure_versitygw() {
+  export SIGNET_VERSITYGW="$SIGNET_CACHE/bin/versitygw-$SIGNET_VERSITYGW_VERSION"
+  [ -x "$SIGNET_VERSITYGW" ] && return 0
+  ensure_go || return 1
+  say "building versitygw v$SIGNET_VERSITYGW_VERSION into $SIGNET_VERSITYGW"
+  local dir
+  dir="$(cd / && GO111MODULE=on go mod download -json "github.com/versity/versitygw@v$SIGNET_VERSITYGW_VERSION" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+  [ -n "$dir" ] && [ -d "$dir/cmd/versitygw" ] || { echo "no module directory for versitygw v$SIGNET_VERSITYGW_VERSION" >&2; return 1; }
+  mkdir -p "$SIGNET_CACHE/bin"
+  (cd "$dir" && GO111MODULE=on nice -n 10 go build -buildvcs=false -trimpath -o "$SIGNET_VERSITYGW.tmp" ./cmd/versitygw) || return 1
+  mv -f "$SIGNET_VERSITYGW.tmp" "$SIGNET_VERSITYGW"
+}
+
 # Pebble (Let's Encrypt's test ACME server), the same-run baseline of
 # bench/scripts/acme-bench.sh --pebble; not needed by scripts/test.
 SIGNET_PEBBLE_VERSION="${SIGNET_PEBBLE_VERSION:-2.10.1}"
