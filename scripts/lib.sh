@@ -231,13 +231,18 @@ ensure_lego() {
 # $SIGNET_CACHE/bin: ctclient (certificate-transparency-go, RFC 6962: upload,
 # get-sth, get-entries, inclusion and consistency proofs, each verified by the
 # client) and TesseraCT's fsck (re-hashes every tile of a Static CT API log and
-# checks the checkpoint signature).
+# checks the checkpoint signature); and tests/ct/sunlight-reader, a second
+# static-ct-api reader on Sunlight's client library.
 SIGNET_CTGO_VERSION="${SIGNET_CTGO_VERSION:-1.4.0}"
 SIGNET_TESSERACT_VERSION="${SIGNET_TESSERACT_VERSION:-0.1.1}"
 ensure_ct_tools() {
   export SIGNET_CTCLIENT="$SIGNET_CACHE/bin/ctclient-$SIGNET_CTGO_VERSION"
   export SIGNET_CT_FSCK="$SIGNET_CACHE/bin/tesseract-fsck-$SIGNET_TESSERACT_VERSION"
-  [ -x "$SIGNET_CTCLIENT" ] && [ -x "$SIGNET_CT_FSCK" ] && return 0
+  # A second static-ct-api reader on Sunlight's client library (tests/ct/sunlight-reader),
+  # cached by the hash of its source.
+  local src="$SIGNET_ROOT/tests/ct/sunlight-reader"
+  export SIGNET_SUNLIGHT_READER="$SIGNET_CACHE/bin/sunlight-reader-$(cat "$src/main.go" "$src/go.mod" "$src/go.sum" | sha256sum | cut -c1-12)"
+  [ -x "$SIGNET_CTCLIENT" ] && [ -x "$SIGNET_CT_FSCK" ] && [ -x "$SIGNET_SUNLIGHT_READER" ] && return 0
   ensure_go || return 1
   mkdir -p "$SIGNET_CACHE/bin"
   local dir
@@ -256,6 +261,11 @@ ensure_ct_tools() {
     (cd "$dir" && GO111MODULE=on GONOSUMDB=github.com/transparency-dev/tesseract nice -n 10 \
       go build -buildvcs=false -trimpath -o "$SIGNET_CT_FSCK.tmp" ./cmd/fsck) || return 1
     mv -f "$SIGNET_CT_FSCK.tmp" "$SIGNET_CT_FSCK"
+  fi
+  if [ ! -x "$SIGNET_SUNLIGHT_READER" ]; then
+    say "building tests/ct/sunlight-reader (filippo.io/sunlight v0.8.1) into $SIGNET_SUNLIGHT_READER"
+    (cd "$src" && GO111MODULE=on nice -n 10 go build -trimpath -o "$SIGNET_SUNLIGHT_READER.tmp" .) || return 1
+    mv -f "$SIGNET_SUNLIGHT_READER.tmp" "$SIGNET_SUNLIGHT_READER"
   fi
 }
 
