@@ -291,3 +291,61 @@ fn a_closed_stdout_ends_signetctl_quietly() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// signetctl as another uid (needs root, as the whole suite does).
+fn as_user(socket: &std::path::Path, uid: &str, args: &[&str]) -> (std::process::ExitStatus, String, String) {
+    let mut c = Command::new("setpriv");
+    c.args([&format!("--reuid={uid}"), &format!("--regid={uid}"), "--clear-groups"])
+        .arg(bin("signetctl"))
+        .env("SIGNET_SIGND_SOCKET", socket)
+        .args(args)
+        .stdin(std::process::Stdio::null());
+    run(&mut c)
+}
+
+#[test]
+fn key_list_and_public_keys_follow_the_roles_permissions_as_libpki_does() {
+    let signd = SigndProcess::start(
+        "[roles.reader]\nusers = [65534]\nkeys = [\"pub-*\"]\noperations = [\"list\", \"public-key\"]\n\
+         [roles.signer]\nusers = [65533]\nkeys = [\"pub-*\"]\noperations = [\"sign\"]\n",
+    );
+    let client = signd.client();
+    for id in ["pub-a", "pub-b", "secret"] {
+        block_on(client.generate_key(signd.spec(id, signet_ipc::KeyAlgorithm::EcP256))).unwrap();
+    }
+    // The reader lists what its role may list (as pki_list_keys does), not every key.
+    let (st, out, err) = as_user(&signd.socket, "65534", &["--json", "key", "list"]);
+    assert!(st.success(), "{err}");
+    let ids: Vec<String> =
+        json(&out).as_array().unwrap().iter().map(|k| k["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(ids, ["pub-a", "pub-b"]);
+    // Its public keys, identical to what the admin exports.
+    let (st, theirs, err) = as_user(&signd.socket, "65534", &["key", "export-public", "pub-a"]);
+    assert!(st.success(), "{err}");
+    let (_, ours, _) = run(signetctl(&signd.socket).args(["key", "export-public", "pub-a"]));
+    assert_eq!(theirs, ours);
+    let (st, out, err) = as_user(&signd.socket, "65534", &["--json", "key", "show", "pub-b"]);
+    assert!(st.success(), "{err}");
+    assert_eq!(json(&out)["id"], "pub-b");
+    // Outside the role's keys, and for a role without the permissions: refused, exit 3.
+    let (st, _, err) = as_user(&signd.socket, "65534", &["key", "export-public", "secret"]);
+    assert_eq!(st.code(), Some(3), "{err}");
+    let (st, _, err) = as_user(&signd.socket, "65533", &["key", "list"]);
+    assert_eq!(st.code(), Some(3), "{err}");
+    // The admin still sees every key.
+    let (_, out, _) = run(signetctl(&signd.socket).args(["--json", "key", "list"]));
+    assert_eq!(json(&out).as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn a_socket_the_caller_may_not_open_is_a_permission_problem_with_a_hint() {
+    let signd = SigndProcess::start("");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&signd.socket, std::fs::Permissions::from_mode(0o660)).unwrap();
+    let (st, _, err) = as_user(&signd.socket, "65534", &["health"]);
+    assert_eq!(st.code(), Some(3), "{err}");
+    assert!(err.contains("Permission denied") && err.contains("mode 0660") && err.contains("ask to be added"), "{err}");
+    // A socket that is not there is an outage, not a permission problem.
+    let (st, _, err) = as_user(&signd.dir.path().join("nope.sock"), "65534", &["health"]);
+    assert_eq!(st.code(), Some(5), "{err}");
+}

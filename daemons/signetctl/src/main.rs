@@ -123,17 +123,30 @@ enum KeyCommand {
         #[arg(long, default_value = "")]
         backend: String,
     },
-    /// List every key.
-    List,
-    /// Show one key: algorithm, where it lives, roles, availability.
+    /// List the keys: every key for an admin; otherwise those a role of yours
+    /// may list (its `list` permission, as libpki's pki_list_keys sees them).
+    List {
+        /// The role to list through, when you are not an admin (default: your first role).
+        #[arg(long, default_value = "")]
+        role: String,
+    },
+    /// Show one key: algorithm, where it lives, roles, availability (an admin,
+    /// or a role with the `public-key` permission on it).
     Show {
         /// The key's id.
         id: String,
+        /// The role to read it through, when you are not an admin (default: your first role).
+        #[arg(long, default_value = "")]
+        role: String,
     },
-    /// Print a key's public key (SubjectPublicKeyInfo) as PEM, or DER with --der.
+    /// Print a key's public key (SubjectPublicKeyInfo) as PEM, or DER with --der
+    /// (an admin, or a role with the `public-key` permission on it).
     ExportPublic {
         /// The key's id.
         id: String,
+        /// The role to read it through, when you are not an admin (default: your first role).
+        #[arg(long, default_value = "")]
+        role: String,
         /// Write DER instead of PEM.
         #[arg(long)]
         der: bool,
@@ -241,10 +254,16 @@ fn run(cli: &Cli) -> Result<(), Failure> {
                 KeySpec { id: id.clone(), algorithm: *algorithm, roles: roles.clone(), backend: backend.clone() };
             out.key(&block_on(client.import_key(spec, pkcs8))?);
         }
-        Command::Key(KeyCommand::List) => out.keys(&block_on(client.admin_list_keys())?),
-        Command::Key(KeyCommand::Show { id }) => out.key(&block_on(client.admin_key(id))?),
-        Command::Key(KeyCommand::ExportPublic { id, der, out: path }) => {
-            let key = block_on(client.admin_key(id))?;
+        // One rule with libpki: an admin sees every key; anyone else what
+        // their role's `list` / `public-key` permissions show.
+        Command::Key(KeyCommand::List { role }) => {
+            out.keys(&as_admin_or_role(block_on(client.admin_list_keys()), || block_on(client.list_keys(role)))?)
+        }
+        Command::Key(KeyCommand::Show { id, role }) => {
+            out.key(&as_admin_or_role(block_on(client.admin_key(id)), || block_on(client.public_key(role, id)))?)
+        }
+        Command::Key(KeyCommand::ExportPublic { id, role, der, out: path }) => {
+            let key = as_admin_or_role(block_on(client.admin_key(id)), || block_on(client.public_key(role, id)))?;
             let bytes = if *der { key.spki } else { output::pem("PUBLIC KEY", &key.spki).into_bytes() };
             write_output(path.as_ref(), &bytes)?;
         }
@@ -283,6 +302,15 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Ct(cmd) => ct::run(cmd, &out)?,
     }
     Ok(())
+}
+
+/// The admin answer, or, when the caller is no admin, the answer through a
+/// role (whose refusal is then the one reported).
+fn as_admin_or_role<T>(admin: Result<T, IpcError>, role: impl FnOnce() -> Result<T, IpcError>) -> Result<T, IpcError> {
+    match admin {
+        Err(e) if e.kind == ErrorKind::PermissionDenied => role(),
+        other => other,
+    }
 }
 
 pub(crate) fn read_input(path: &PathBuf) -> Result<Vec<u8>, Failure> {

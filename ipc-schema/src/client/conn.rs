@@ -308,12 +308,8 @@ impl<P: Protocol> ConnState<P> {
         if let Some(c) = self.live() {
             return Ok(c);
         }
-        let stream = tokio::net::UnixStream::connect(&self.path).await.map_err(|e| {
-            IpcError::new(
-                ErrorKind::Unavailable,
-                format!("cannot connect to {} at {}: {e}", P::SERVICE, self.path.display()),
-            )
-        })?;
+        let stream =
+            tokio::net::UnixStream::connect(&self.path).await.map_err(|e| connect_error(P::SERVICE, &self.path, &e))?;
         let (read, write) = stream.into_split();
         let mut rpc = RpcSystem::new(vat_network(read, write, Side::Client, 256 << 20), None);
         let bootstrap: capnp::capability::Client = rpc.bootstrap(Side::Server);
@@ -336,4 +332,34 @@ impl<P: Protocol> ConnState<P> {
     fn live(&self) -> Option<Rc<Conn<P>>> {
         self.conn.borrow().as_ref().filter(|c| !c.broken.get()).cloned()
     }
+}
+
+/// Why a connect failed, for people and programs: a socket the caller may not
+/// open is a permission problem (with the group to join), not an outage.
+fn connect_error(service: &str, path: &Path, e: &std::io::Error) -> IpcError {
+    if e.kind() != std::io::ErrorKind::PermissionDenied {
+        return IpcError::new(
+            ErrorKind::Unavailable,
+            format!("cannot connect to {service} at {}: {e}", path.display()),
+        );
+    }
+    use std::os::unix::fs::MetadataExt;
+    let hint = match std::fs::metadata(path) {
+        Ok(m) => {
+            let group = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(m.gid()))
+                .ok()
+                .flatten()
+                .map_or_else(|| format!("gid {}", m.gid()), |g| g.name);
+            format!(
+                "the socket is mode {:04o}, group `{group}`: ask to be added to `{group}` (then log in again)",
+                m.mode() & 0o7777
+            )
+        }
+        // The socket itself cannot be looked at: a directory on the way is closed to the caller.
+        Err(_) => "a directory on the way to the socket is not open to you".into(),
+    };
+    IpcError::new(
+        ErrorKind::PermissionDenied,
+        format!("cannot connect to {service} at {}: {e}; {hint}", path.display()),
+    )
 }
