@@ -5,7 +5,9 @@
 //! (http-01, dns-01, tls-alpn-01, dns-persist-01, CAA), and issues through
 //! signd's Issuer role. Every certificate is recorded in ocspd before a client
 //! sees it, and revocations go to ocspd at once. The protocol's pure parts
-//! (JWS, problem documents, resource types, CAA) live in `signet-acme`.
+//! (JWS, problem documents, resource types, CAA) live in `signet-acme`. With
+//! `[ct]`, certificates carry SCTs from Certificate Transparency logs: a
+//! precertificate is signed and logged first ([`ct`]).
 //!
 //! An admin interface (Cap'n Proto, `acmed.capnp`) on a Unix socket manages
 //! external account binding keys (`signetctl acme eab ...`).
