@@ -6,7 +6,10 @@
 # file), tls-alpn-01 (lego; certbot has no tls-alpn-01) and for an IP address;
 # renews with ARI (certbot asks renewalInfo; lego also sends `replaces`); revokes; then `openssl ocsp` must say revoked
 # and the CRL named in the certificate must list it. Every issued chain is
-# checked with `openssl verify`. Then each registers an account bound with an
+# checked with `openssl verify`. Certificate Transparency: the SCT embedded in
+# certificates from each client verifies against ctlogd's public key with an
+# independent verifier (Python cryptography, verify_sct.py beside this file),
+# and the precertificate is in the log at the SCT's leaf_index. Then each registers an account bound with an
 # external account binding key made by `signetctl acme eab create` (the stack
 # does not require EAB, so the checks above run without it; acmed verifies any
 # binding a client sends).
@@ -43,10 +46,11 @@ check() { # name command...
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 OCSP_PORT=$(free_port); ACME_PORT=$(free_port); DNS_PORT=$(free_port); HTTP01_PORT=$(free_port); TLSALPN01_PORT=$(free_port)
+CT_PORT=$(free_port)
 
 # --- the stack, as scripts/run starts it ---------------------------------------
 "$root/scripts/run" --state-dir "$T/state" --ocsp-port "$OCSP_PORT" --acme-port "$ACME_PORT" --dns-port "$DNS_PORT" \
-  --http01-port "$HTTP01_PORT" --tlsalpn01-port "$TLSALPN01_PORT" > "$T/run.log" 2>&1 &
+  --http01-port "$HTTP01_PORT" --tlsalpn01-port "$TLSALPN01_PORT" --ct-port "$CT_PORT" > "$T/run.log" 2>&1 &
 RUN_PID=$!
 for _ in $(seq 1 3000); do # up to 5 min: scripts/run may have to build first
   [ -f "$T/state/endpoints.json" ] && grep -q acmed "$T/state/endpoints.json" && break
@@ -60,8 +64,11 @@ CA_BUNDLE=$(ep '["acmed"]["ca_bundle"]')
 CHAIN=$(ep '["acmed"]["chain"]')
 ZONE=$(ep '["acmed"]["dns_zone"]')
 ISSUING=$(ep '["ca"]["issuing"]')
+CA_ROOT=$(ep '["ca"]["root"]')
 OCSP_URL=$(ep '["ocspd"]["url"]')
 ADMIN_SOCKET=$(ep '["acmed"]["admin_socket"]')
+CT_URL=$(ep '["ctlogd"]["url"]')
+CT_KEY=$(ep '["ctlogd"]["public_key"]')
 export SIGNET_TESTDNS_ZONE="$ZONE"
 echo "stack up: $DIRECTORY (dns 127.0.0.1:$DNS_PORT, http-01 :$HTTP01_PORT, tls-alpn-01 :$TLSALPN01_PORT)"
 
@@ -95,6 +102,19 @@ in_crl() {
   done
   echo "serial $serial not in the CRL at $url"; return 1
 }
+# sct_verifies CERT [ISSUER [KEY]]: its embedded SCT verifies with the log's key, by
+# Python cryptography in certbot's venv, and the precertificate is in the log.
+PYTHON="${SIGNET_CERTBOT_PYTHON:-$(dirname "$SIGNET_CERTBOT")/python}"
+sct_verifies() {
+  "$PYTHON" "$here/verify_sct.py" --cert "$1" --issuer "${2:-$ISSUING}" --log-url "$CT_URL" --log-key "${3:-$CT_KEY}"
+}
+# sct_refused CERT: the verifier says no when the issuer key hash or the log key is wrong.
+sct_refused() {
+  local other
+  other=$(openssl ecparam -name prime256v1 -genkey 2>/dev/null | openssl ec -pubout -outform DER 2>/dev/null | base64 -w0)
+  if sct_verifies "$1" "$CA_ROOT"; then echo "verified with the root as issuer"; return 1; fi
+  if sct_verifies "$1" "$ISSUING" "$other"; then echo "verified with another key"; return 1; fi
+}
 metric() { curl -fs --cacert "$CA_BUNDLE" "https://127.0.0.1:$ACME_PORT/metrics" | awk -v m="$1" '$1 == m || index($1, m "{") == 1 {print $2}'; }
 replacing_orders() { metric acme_orders_replacing_total; }
 
@@ -111,11 +131,16 @@ check "certbot: http-01 for www.signet.test" \
   cb_obtain www --standalone --http-01-address 127.0.0.1 --http-01-port "$HTTP01_PORT" -d www.signet.test
 check "certbot: the http-01 chain verifies for www.signet.test" verify_chain "$(cb_live www)/fullchain.pem" www.signet.test
 check "certbot: openssl ocsp says good" expect_ocsp "$(cb_live www)/cert.pem" good
+check "certbot: the embedded SCT verifies with ctlogd's key (Python cryptography); the precertificate is in the log at its leaf_index" \
+  sct_verifies "$(cb_live www)/cert.pem"
+check "certbot: ... and the verifier refuses it for another issuer (key hash) or another log's key" \
+  sct_refused "$(cb_live www)/cert.pem"
 check "certbot: dns-01 for a wildcard and its base name (manual hooks, real DNS)" \
   cb_obtain wild --manual --preferred-challenges dns \
   --manual-auth-hook "$here/certbot-dns-hook.sh auth" --manual-cleanup-hook "$here/certbot-dns-hook.sh cleanup" \
   -d '*.dns.signet.test' -d dns.signet.test
 check "certbot: the dns-01 chain verifies for a name under the wildcard" verify_chain "$(cb_live wild)/fullchain.pem" anything.dns.signet.test
+check "certbot: the wildcard certificate's SCT verifies and its precertificate is logged" sct_verifies "$(cb_live wild)/cert.pem"
 check "certbot: IP address certificate (RFC 8738, http-01)" \
   cb_obtain ip --standalone --http-01-address 127.0.0.1 --http-01-port "$HTTP01_PORT" --ip-address 127.0.0.1
 check "certbot: the IP chain verifies for 127.0.0.1" verify_chain "$(cb_live ip)/fullchain.pem" 127.0.0.1
@@ -139,6 +164,7 @@ lg_cert() { echo "$T/lego/certificates/$1.crt"; }
 check "lego: http-01 for web.signet.test" \
   "${LG[@]}" --domains web.signet.test --http --http.port "127.0.0.1:$HTTP01_PORT" run
 check "lego: the http-01 chain verifies" verify_chain "$(lg_cert web.signet.test)" web.signet.test
+check "lego: the embedded SCT verifies and the precertificate is logged" sct_verifies "$(lg_cert web.signet.test)"
 check "lego: tls-alpn-01 for tls.signet.test" \
   "${LG[@]}" --domains tls.signet.test --tls --tls.port "127.0.0.1:$TLSALPN01_PORT" run
 check "lego: the tls-alpn-01 chain verifies" verify_chain "$(lg_cert tls.signet.test)" tls.signet.test

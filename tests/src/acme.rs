@@ -45,6 +45,8 @@ pub struct AcmeStack {
     pub http01_port: u16,
     /// The only port http-01 follows `https:` redirects to (`http01_https_port`).
     pub http01_https_port: u16,
+    /// acmed's config as the stack wrote it (`extra` included).
+    base_config: String,
     zone_lock: Mutex<()>,
 }
 
@@ -111,9 +113,7 @@ impl AcmeStack {
         let (http01_port, http01_https_port) = (free_port(), free_port());
         let config = dir.join("acmed.toml");
         let admin_socket = dir.join("acmed-admin.sock");
-        std::fs::write(
-            &config,
-            format!(
+        let base_config = format!(
                 "state_dir = {:?}\nsignd_socket = {:?}\nocspd_socket = {:?}\nissuer = \"demo\"\nlisten = \"127.0.0.1:{port}\"\n\
                  tls_certificate = {:?}\ntls_key = {:?}\nchain = {:?}\nhttp01_port = {http01_port}\n\
                  http01_https_port = {http01_https_port}\ntlsalpn01_port = {}\n\
@@ -126,9 +126,8 @@ impl AcmeStack {
                 key,
                 pki.ca("chain.pem"),
                 free_port(),
-            ),
-        )
-        .unwrap();
+        );
+        std::fs::write(&config, &base_config).unwrap();
         let mut stack = AcmeStack {
             pki,
             acmed: None,
@@ -139,6 +138,7 @@ impl AcmeStack {
             admin_socket,
             http01_port,
             http01_https_port,
+            base_config,
             zone_lock: Mutex::new(()),
         };
         stack.start_acmed();
@@ -168,6 +168,13 @@ impl AcmeStack {
             assert!(Instant::now() < deadline, "acmed not ready: {}", self.log());
             std::thread::sleep(Duration::from_millis(30));
         }
+    }
+
+    /// Restarts acmed with its first config plus `extra` (tables, such as a `[ct]` section).
+    pub fn reconfigure_acmed(&mut self, extra: &str) {
+        self.kill9_acmed();
+        std::fs::write(&self.config, format!("{}\n{extra}\n", self.base_config)).unwrap();
+        self.start_acmed();
     }
 
     /// SIGKILL.

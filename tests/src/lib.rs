@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use signet_ipc::SigndClient;
 
 pub mod acme;
+pub mod ctlog;
 pub mod pki;
 pub mod testdns;
 

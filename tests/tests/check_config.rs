@@ -241,6 +241,32 @@ fn acmed_check_config_refuses_what_start_refuses() {
     let garbage = d.join("garbage.pem");
     std::fs::write(&garbage, "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n").unwrap();
     refused("acmed", d, &format!("{base}chain = {garbage:?}\n"), &["chain: "]);
+    // [ct]: the log keys are parsed, the policy must be satisfiable, roots for https logs readable.
+    let log_key = {
+        use base64::Engine;
+        let der = openssl::x509::X509::from_pem(&std::fs::read(&cert).unwrap()).unwrap().public_key().unwrap();
+        base64::engine::general_purpose::STANDARD.encode(der.public_key_to_der().unwrap())
+    };
+    let ct = |extra: &str, url: &str, key: &str| {
+        format!("{base}[ct]\n{extra}[[ct.logs]]\nurl = \"{url}\"\npublic_key = \"{key}\"\n")
+    };
+    accepted("acmed", d, &ct("timeout_ms = 500\nmin_scts = 1\n", "http://127.0.0.1:1/log/", &log_key));
+    accepted("acmed", d, &format!("{}ca_file = {cert:?}\n", ct("", "https://ct.example/log/", &log_key)));
+    refused("acmed", d, &ct("", "http://127.0.0.1:1/log/", "bm90IGEga2V5"), &["[[ct.logs]] #1", "public_key"]);
+    refused("acmed", d, &ct("min_scts = 2\n", "http://127.0.0.1:1/log/", &log_key), &["min_scts = 2"]);
+    refused("acmed", d, &ct("", "ftp://127.0.0.1/log/", &log_key), &["not an http: or https: URL"]);
+    refused(
+        "acmed",
+        d,
+        &format!("{}ca_file = {missing:?}\n", ct("", "https://ct.example/log/", &log_key)),
+        &["ca_file", &missing.display().to_string()],
+    );
+    refused(
+        "acmed",
+        d,
+        &format!("{base}[profiles.p]\ndescription = \"p\"\nct = true\n"),
+        &["profiles.p.ct = true needs a [ct] section"],
+    );
     assert!(!d.join("state").exists() && !d.join("admin.sock").exists());
 }
 

@@ -38,6 +38,19 @@
 //! validity_seconds = 518400
 //! key_algorithms = ["ecdsa-p256", "ed25519"]   # default: all the issuer's profile allows
 //!
+//! [profiles.internal]
+//! description = "Certificates not submitted to CT logs"
+//! ct = false                               # default: true when [ct] is set
+//!
+//! [ct]                                     # Certificate Transparency (RFC 6962): optional
+//! timeout_ms = 2000                        # per log submission
+//! min_scts = 1                             # fewer valid SCTs: the finalization fails
+//! [[ct.logs]]
+//! url = "https://ct.example.net/2026h2/"   # the log's RFC 6962 submission prefix
+//! public_key = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE..."  # base64 DER SubjectPublicKeyInfo
+//! required = false                         # true: no certificate without this log's SCT
+//! ca_file = "/etc/ssl/certs/ca-certificates.crt"   # roots for an https log (default: the system's)
+//!
 //! [rate_limits]
 //! orders_per_account_per_hour = 3000
 //! certificates_per_domain_per_week = 5000
@@ -142,6 +155,56 @@ pub struct Config {
     /// as, and root; when present, exactly those listed.
     #[serde(default)]
     pub admin: Option<Principals>,
+    /// `[ct]`: Certificate Transparency. When set, certificates of the profiles
+    /// that do not opt out carry SCTs from these logs (see `ct`).
+    #[serde(default)]
+    pub ct: Option<CtSettings>,
+}
+
+/// `[ct]`: the logs precertificates are submitted to, and the policy on their SCTs.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CtSettings {
+    /// How long one log submission may take, connection included (ms); a slow or
+    /// down log delays an issuance by at most this.
+    #[serde(default = "default_ct_timeout_ms")]
+    pub timeout_ms: u64,
+    /// The fewest valid SCTs a certificate is issued with; with fewer the
+    /// finalization fails (serverInternal: the order stays ready). 0: issue
+    /// without SCTs when every log fails.
+    #[serde(default = "default_min_scts")]
+    pub min_scts: usize,
+    /// `[[ct.logs]]`: every log is asked, concurrently.
+    pub logs: Vec<CtLogSettings>,
+}
+
+/// `[[ct.logs]]`: one RFC 6962 log.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CtLogSettings {
+    /// The log's submission prefix: `<url>ct/v1/add-pre-chain` is posted to
+    /// (`http:` or `https:`; a missing trailing slash is added).
+    pub url: String,
+    /// The log's public key: base64 of its DER SubjectPublicKeyInfo, as in log lists.
+    pub public_key: String,
+    /// Whether no certificate may be issued without this log's SCT.
+    #[serde(default)]
+    pub required: bool,
+    /// PEM roots that verify an `https:` log's TLS certificate (default: the
+    /// system's trust store).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+}
+
+impl CtLogSettings {
+    /// The submission prefix, ending in `/`.
+    pub fn prefix(&self) -> String {
+        if self.url.ends_with('/') {
+            self.url.clone()
+        } else {
+            format!("{}/", self.url)
+        }
+    }
 }
 
 /// `[profiles.<name>]`: what a client gets when its order names this profile.
@@ -157,6 +220,10 @@ pub struct ProfileSettings {
     /// Subject key algorithms allowed (default: all the issuer's profile allows).
     #[serde(default)]
     pub key_algorithms: Option<Vec<String>>,
+    /// Whether certificates of this profile carry SCTs (default: yes when `[ct]`
+    /// is set; `true` without `[ct]` is an error).
+    #[serde(default)]
+    pub ct: Option<bool>,
 }
 
 /// `[rate_limits]`: 0 turns a limit off.
@@ -172,6 +239,42 @@ pub struct RateLimits {
     /// New accounts per hour, over all clients.
     #[serde(default = "default_accounts_per_hour")]
     pub new_accounts_per_hour: u32,
+}
+
+impl CtSettings {
+    /// Checks the values serde cannot judge; the keys are parsed by `ct::CtLogs::new`.
+    fn check(&self) -> Result<(), String> {
+        if !(1..=60_000).contains(&self.timeout_ms) {
+            return Err("[ct] timeout_ms must be 1..=60000".into());
+        }
+        if self.logs.is_empty() {
+            return Err("[ct] needs at least one [[ct.logs]]".into());
+        }
+        if self.min_scts > self.logs.len() {
+            return Err(format!(
+                "[ct] min_scts = {} but only {} log(s) are configured",
+                self.min_scts,
+                self.logs.len()
+            ));
+        }
+        for (i, log) in self.logs.iter().enumerate() {
+            let url =
+                url::Url::parse(&log.url).map_err(|e| format!("[[ct.logs]] #{}: url {:?}: {e}", i + 1, log.url))?;
+            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+                return Err(format!("[[ct.logs]] #{}: url {:?} is not an http: or https: URL", i + 1, log.url));
+            }
+            if url.query().is_some() || url.fragment().is_some() {
+                return Err(format!("[[ct.logs]] #{}: url {:?} has a query or fragment", i + 1, log.url));
+            }
+            if log.ca_file.is_some() && url.scheme() != "https" {
+                return Err(format!("[[ct.logs]] #{}: ca_file is for https: logs", i + 1));
+            }
+            if self.logs[..i].iter().any(|l| l.prefix() == log.prefix()) {
+                return Err(format!("[[ct.logs]] #{}: url {:?} is listed twice", i + 1, log.url));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for RateLimits {
@@ -227,7 +330,22 @@ impl Config {
         if self.max_body_bytes < 1024 {
             return Err("max_body_bytes must be at least 1024".into());
         }
+        match &self.ct {
+            Some(ct) => ct.check()?,
+            None => {
+                if let Some((name, _)) = self.profiles.iter().find(|(_, p)| p.ct == Some(true)) {
+                    return Err(format!("profiles.{name}.ct = true needs a [ct] section"));
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Whether orders of profile `name` get SCTs: `[ct]` is set and the profile
+    /// does not opt out.
+    pub fn ct_for(&self, profile: &str) -> Option<&CtSettings> {
+        let wanted = self.profiles.get(profile).and_then(|p| p.ct).unwrap_or(true);
+        self.ct.as_ref().filter(|_| wanted)
     }
 
     /// The profile an order without one gets.
@@ -269,6 +387,12 @@ fn default_certs_per_domain() -> u32 {
 fn default_accounts_per_hour() -> u32 {
     10_000
 }
+fn default_ct_timeout_ms() -> u64 {
+    2000
+}
+fn default_min_scts() -> usize {
+    1
+}
 fn default_profiles() -> BTreeMap<String, ProfileSettings> {
     let mut m = BTreeMap::new();
     m.insert(
@@ -277,6 +401,7 @@ fn default_profiles() -> BTreeMap<String, ProfileSettings> {
             description: "TLS server certificates for the longest validity the CA allows".into(),
             validity_seconds: None,
             key_algorithms: None,
+            ct: None,
         },
     );
     m.insert(
@@ -285,6 +410,7 @@ fn default_profiles() -> BTreeMap<String, ProfileSettings> {
             description: "6-day TLS server certificates".into(),
             validity_seconds: Some(6 * 86_400),
             key_algorithms: None,
+            ct: None,
         },
     );
     m
@@ -327,5 +453,44 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("admin_socket_mode"), "{e}");
         assert!(toml::from_str::<Config>(&format!("{MINIMAL}[admin]\nuser = [0]\n")).is_err());
+    }
+
+    const CT: &str = "[ct]\ntimeout_ms = 500\n[[ct.logs]]\nurl = \"http://127.0.0.1:1/a\"\npublic_key = \"AA==\"\n\
+                      [[ct.logs]]\nurl = \"https://ct.example/b/\"\npublic_key = \"AA==\"\nrequired = true\n";
+
+    #[test]
+    fn ct_section() {
+        let c: Config = toml::from_str(MINIMAL).unwrap();
+        assert!(c.ct.is_none() && c.ct_for("classic").is_none());
+
+        let c: Config = toml::from_str(&format!("{MINIMAL}{CT}")).unwrap();
+        c.check().unwrap();
+        let ct = c.ct_for("classic").unwrap();
+        assert_eq!((ct.timeout_ms, ct.min_scts, ct.logs.len()), (500, 1, 2));
+        assert_eq!(ct.logs[0].prefix(), "http://127.0.0.1:1/a/");
+        assert_eq!(ct.logs[1].prefix(), "https://ct.example/b/");
+        assert!(!ct.logs[0].required && ct.logs[1].required);
+        // Every profile, unless it opts out.
+        assert!(c.ct_for("shortlived").is_some());
+        let c: Config = toml::from_str(&format!(
+            "{MINIMAL}[profiles.internal]\ndescription = \"x\"\nct = false\n[profiles.public]\ndescription = \"y\"\n{CT}"
+        ))
+        .unwrap();
+        c.check().unwrap();
+        assert!(c.ct_for("internal").is_none() && c.ct_for("public").is_some());
+
+        let bad = |extra: &str| toml::from_str::<Config>(&format!("{MINIMAL}{extra}")).unwrap().check().unwrap_err();
+        assert!(bad(&CT.replace("timeout_ms = 500", "min_scts = 3")).contains("min_scts"), "min_scts above the logs");
+        assert!(bad("[ct]\nlogs = []\n").contains("at least one"));
+        assert!(bad(&CT.replace("timeout_ms = 500", "timeout_ms = 0")).contains("timeout_ms"));
+        assert!(bad(&CT.replace("http://127.0.0.1:1/a", "ftp://x/")).contains("not an http"));
+        assert!(bad(&CT.replace("http://127.0.0.1:1/a", "https://ct.example/b")).contains("twice"));
+        assert!(bad(&CT.replace("http://127.0.0.1:1/a", "http://x/?q")).contains("query"));
+        assert!(bad(&CT.replace("required = true", "ca_file = \"/x\"").replace("https://ct", "http://ct"))
+            .contains("ca_file"));
+        assert!(bad("[profiles.p]\ndescription = \"x\"\nct = true\n").contains("needs a [ct]"));
+        // Strict: unknown keys in [ct] and [[ct.logs]] are refused.
+        assert!(toml::from_str::<Config>(&format!("{MINIMAL}{}", CT.replace("timeout_ms", "timeout"))).is_err());
+        assert!(toml::from_str::<Config>(&format!("{MINIMAL}{CT}key = \"x\"\n")).is_err());
     }
 }

@@ -1,10 +1,11 @@
 //! The issuance pipeline: order + CSR → TBSCertificate → signature (signd's
 //! Issuer role) → recorded in ocspd → handed to the caller, who stores it.
 //!
-//! Each step is a function of the previous one's output, so a Certificate
-//! Transparency step fits between building and signing without reshaping the
-//! rest: sign a precertificate (poison extension) through the same Issuer
-//! role, submit it to the logs, and embed the SCTs in the final TBS.
+//! Each step is a function of the previous one's output. With Certificate
+//! Transparency (`ct`), a step sits between building and signing: a
+//! precertificate (poison extension) signed through the same Issuer role and
+//! recorded in ocspd, submitted to the logs, and the SCTs embedded in the
+//! final TBS. The precertificate is never stored or handed out.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -14,9 +15,11 @@ use signet_acme::types::IdentifierType;
 use signet_acme::{Problem, ProblemType};
 use signet_ca::cert::{build_leaf_tbs, LeafRequest};
 use signet_ca::{Name, ParsedCsr, SanEntry};
+use signet_ct::rfc6962::precert::precert_entry;
 use signet_ipc::{ErrorKind, IssuedCert};
 use x509_cert::Certificate;
 
+use crate::ct::{self, CtLogs};
 use crate::db::{CertRec, Id, OrderRec};
 use crate::server::internal;
 use crate::Acme;
@@ -35,26 +38,16 @@ pub fn pem_cert(der: &[u8]) -> String {
 }
 
 impl Acme {
-    /// Builds, signs and records the certificate for a ready order.
+    /// Builds, signs and records the certificate for a ready order; with SCTs
+    /// embedded when its profile takes part in Certificate Transparency.
     pub async fn issue(&self, order_id: &Id, order: &OrderRec, csr: &ParsedCsr) -> Result<Issued, Problem> {
         let tbs = self.build_tbs(order, csr)?;
-        let der = self.signd.sign_certificate(&self.cfg.issuer, tbs.der).await.map_err(|e| match e.kind {
-            ErrorKind::InvalidArgument | ErrorKind::PermissionDenied => {
-                Problem::new(ProblemType::BadCsr, format!("the CA refused to sign: {}", e.detail))
-            }
-            _ => internal("signing the certificate", e),
-        })?;
-        let cert = Certificate::from_der(&der).map_err(|e| internal("signd returned a bad certificate", e))?;
-        let serial = cert.tbs_certificate.serial_number.as_bytes().to_vec();
-        let validity = &cert.tbs_certificate.validity;
-        let not_before = validity.not_before.to_unix_duration().as_secs() as i64;
-        let not_after = validity.not_after.to_unix_duration().as_secs() as i64;
+        let der = match self.ct.as_ref().filter(|_| self.cfg.ct_for(&order.profile).is_some()) {
+            Some(ct) => self.sign_with_scts(ct, &tbs).await?,
+            None => self.sign(tbs.der).await?,
+        };
         // Only a certificate ocspd knows is ever handed out.
-        let record = IssuedCert { serial: serial.clone(), not_after_unix_secs: not_after, crl_shard: tbs.shard };
-        self.ocspd
-            .record_issued(&self.cfg.issuer, record)
-            .await
-            .map_err(|e| internal("recording the certificate in ocspd", e))?;
+        let (serial, not_before, not_after) = self.record(&der, tbs.shard).await?;
         Ok(Issued {
             serial,
             rec: CertRec {
@@ -67,6 +60,64 @@ impl Acme {
                 replaced_by: None,
             },
         })
+    }
+
+    /// The precertificate, its SCTs, then the certificate (RFC 6962 §3): the
+    /// final TBS is `tbs` itself plus the SCT list, so the serial, validity and
+    /// every other field are the precertificate's.
+    async fn sign_with_scts(&self, ct: &CtLogs, tbs: &Tbs) -> Result<Vec<u8>, Problem> {
+        let precert_tbs = ct::precertificate_tbs(&tbs.der).map_err(|e| internal("building the precertificate", e))?;
+        let precert = self.sign(precert_tbs).await?;
+        // A precertificate binds the CA to issue (RFC 6962 §3.1): its serial is
+        // in ocspd before any log publishes it. The certificate's record below
+        // is the same (serial, notAfter, shard), so ocspd keeps it as it is.
+        self.record(&precert, tbs.shard).await?;
+        let entry = ct::entry_for(&tbs.der, &self.ca.ca_der).map_err(|e| internal("the CT log entry", e))?;
+        // What a log computes from the precertificate is what the certificate will yield.
+        match precert_entry(&[&precert[..], &self.ca.ca_der[..]]) {
+            Ok(logged) if logged == entry => {}
+            Ok(_) => return Err(internal("the CT log entry", "the precertificate does not yield the certificate's")),
+            Err(e) => return Err(internal("the CT log entry", e)),
+        }
+        let mut chain = Vec::with_capacity(1 + self.ca.issuers.len());
+        chain.push(precert);
+        chain.extend(self.ca.issuers.iter().cloned());
+        let outcomes = ct.submit(&chain, &entry).await;
+        let scts = ct.select(&outcomes).map_err(|why| {
+            tracing::error!(reason = %why, "Certificate Transparency policy not met; nothing issued");
+            Problem::new(
+                ProblemType::ServerInternal,
+                format!("Certificate Transparency: {why}; the certificate was not issued, try again later"),
+            )
+        })?;
+        let final_tbs = ct::final_tbs(&tbs.der, &scts).map_err(|e| internal("embedding the SCTs", e))?;
+        self.sign(final_tbs).await
+    }
+
+    /// One signature by signd's Issuer role over `tbs`.
+    async fn sign(&self, tbs: Vec<u8>) -> Result<Vec<u8>, Problem> {
+        self.signd.sign_certificate(&self.cfg.issuer, tbs).await.map_err(|e| match e.kind {
+            ErrorKind::InvalidArgument | ErrorKind::PermissionDenied => {
+                Problem::new(ProblemType::BadCsr, format!("the CA refused to sign: {}", e.detail))
+            }
+            _ => internal("signing the certificate", e),
+        })
+    }
+
+    /// Records a certificate signd signed (or a precertificate) in ocspd:
+    /// (serial, notBefore, notAfter).
+    async fn record(&self, der: &[u8], shard: u32) -> Result<(Vec<u8>, i64, i64), Problem> {
+        let cert = Certificate::from_der(der).map_err(|e| internal("signd returned a bad certificate", e))?;
+        let serial = cert.tbs_certificate.serial_number.as_bytes().to_vec();
+        let validity = &cert.tbs_certificate.validity;
+        let not_before = validity.not_before.to_unix_duration().as_secs() as i64;
+        let not_after = validity.not_after.to_unix_duration().as_secs() as i64;
+        let record = IssuedCert { serial: serial.clone(), not_after_unix_secs: not_after, crl_shard: shard };
+        self.ocspd
+            .record_issued(&self.cfg.issuer, record)
+            .await
+            .map_err(|e| internal("recording the certificate in ocspd", e))?;
+        Ok((serial, not_before, not_after))
     }
 
     fn build_tbs(&self, order: &OrderRec, csr: &ParsedCsr) -> Result<Tbs, Problem> {

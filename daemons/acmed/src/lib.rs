@@ -5,7 +5,9 @@
 //! (http-01, dns-01, tls-alpn-01, dns-persist-01, CAA), and issues through
 //! signd's Issuer role. Every certificate is recorded in ocspd before a client
 //! sees it, and revocations go to ocspd at once. The protocol's pure parts
-//! (JWS, problem documents, resource types, CAA) live in `signet-acme`.
+//! (JWS, problem documents, resource types, CAA) live in `signet-acme`. With
+//! `[ct]`, certificates carry SCTs from Certificate Transparency logs: a
+//! precertificate is signed and logged first ([`ct`]).
 //!
 //! An admin interface (Cap'n Proto, `acmed.capnp`) on a Unix socket manages
 //! external account binding keys (`signetctl acme eab ...`).
@@ -21,6 +23,7 @@
 pub mod admin;
 pub mod challenge;
 pub mod config;
+pub mod ct;
 pub mod db;
 pub mod issue;
 pub mod limits;
@@ -75,6 +78,9 @@ pub struct CaContext {
     /// The chains served after the leaf, PEM: `[0]` up to (not including) the
     /// root, `[1]` (when the chain file has one) including it.
     pub chains: Vec<String>,
+    /// The issuing CA certificate and the rest of the chain file after it
+    /// (DER): what follows a precertificate submitted to CT logs.
+    pub issuers: Vec<Vec<u8>>,
 }
 
 /// acmed's shared state.
@@ -105,6 +111,8 @@ pub struct Acme {
     pub inflight: Arc<resources::InFlight>,
     /// Counters.
     pub metrics: AcmeMetrics,
+    /// The CT logs (`[ct]`), when configured.
+    pub ct: Option<ct::CtLogs>,
     /// Where "now" comes from.
     pub clock: Clock,
 }
@@ -177,7 +185,8 @@ impl AcmeMetrics {
 
 /// What `--check-config` and start check beyond the file's syntax: the values serde cannot
 /// judge ([`Config::check`]), the TLS certificate and key (readable, matching), the chain file,
-/// `[admin]`'s users and groups, and the DNS resolver settings validation uses. Whether signd
+/// `[admin]`'s users and groups, the DNS resolver settings validation uses, and `[ct]`'s log
+/// keys and TLS roots. Whether signd
 /// knows the issuer is learnt at start.
 impl DaemonConfig for Config {
     fn check_config(&self) -> Result<(), String> {
@@ -188,6 +197,9 @@ impl DaemonConfig for Config {
         }
         resolve_admins(self)?;
         validator(self)?;
+        if let Some(ct) = &self.ct {
+            ct::CtLogs::new(ct)?;
+        }
         Ok(())
     }
 }
@@ -278,6 +290,10 @@ async fn serve(
     let base = config.public_url();
     let directory = directory_json(&config, &base);
     let metrics = Metrics::new("acmed");
+    let ct = config.ct.as_ref().map(ct::CtLogs::new).transpose().map_err(cfg_err)?;
+    if let Some(ct) = &ct {
+        ct.register(&metrics);
+    }
     let mut key = [0u8; 32];
     OsRng.fill_bytes(&mut key);
     let acme = Arc::new(Acme {
@@ -294,6 +310,7 @@ async fn serve(
         jwk_cache: JwkCache::new(100_000),
         inflight: Arc::default(),
         metrics: AcmeMetrics::new(&metrics),
+        ct,
         clock: Clock::system(),
     });
     let handler = Arc::new(AcmeHttp(acme.clone()));
@@ -402,5 +419,5 @@ async fn load_ca(cfg: &Config, signd: &SigndClient, chain_pem: Option<&[u8]>) ->
     if without_root.len() != certs.len() {
         chains.push(pem(&certs));
     }
-    Ok(CaContext { issuer, profile, ca_der, ski, chains })
+    Ok(CaContext { issuer, profile, ca_der, ski, chains, issuers: certs })
 }

@@ -1,0 +1,438 @@
+//! Certificate Transparency (RFC 6962 §3): SCTs embedded in the certificates
+//! acmed issues.
+//!
+//! For an order whose profile takes part (`[ct]` set, the profile not opted
+//! out), `issue` signs a precertificate (the TBS plus the critical poison
+//! extension) through signd's Issuer role, submits `[precertificate, issuing
+//! CA .. root]` to every configured log's `ct/v1/add-pre-chain` at once, each
+//! bounded by `timeout_ms`, verifies each SCT with the log's key against the
+//! entry the final certificate will yield, applies the policy
+//! ([`select_scts`]), and signs the same TBS (same serial, validity,
+//! everything) without the poison and with the SCT list extension.
+//!
+//! This module holds the pure parts (TBS transformations, the policy) and the
+//! log client: hyper-util's pooled client, one per log, over plain TCP or TLS
+//! (OpenSSL, verified against the system's roots or the log's `ca_file`).
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use bytes::Bytes;
+use der::{Decode, Encode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{CONTENT_TYPE, USER_AGENT};
+use hyper::{Request, StatusCode, Uri};
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use openssl::ssl::{SslConnector, SslMethod};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use signet_ct::rfc6962::api::{add_chain_body, AddChainResponse};
+use signet_ct::rfc6962::precert::{issuer_key_hash, poison_extension};
+use signet_ct::rfc6962::sct_list_extension;
+use signet_ct::{LogKey, Sct, SignedEntry};
+use signet_runtime::metrics::Metrics;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_openssl::SslStream;
+use x509_cert::ext::Extension;
+use x509_cert::TbsCertificate;
+
+use crate::config::CtSettings;
+
+/// The largest `add-pre-chain` answer read (an SCT in JSON is a few hundred bytes).
+const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+
+/// Where system trust stores usually are; the vendored OpenSSL's own default
+/// directory is not the system's.
+const SYSTEM_ROOTS: [&str; 3] =
+    ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"];
+
+/// The precertificate's TBS: `tbs_der` with the critical poison extension
+/// added last (RFC 6962 §3.1).
+pub fn precertificate_tbs(tbs_der: &[u8]) -> Result<Vec<u8>, String> {
+    let poison = poison_extension().map_err(|e| e.to_string())?;
+    with_extension(tbs_der, poison)
+}
+
+/// The final certificate's TBS: `tbs_der` (the precertificate's without its
+/// poison) with the non-critical SCT list extension added last, or unchanged
+/// when there are no SCTs.
+pub fn final_tbs(tbs_der: &[u8], scts: &[Sct]) -> Result<Vec<u8>, String> {
+    if scts.is_empty() {
+        return Ok(tbs_der.to_vec());
+    }
+    with_extension(tbs_der, sct_list_extension(scts).map_err(|e| e.to_string())?)
+}
+
+/// The `precert_entry` the SCTs of a certificate whose TBS (without the SCT
+/// list) is `tbs_der` sign, for the issuing CA `issuer_der`.
+pub fn entry_for(tbs_der: &[u8], issuer_der: &[u8]) -> Result<SignedEntry, String> {
+    Ok(SignedEntry::Precert {
+        issuer_key_hash: issuer_key_hash(issuer_der).map_err(|e| e.to_string())?,
+        tbs_certificate: tbs_der.to_vec(),
+    })
+}
+
+/// `tbs_der` with `ext` appended. The TBS must re-encode byte for byte (it is
+/// DER, as signet-ca builds it), so that removing `ext` again gives `tbs_der`:
+/// that is what logs and TLS clients compute.
+fn with_extension(tbs_der: &[u8], ext: Extension) -> Result<Vec<u8>, String> {
+    let mut tbs = TbsCertificate::from_der(tbs_der).map_err(|e| format!("TBSCertificate: {e}"))?;
+    if tbs.to_der().map_err(|e| e.to_string())? != tbs_der {
+        return Err("the TBSCertificate is not DER".into());
+    }
+    let exts = tbs.extensions.get_or_insert_with(Vec::new);
+    if exts.iter().any(|e| e.extn_id == ext.extn_id) {
+        return Err(format!("the TBSCertificate already has extension {}", ext.extn_id));
+    }
+    exts.push(ext);
+    tbs.to_der().map_err(|e| format!("TBSCertificate: {e}"))
+}
+
+/// Why a log gave no usable SCT.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// No answer within `timeout_ms`.
+    Timeout(Duration),
+    /// The connection (TCP or TLS) failed.
+    Connect(String),
+    /// An HTTP status other than 200, with the start of the body.
+    Http(u16, String),
+    /// A 200 whose body is not an SCT.
+    Response(String),
+    /// An SCT that does not verify with the log's key for this entry.
+    Signature(String),
+}
+
+impl Failure {
+    /// The `reason` label of `acme_ct_failures`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Failure::Timeout(_) => "timeout",
+            Failure::Connect(_) => "connect",
+            Failure::Http(..) => "http",
+            Failure::Response(_) => "response",
+            Failure::Signature(_) => "signature",
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Timeout(t) => write!(f, "no answer within {} ms", t.as_millis()),
+            Failure::Connect(e) => write!(f, "connection failed: {e}"),
+            Failure::Http(status, body) => write!(f, "HTTP {status}: {body}"),
+            Failure::Response(e) => write!(f, "not an SCT: {e}"),
+            Failure::Signature(e) => write!(f, "the SCT does not verify: {e}"),
+        }
+    }
+}
+
+/// One log's answer to a submission.
+#[derive(Clone, Debug)]
+pub struct LogOutcome {
+    /// The log (its submission prefix).
+    pub log: String,
+    /// Whether the policy needs this log's SCT.
+    pub required: bool,
+    /// The verified SCT, or why there is none.
+    pub result: Result<Sct, Failure>,
+}
+
+/// The policy: every required log gave a valid SCT and at least `min_scts`
+/// logs did. On success, the SCTs to embed (in the order the logs are
+/// configured, possibly none when `min_scts` is 0); otherwise why not.
+pub fn select_scts(outcomes: &[LogOutcome], min_scts: usize) -> Result<Vec<Sct>, String> {
+    let scts: Vec<Sct> = outcomes.iter().filter_map(|o| o.result.as_ref().ok().cloned()).collect();
+    let failures = || {
+        outcomes
+            .iter()
+            .filter_map(|o| o.result.as_ref().err().map(|e| format!("{}: {e}", o.log)))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    if let Some(o) = outcomes.iter().find(|o| o.required && o.result.is_err()) {
+        return Err(format!("the required log {} gave no valid SCT ({})", o.log, failures()));
+    }
+    if scts.len() < min_scts {
+        return Err(format!(
+            "{} valid SCT(s) from {} log(s), the policy needs {min_scts} ({})",
+            scts.len(),
+            outcomes.len(),
+            failures()
+        ));
+    }
+    Ok(scts)
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LogLabels {
+    log: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabels {
+    log: String,
+    reason: String,
+}
+
+/// The CT metrics, per log.
+struct CtMetrics {
+    scts: Family<LogLabels, Counter>,
+    failures: Family<FailureLabels, Counter>,
+    latency: Family<LogLabels, Histogram>,
+    refusals: Counter,
+}
+
+/// One configured log.
+struct CtLog {
+    prefix: String,
+    add_pre_chain: Uri,
+    key: LogKey,
+    required: bool,
+    client: Client<LogConnector, Full<Bytes>>,
+}
+
+/// The configured logs and policy, with their clients.
+pub struct CtLogs {
+    logs: Vec<CtLog>,
+    timeout: Duration,
+    min_scts: usize,
+    metrics: CtMetrics,
+}
+
+impl CtLogs {
+    /// The logs of `[ct]`: keys parsed, TLS set up (`ca_file` read). Needs no
+    /// runtime, so `--check-config` builds it too.
+    pub fn new(settings: &CtSettings) -> Result<CtLogs, String> {
+        let mut logs = Vec::with_capacity(settings.logs.len());
+        for (i, l) in settings.logs.iter().enumerate() {
+            let what = |e: &dyn std::fmt::Display| format!("[[ct.logs]] #{} ({}): {e}", i + 1, l.url);
+            let spki = base64::engine::general_purpose::STANDARD
+                .decode(l.public_key.trim())
+                .map_err(|e| what(&format!("public_key is not base64: {e}")))?;
+            let key = LogKey::from_spki_der(&spki).map_err(|e| what(&format!("public_key: {e}")))?;
+            if logs.iter().any(|o: &CtLog| o.key.log_id() == key.log_id()) {
+                return Err(what(&"the same public_key as an earlier log"));
+            }
+            let prefix = l.prefix();
+            let add_pre_chain: Uri =
+                format!("{prefix}ct/v1/add-pre-chain").parse().map_err(|e: hyper::http::uri::InvalidUri| what(&e))?;
+            let tls = if add_pre_chain.scheme_str() == Some("https") {
+                Some(Arc::new(tls_connector(l.ca_file.as_deref()).map_err(|e| what(&e))?))
+            } else {
+                None
+            };
+            let mut http = HttpConnector::new();
+            http.enforce_http(false);
+            http.set_nodelay(true);
+            let client = Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(60))
+                .build(LogConnector { http, tls });
+            logs.push(CtLog { prefix, add_pre_chain, key, required: l.required, client });
+        }
+        let metrics = CtMetrics {
+            scts: Family::default(),
+            failures: Family::default(),
+            latency: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.005, 2.0, 12))),
+            refusals: Counter::default(),
+        };
+        Ok(CtLogs { logs, timeout: Duration::from_millis(settings.timeout_ms), min_scts: settings.min_scts, metrics })
+    }
+
+    /// Registers the metrics with acmed's registry.
+    pub fn register(&self, m: &Metrics) {
+        let me = &self.metrics;
+        m.register("acme_ct_scts", "Valid SCTs obtained, per CT log", me.scts.clone());
+        m.register(
+            "acme_ct_failures",
+            "CT log submissions without a valid SCT, per log and reason",
+            me.failures.clone(),
+        );
+        m.register("acme_ct_submission_seconds", "CT log submission time, per log", me.latency.clone());
+        m.register(
+            "acme_ct_policy_refusals",
+            "Finalizations refused for too few valid SCTs (the precertificate was signed)",
+            me.refusals.clone(),
+        );
+    }
+
+    /// Submits `chain` (`[precertificate, issuing CA, ...]`) to every log at once
+    /// and answers each log's verified SCT for `entry` or why there is none,
+    /// within the timeout.
+    pub async fn submit(&self, chain: &[Vec<u8>], entry: &SignedEntry) -> Vec<LogOutcome> {
+        let body = Bytes::from(add_chain_body(chain));
+        let each = self.logs.iter().map(|log| {
+            let body = body.clone();
+            async move {
+                let started = Instant::now();
+                let result = match tokio::time::timeout(self.timeout, submit_one(log, body, entry)).await {
+                    Ok(r) => r,
+                    Err(_) => Err(Failure::Timeout(self.timeout)),
+                };
+                let labels = LogLabels { log: log.prefix.clone() };
+                self.metrics.latency.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
+                match &result {
+                    Ok(_) => {
+                        self.metrics.scts.get_or_create(&labels).inc();
+                    }
+                    Err(e) => {
+                        tracing::warn!(log = %log.prefix, error = %e, "CT log submission failed");
+                        let labels = FailureLabels { log: log.prefix.clone(), reason: e.reason().to_owned() };
+                        self.metrics.failures.get_or_create(&labels).inc();
+                    }
+                }
+                LogOutcome { log: log.prefix.clone(), required: log.required, result }
+            }
+        });
+        futures::future::join_all(each).await
+    }
+
+    /// [`select_scts`] with the configured `min_scts`, counting refusals.
+    pub fn select(&self, outcomes: &[LogOutcome]) -> Result<Vec<Sct>, String> {
+        let selected = select_scts(outcomes, self.min_scts);
+        if selected.is_err() {
+            self.metrics.refusals.inc();
+        }
+        selected
+    }
+}
+
+async fn submit_one(log: &CtLog, body: Bytes, entry: &SignedEntry) -> Result<Sct, Failure> {
+    let req = Request::post(log.add_pre_chain.clone())
+        .header(CONTENT_TYPE, "application/json")
+        .header(USER_AGENT, concat!("signet-acmed/", env!("CARGO_PKG_VERSION")))
+        .body(Full::new(body))
+        .map_err(|e| Failure::Connect(e.to_string()))?;
+    let resp = log.client.request(req).await.map_err(|e| {
+        // The source says why (refused, TLS, ...); hyper-util's own text does not.
+        let detail = std::error::Error::source(&e).map_or_else(|| e.to_string(), |s| s.to_string());
+        Failure::Connect(detail)
+    })?;
+    let status = resp.status();
+    let body = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
+        .collect()
+        .await
+        .map_err(|e| Failure::Response(format!("reading the answer: {e}")))?
+        .to_bytes();
+    if status != StatusCode::OK {
+        let text: String = String::from_utf8_lossy(&body).chars().take(200).collect();
+        return Err(Failure::Http(status.as_u16(), text.trim().to_owned()));
+    }
+    let answer: AddChainResponse = serde_json::from_slice(&body).map_err(|e| Failure::Response(e.to_string()))?;
+    let sct = answer.to_sct().map_err(|e| Failure::Response(e.to_string()))?;
+    log.key.verify_sct(&sct, entry).map_err(|e| Failure::Signature(e.to_string()))?;
+    Ok(sct)
+}
+
+/// TLS to a log: verified against `ca_file`, or else the system's roots.
+fn tls_connector(ca_file: Option<&std::path::Path>) -> Result<SslConnector, String> {
+    let mut b = SslConnector::builder(SslMethod::tls_client()).map_err(|e| e.to_string())?;
+    match ca_file {
+        Some(path) => b.set_ca_file(path).map_err(|e| format!("ca_file {}: {e}", path.display()))?,
+        None => {
+            b.set_default_verify_paths().map_err(|e| e.to_string())?;
+            if let Some(path) = SYSTEM_ROOTS.iter().find(|p| std::path::Path::new(p).exists()) {
+                b.set_ca_file(path).map_err(|e| format!("{path}: {e}"))?;
+            }
+        }
+    }
+    b.set_alpn_protos(b"\x08http/1.1").map_err(|e| e.to_string())?;
+    Ok(b.build())
+}
+
+/// hyper-util's connector for logs: TCP from its `HttpConnector`, then TLS
+/// for `https:` URIs.
+#[derive(Clone)]
+struct LogConnector {
+    http: HttpConnector,
+    tls: Option<Arc<SslConnector>>,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl tower_service::Service<Uri> for LogConnector {
+    type Response = TokioIo<LogStream>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.http.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let mut http = self.http.clone();
+        let tls = self.tls.clone();
+        Box::pin(async move {
+            let https = uri.scheme_str() == Some("https");
+            let host = uri.host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_owned();
+            let tcp = http.call(uri).await?.into_inner();
+            if !https {
+                return Ok(TokioIo::new(LogStream::Plain(tcp)));
+            }
+            let tls = tls.ok_or("an https: URI on a connector without TLS")?;
+            let ssl = tls.configure()?.into_ssl(&host)?;
+            let mut stream = Box::pin(SslStream::new(ssl, tcp)?);
+            stream.as_mut().connect().await?;
+            Ok(TokioIo::new(LogStream::Tls(stream)))
+        })
+    }
+}
+
+/// A connection to a log.
+enum LogStream {
+    Plain(TcpStream),
+    Tls(Pin<Box<SslStream<TcpStream>>>),
+}
+
+impl Connection for LogStream {
+    fn connected(&self) -> Connected {
+        Connected::new()
+    }
+}
+
+impl AsyncRead for LogStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            LogStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            LogStream::Tls(s) => s.as_mut().poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for LogStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            LogStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            LogStream::Tls(s) => s.as_mut().poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            LogStream::Plain(s) => Pin::new(s).poll_flush(cx),
+            LogStream::Tls(s) => s.as_mut().poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            LogStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            LogStream::Tls(s) => s.as_mut().poll_shutdown(cx),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "ct_tests.rs"]
+mod tests;
