@@ -1,0 +1,184 @@
+//! ocspd at its edges (issue 22), end to end with a real signd and ocspd as in
+//! `ocspd.rs`: media types in any case, weak `If-None-Match`, doubled leading
+//! slashes, `unknown` kept out of HTTP caches, several certificates in one
+//! request (`openssl ocsp -cert a -cert b`), and a registry write on a full
+//! filesystem.
+#![forbid(unsafe_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use base64::Engine;
+use signet_tests::pki::Pki;
+use signet_tests::run;
+
+/// The request file as a URL-encoded base64 GET path segment.
+fn get_segment(req: &Path) -> String {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(std::fs::read(req).unwrap());
+    b64.replace('+', "%2B").replace('/', "%2F").replace('=', "%3D")
+}
+
+/// POSTs `req` with `content_type`; (status, headers, body).
+fn post(pki: &Pki, req: &Path, content_type: &str) -> (u16, String, Vec<u8>) {
+    pki.curl(&[
+        "-H",
+        &format!("Content-Type: {content_type}"),
+        "--data-binary",
+        &format!("@{}", req.display()),
+        &pki.url("/ocsp"),
+    ])
+}
+
+/// Checks a DER OCSPResponse with `openssl ocsp -respin`: signed by the
+/// responder, and `cert` has `status`.
+fn assert_response(pki: &Pki, der: &[u8], cert: &Path, status: &str) {
+    let resp = pki.dir.join("checked-resp.der");
+    std::fs::write(&resp, der).unwrap();
+    let (_, out, err) = run(Command::new("openssl").arg("ocsp").args([
+        "-respin",
+        resp.to_str().unwrap(),
+        "-issuer",
+        pki.ca("issuing.pem").to_str().unwrap(),
+        "-cert",
+        cert.to_str().unwrap(),
+        "-CAfile",
+        pki.ca("chain.pem").to_str().unwrap(),
+        "-no_nonce",
+    ]));
+    let text = format!("{out}{err}");
+    assert!(text.contains("Response verify OK"), "not verified: {text}");
+    assert!(text.contains(&format!("{}: {status}", cert.display())), "expected {status}: {text}");
+}
+
+fn header<'a>(headers: &'a str, name: &str) -> Option<&'a str> {
+    headers.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// Issue 22 item 5: `Application/OCSP-Request` and parameters are the same media type.
+#[test]
+fn post_content_type_is_case_insensitive_and_parameters_are_ignored() {
+    let pki = Pki::start();
+    let (leaf, _) = pki.issue("ctype.test");
+    let req = pki.request(&leaf, false, "ctype-req.der");
+    for ct in [
+        "Application/OCSP-Request",
+        "APPLICATION/OCSP-REQUEST",
+        "application/ocsp-request; charset=binary",
+        "Application/Ocsp-Request ; foo=\"bar\"",
+    ] {
+        let (code, headers, body) = post(&pki, &req, ct);
+        assert_eq!(code, 200, "{ct}: {headers}");
+        assert_response(&pki, &body, &leaf, "good");
+    }
+    for ct in ["application/ocsp-requestx", "application/ocsp-response", "text/plain; x=application/ocsp-request"] {
+        assert_eq!(post(&pki, &req, ct).0, 415, "{ct}");
+    }
+}
+
+/// Issue 22 item 6: If-None-Match compares weakly, and takes lists and `*`.
+#[test]
+fn if_none_match_is_weak_and_takes_lists() {
+    let pki = Pki::start();
+    let (leaf, _) = pki.issue("etag.test");
+    let path = format!("/ocsp/{}", get_segment(&pki.request(&leaf, false, "etag-req.der")));
+    let (code, headers, _) = pki.http_get(&path);
+    assert_eq!(code, 200);
+    let etag = header(&headers, "etag").expect("an ETag").to_owned();
+    let conditional = |value: &str| pki.curl(&["-H", &format!("If-None-Match: {value}"), &pki.url(&path)]);
+    for value in [etag.clone(), format!("W/{etag}"), format!("\"nope\", W/{etag}"), "*".to_owned()] {
+        let (code, headers, body) = conditional(&value);
+        assert_eq!(code, 304, "{value}: {headers}");
+        assert!(body.is_empty());
+        assert_eq!(header(&headers, "etag"), Some(etag.as_str()), "{headers}");
+    }
+    // Two field lines, the second naming it.
+    let (code, _, _) =
+        pki.curl(&["-H", "If-None-Match: \"nope\"", "-H", &format!("If-None-Match: W/{etag}"), &pki.url(&path)]);
+    assert_eq!(code, 304);
+    for value in ["\"nope\"", "W/\"nope\""] {
+        let (code, _, body) = conditional(value);
+        assert_eq!(code, 200, "{value}");
+        assert_response(&pki, &body, &leaf, "good");
+    }
+    // CRLs: the same rules.
+    let (_, headers, _) = pki.http_get("/crl/demo.crl");
+    let crl_etag = header(&headers, "etag").unwrap().to_owned();
+    let (code, _, _) = pki.curl(&["-H", &format!("If-None-Match: W/{crl_etag}"), &pki.url("/crl/demo.crl")]);
+    assert_eq!(code, 304);
+}
+
+/// Issue 22 item 7: `//ocsp/<b64>` (a proxy's doubled slash) is `/ocsp/<b64>`.
+#[test]
+fn doubled_leading_slashes_are_one() {
+    let pki = Pki::start();
+    let (leaf, _) = pki.issue("slash.test");
+    let segment = get_segment(&pki.request(&leaf, false, "slash-req.der"));
+    for path in [
+        format!("//ocsp/{segment}"),
+        format!("///ocsp/{segment}"),
+        format!("/ocsp//{segment}"),
+        format!("//ocsp//{segment}"),
+        format!("//{segment}"),
+    ] {
+        let (code, headers, body) = pki.http_get(&path);
+        assert_eq!(code, 200, "{path}: {headers}");
+        assert_response(&pki, &body, &leaf, "good");
+    }
+    assert_eq!(pki.http_get("//crl/demo.crl").0, 200);
+    assert_eq!(pki.http_get("//crl/demo/delta.crl").0, 200);
+}
+
+/// An OCSP request (no nonce) for a serial the CA never issued.
+fn unknown_request(pki: &Pki) -> PathBuf {
+    let req = pki.dir.join("unknown-req.der");
+    let (st, _, err) = run(Command::new("openssl")
+        .args(["ocsp", "-no_nonce", "-issuer"])
+        .arg(pki.ca("issuing.pem"))
+        .args(["-serial", "0x0123456789abcdef", "-reqout"])
+        .arg(&req));
+    assert!(st.success(), "{err}");
+    req
+}
+
+/// Issue 22 item 8: `unknown` is signed afresh each time, so it is sent
+/// uncacheable: `no-store` and no validators; a known certificate's answer
+/// keeps the RFC 5019 headers.
+#[test]
+fn unknown_is_not_offered_to_http_caches() {
+    let pki = Pki::start();
+    let req = unknown_request(&pki);
+    let path = format!("/ocsp/{}", get_segment(&req));
+    for (code, headers, body) in [pki.http_get(&path), post(&pki, &req, "application/ocsp-request")] {
+        assert_eq!(code, 200, "{headers}");
+        assert!(!body.is_empty());
+        assert_eq!(header(&headers, "cache-control"), Some("no-store"), "{headers}");
+        for absent in ["etag", "last-modified", "expires"] {
+            assert_eq!(header(&headers, absent), None, "{absent} in {headers}");
+        }
+    }
+    // Nothing to revalidate against: `*` gets the full answer.
+    let (code, _, body) = pki.curl(&["-H", "If-None-Match: *", &pki.url(&path)]);
+    assert_eq!(code, 200);
+    let text = {
+        let f = pki.dir.join("unknown-resp.der");
+        std::fs::write(&f, &body).unwrap();
+        let (_, out, err) = run(Command::new("openssl")
+            .args(["ocsp", "-no_nonce", "-respin"])
+            .arg(&f)
+            .arg("-issuer")
+            .arg(pki.ca("issuing.pem"))
+            .args(["-serial", "0x0123456789abcdef", "-CAfile"])
+            .arg(pki.ca("chain.pem")));
+        format!("{out}{err}")
+    };
+    assert!(text.contains("Response verify OK") && text.contains(": unknown"), "{text}");
+
+    let (leaf, _) = pki.issue("known.test");
+    let (_, headers, _) = pki.http_get(&format!("/ocsp/{}", get_segment(&pki.request(&leaf, false, "known.der"))));
+    assert_eq!(header(&headers, "cache-control"), Some("max-age=3600, public, no-transform, must-revalidate"));
+    assert!(header(&headers, "etag").is_some());
+}
