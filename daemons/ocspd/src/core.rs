@@ -91,14 +91,15 @@ impl LoadedIssuer {
 /// How an OCSP request was answered, for the HTTP layer and metrics.
 #[derive(Debug)]
 pub enum OcspAnswer {
-    /// A signed response. `cached` carries its thisUpdate/nextUpdate when it may be
-    /// cached by HTTP caches (no nonce).
+    /// A signed response; `cache` says whether and for how long HTTP caches
+    /// may keep it.
     Signed {
         /// The OCSPResponse, DER.
         der: Vec<u8>,
         /// Its HTTP entity tag.
         etag: String,
-        /// (thisUpdate, nextUpdate, max-age) when cacheable.
+        /// (thisUpdate, nextUpdate, max-age) when HTTP caches may keep it
+        /// (not for a nonce or an `unknown` status).
         cache: Option<(i64, i64, u64)>,
         /// good, revoked or unknown; "cached" for a pre-signed response.
         status: &'static str,
@@ -617,9 +618,13 @@ impl Core {
                 });
             }
         };
+        // Not for HTTP caches: a nonce's answer is single-use, and `unknown`
+        // is signed afresh each time and may change any moment (the serial
+        // recorded), so caches must not keep it.
+        let cacheable = !with_nonce && rec.is_some();
         // Keep a fresh response for a known certificate, so the next request
         // is served from the store (not for nonces or unknown serials).
-        if !with_nonce && rec.is_some() {
+        if cacheable {
             let (db, r) = (self.db.clone(), signed.clone());
             let serial = id.serial.clone();
             let issuer_id = iss.id;
@@ -638,7 +643,7 @@ impl Core {
             }
         }
         OcspAnswer::Signed {
-            cache: (!with_nonce)
+            cache: cacheable
                 .then(|| (signed.this_update, signed.next_update, self.max_age(iss, signed.next_update, now))),
             der: signed.der,
             etag: signed.etag,
