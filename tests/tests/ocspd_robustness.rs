@@ -182,3 +182,92 @@ fn unknown_is_not_offered_to_http_caches() {
     assert_eq!(header(&headers, "cache-control"), Some("max-age=3600, public, no-transform, must-revalidate"));
     assert!(header(&headers, "etag").is_some());
 }
+
+/// `openssl ocsp` with `args` (certificates, options) against ocspd, verifying
+/// with the CA chain; the text output.
+fn openssl_ocsp_several(pki: &Pki, args: &[&str]) -> String {
+    let (_, out, err) = run(Command::new("openssl")
+        .arg("ocsp")
+        .arg("-issuer")
+        .arg(pki.ca("issuing.pem"))
+        .args(args)
+        .args(["-url", &pki.url("/ocsp"), "-CAfile", pki.ca("chain.pem").to_str().unwrap()]));
+    format!("{out}{err}")
+}
+
+/// Issue 22 item 9: `openssl ocsp -cert a -cert b ...` gets one response with
+/// a SingleResponse for each (over POST with and without a nonce, and GET);
+/// more than 16 is malformedRequest; certificates of two CAs, unauthorized.
+#[test]
+fn several_certificates_in_one_request_are_each_answered() {
+    let pki = Pki::start();
+    let (a, _) = pki.issue("a.test");
+    let (b, b_serial) = pki.issue("b.test");
+    let (c, _) = pki.issue("c.test");
+    let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", &b_serial, "--reason", "key-compromise"]));
+    assert!(st.success(), "{out}{err}");
+    let (a_s, b_s, c_s) = (a.to_str().unwrap(), b.to_str().unwrap(), c.to_str().unwrap());
+    for extra in [&[][..], &["-no_nonce"][..]] {
+        let mut args = extra.to_vec();
+        args.extend(["-cert", a_s, "-cert", b_s, "-sha256", "-cert", c_s, "-sha1", "-serial", "0x0123456789abcdef"]);
+        let text = openssl_ocsp_several(&pki, &args);
+        assert!(text.contains("Response verify OK") && !text.contains("WARNING"), "{text}");
+        for want in [
+            format!("{a_s}: good"),
+            format!("{b_s}: revoked"),
+            format!("{c_s}: good"),
+            "0x0123456789abcdef: unknown".into(),
+        ] {
+            assert!(text.contains(&want), "{want}: {text}");
+        }
+        assert!(text.contains("Reason: keyCompromise"), "{text}");
+    }
+
+    // GET: signed afresh for each request, so not offered to HTTP caches
+    // (an ETag that changes every time could never match).
+    let both = pki.dir.join("both.der");
+    let (st, _, err) = run(Command::new("openssl")
+        .args(["ocsp", "-no_nonce", "-issuer"])
+        .arg(pki.ca("issuing.pem"))
+        .args(["-cert", a_s, "-cert", b_s, "-reqout"])
+        .arg(&both));
+    assert!(st.success(), "{err}");
+    let (code, headers, body) = pki.http_get(&format!("//ocsp/{}", get_segment(&both)));
+    assert_eq!(code, 200, "{headers}");
+    assert_response(&pki, &body, &a, "good");
+    assert_response(&pki, &body, &b, "revoked");
+    assert_eq!(header(&headers, "cache-control"), Some("no-store"), "{headers}");
+    assert_eq!(header(&headers, "etag"), None, "{headers}");
+
+    // 16 are answered, 17 are malformedRequest.
+    let serials: Vec<String> = (1..=17).map(|i| format!("0x40{i:02x}")).collect();
+    let many = |n: usize| {
+        let mut args = vec!["-no_nonce"];
+        for s in &serials[..n] {
+            args.extend(["-serial", s.as_str()]);
+        }
+        openssl_ocsp_several(&pki, &args)
+    };
+    let text = many(16);
+    assert!(text.contains("Response verify OK") && text.matches(": unknown").count() == 16, "{text}");
+    let text = many(17);
+    assert!(text.contains("Responder Error: malformedrequest (1)"), "{text}");
+
+    // One response has one signer: certificates of two CAs are unauthorized.
+    let other = pki.dir.join("other-ca.pem");
+    let (st, _, err) = run(Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=Other"])
+        .arg("-keyout")
+        .arg(pki.dir.join("other-ca.key"))
+        .arg("-out")
+        .arg(&other));
+    assert!(st.success(), "{err}");
+    let text =
+        openssl_ocsp_several(&pki, &["-no_nonce", "-cert", a_s, "-issuer", other.to_str().unwrap(), "-serial", "7"]);
+    assert!(text.contains("Responder Error: unauthorized (6)"), "{text}");
+
+    // ocspd counted them.
+    let (_, _, metrics) = pki.http_get("/metrics");
+    let metrics = String::from_utf8(metrics).unwrap();
+    assert!(metrics.contains("ocsp_responses_total{daemon=\"ocspd\",outcome=\"several\"}"), "{metrics}");
+}
