@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use base64::Engine;
+use signet_ipc::{block_on, ErrorKind, IssuedCert};
 use signet_tests::pki::Pki;
 use signet_tests::run;
 
@@ -270,4 +271,128 @@ fn several_certificates_in_one_request_are_each_answered() {
     let (_, _, metrics) = pki.http_get("/metrics");
     let metrics = String::from_utf8(metrics).unwrap();
     assert!(metrics.contains("ocsp_responses_total{daemon=\"ocspd\",outcome=\"several\"}"), "{metrics}");
+}
+
+/// A small tmpfs mounted over a directory (its files copied in), to fill up;
+/// unmounted (lazily: ocspd may still hold files) on drop.
+struct SmallFs {
+    dir: PathBuf,
+}
+
+impl SmallFs {
+    /// None where this process may not mount (not root, no CAP_SYS_ADMIN).
+    fn over(dir: &Path, size: &str) -> Option<Self> {
+        let saved = dir.with_extension("before-tmpfs");
+        std::fs::rename(dir, &saved).unwrap();
+        std::fs::create_dir(dir).unwrap();
+        let (st, _, err) =
+            run(Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir));
+        if !st.success() {
+            eprintln!("cannot mount a tmpfs ({err}); skipping");
+            std::fs::remove_dir(dir).unwrap();
+            std::fs::rename(&saved, dir).unwrap();
+            return None;
+        }
+        for f in std::fs::read_dir(&saved).unwrap() {
+            let f = f.unwrap();
+            std::fs::copy(f.path(), dir.join(f.file_name())).unwrap();
+        }
+        Some(Self { dir: dir.to_owned() })
+    }
+
+    /// Fills the filesystem to the last byte.
+    fn fill(&self) {
+        let (_, _, err) = run(Command::new("dd")
+            .arg("if=/dev/zero")
+            .arg(format!("of={}", self.dir.join("filler").display()))
+            .arg("bs=4k"));
+        assert!(err.contains("No space left"), "{err}");
+    }
+
+    fn free(&self) {
+        std::fs::remove_file(self.dir.join("filler")).unwrap();
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+    }
+}
+
+/// Records new certificates until ocspd refuses one; returns the refusal.
+fn record_until_refused(pki: &Pki, next: &mut u32) -> signet_ipc::IpcError {
+    let registry = pki.registry();
+    for _ in 0..5000 {
+        *next += 1;
+        let mut serial = vec![0x5a];
+        serial.extend_from_slice(&next.to_be_bytes());
+        let cert = IssuedCert { serial, not_after_unix_secs: 4_000_000_000, crl_shard: 0 };
+        if let Err(e) = block_on(registry.record_issued("demo", cert)) {
+            return e;
+        }
+    }
+    panic!("5000 certificates recorded on a full filesystem");
+}
+
+const FULL_LINE: &str = "the store refuses writes for lack of space";
+const WRITABLE_LINE: &str = "the store accepts writes again";
+
+/// Issue 22 item 10: on a full filesystem registry writes are refused with
+/// `unavailable` naming the cause, ocspd logs it once (not per call), keeps
+/// serving what is signed, logs when writes succeed again, and logs anew when
+/// the filesystem fills up again.
+#[test]
+fn a_full_filesystem_is_logged_once_and_writes_resume() {
+    let mut pki = Pki::start();
+    let (known, known_serial) = pki.issue("full.test");
+    let known_path = format!("/ocsp/{}", get_segment(&pki.request(&known, false, "full-req.der")));
+    pki.kill9_ocspd();
+    let Some(fs) = SmallFs::over(&pki.dir.join("ocspd-state"), "8m") else { return };
+    pki.start_ocspd();
+
+    fs.fill();
+    let mut next = 0;
+    let e = record_until_refused(&pki, &mut next);
+    assert_eq!(e.kind, ErrorKind::Unavailable, "{e}");
+    assert!(e.detail.contains("no space left"), "{e}");
+    // More refusals, through the registry and signetctl: still one log line.
+    let registry = pki.registry();
+    for i in 0..20u8 {
+        let cert =
+            IssuedCert { serial: vec![0x6b, i, 1, 2, 3, 4, 5, 6], not_after_unix_secs: 4_000_000_000, crl_shard: 0 };
+        let e = block_on(registry.record_issued("demo", cert)).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Unavailable, "{e}");
+    }
+    let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", &known_serial, "--reason", "superseded"]));
+    assert!(!st.success() && format!("{out}{err}").contains("no space left"), "{out}{err}");
+    // What is signed is still served.
+    let (code, _, body) = pki.http_get(&known_path);
+    assert_eq!(code, 200);
+    assert_response(&pki, &body, &known, "good");
+    assert_eq!(pki.http_get("/crl/demo.crl").0, 200);
+    assert_eq!(pki.log().matches(FULL_LINE).count(), 1, "{}", pki.log());
+    assert_eq!(pki.log().matches(WRITABLE_LINE).count(), 0, "{}", pki.log());
+
+    // Space returns: writes succeed, which is logged once.
+    fs.free();
+    for i in 0..3u8 {
+        let cert = IssuedCert { serial: vec![0x7c, i, 9], not_after_unix_secs: 4_000_000_000, crl_shard: 0 };
+        block_on(registry.record_issued("demo", cert)).unwrap();
+    }
+    let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", &known_serial, "--reason", "superseded"]));
+    assert!(st.success(), "{out}{err}");
+    assert_response(&pki, &pki.http_get(&known_path).2, &known, "revoked");
+    assert_eq!(pki.log().matches(WRITABLE_LINE).count(), 1, "{}", pki.log());
+    assert_eq!(pki.log().matches(FULL_LINE).count(), 1, "{}", pki.log());
+
+    // Full again: logged again, once.
+    fs.fill();
+    let e = record_until_refused(&pki, &mut next);
+    assert!(e.detail.contains("no space left"), "{e}");
+    for _ in 0..5 {
+        record_until_refused(&pki, &mut next);
+    }
+    assert_eq!(pki.log().matches(FULL_LINE).count(), 2, "{}", pki.log());
+    pki.kill9_ocspd();
 }

@@ -133,7 +133,11 @@ fn to_time(secs: i64) -> SystemTime {
 }
 
 fn store_err(e: StoreError) -> IpcError {
-    IpcError::internal(format!("ocspd store: {e}"))
+    match e {
+        // Not a bug, and it passes once space is freed: try again later.
+        StoreError::NoSpace { .. } => IpcError::new(ErrorKind::Unavailable, format!("ocspd store: {e}")),
+        e => IpcError::internal(format!("ocspd store: {e}")),
+    }
 }
 
 /// RFC 5280 certificateHold: the one reason a revocation can be undone.
@@ -201,7 +205,7 @@ async fn commit<R: Send + 'static>(
     db: &Db,
     f: impl for<'t> FnOnce(&mut WriteTxn<'t>) -> Result<R, StoreError> + Send + 'static,
 ) -> Result<R, IpcError> {
-    db.store.write_grouped(f).await.map_err(store_err)
+    db.write_grouped(f).await.map_err(store_err)
 }
 
 /// Runs a blocking store operation off the async threads.
@@ -651,7 +655,7 @@ impl Core {
             let serial = id.serial.clone();
             let issuer_id = iss.id;
             let kept = blocking(move || {
-                db.store.write(|t| {
+                db.write(|t| {
                     // Only if the status did not change meanwhile.
                     if db.cert_w(t, issuer_id, &serial)?.as_ref() == rec.as_ref() {
                         db.put_response(t, &key, &r)?;
@@ -660,8 +664,11 @@ impl Core {
                 })
             })
             .await;
-            if let Err(e) = kept {
-                tracing::warn!(error = %e, "cannot store a fresh OCSP response");
+            match kept {
+                Ok(()) => {}
+                // Logged once by the store's SpaceWatch, not per request.
+                Err(_) if self.db.space.is_full() => {}
+                Err(e) => tracing::warn!(error = %e, "cannot store a fresh OCSP response"),
             }
         }
         OcspAnswer::Signed {
@@ -763,7 +770,7 @@ impl Core {
                 let signed = self.sign(iss, &cert_id, status_info(Some(&rec)), None).await?;
                 let db = self.db.clone();
                 blocking(move || {
-                    db.store.write(|t| {
+                    db.write(|t| {
                         if db.cert_w(t, id, &serial)?.as_ref() == Some(&rec) {
                             db.put_response(t, &key, &signed)?;
                         }
