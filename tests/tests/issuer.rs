@@ -12,10 +12,12 @@ use std::process::Command;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
+use signet_ca::der::{Decode, Encode};
 use signet_ca::{
-    assemble_certificate, build_intermediate_tbs, build_leaf_tbs, build_ocsp_responder_tbs, build_response_data,
-    build_root_tbs, build_tbs_crl, CaRequest, CertIdentity, CertStatusInfo, CrlParams, CrlReason, Issuer, LeafRequest,
-    Name, OcspHash, OcspResponseParams, Profile, Responder, ResponderRequest, RevokedEntry, SanEntry,
+    assemble_certificate, build_intermediate_tbs, build_leaf_tbs, build_multi_response_data, build_ocsp_responder_tbs,
+    build_response_data, build_root_tbs, build_tbs_crl, CaRequest, CertIdentity, CertStatusInfo, CrlParams, CrlReason,
+    Issuer, LeafRequest, Name, OcspHash, OcspResponseParams, Profile, Responder, ResponderRequest, RevokedEntry,
+    SanEntry, SingleResponseParams,
 };
 use signet_ipc::{
     block_on, AuditQuery, AuditRecord, ErrorKind, KeyAlgorithm, KeySpec, SignatureScheme as S, SigndClient,
@@ -442,6 +444,104 @@ fn ocsp_signer_signs_only_response_data_for_the_ca() {
         "{ocsp:#?}"
     );
     assert_eq!(ocsp.iter().filter(|r| !r.ok).count(), 3, "{ocsp:#?}");
+}
+
+/// One ResponseData about several certificates (RFC 6960 4.2.1, as ocspd
+/// answers `openssl ocsp -cert a -cert b`): signed when every CertID names
+/// the CA and there are at most 16; refused if one names another CA, or 17.
+#[test]
+fn ocsp_signer_signs_several_single_responses_of_the_ca() {
+    let ca = Ca::new();
+    let dir = ca.signd.dir.path();
+    let leaves: Vec<Vec<u8>> = (0..2)
+        .map(|_| block_on(ca.client.sign_certificate("demo", ca.leaf_tbs(&ca.profile, &ca.issuer))).unwrap())
+        .collect();
+    let serial_of = |der: &[u8]| openssl::x509::X509::from_der(der).unwrap().serial_number().to_bn().unwrap().to_vec();
+    for (i, leaf) in leaves.iter().enumerate() {
+        std::fs::write(ca.path(&format!("leaf{i}.pem")), pem("CERTIFICATE", leaf)).unwrap();
+    }
+    let responder = Responder::from_certificate_der(&ca.responder_der, S::Default).unwrap();
+    let now = SystemTime::now();
+    let data_for = |ids: &[CertIdentity], statuses: &[CertStatusInfo]| {
+        let singles: Vec<_> = ids
+            .iter()
+            .zip(statuses)
+            .map(|(cert_id, &status)| SingleResponseParams {
+                cert_id,
+                status,
+                this_update: now,
+                next_update: Some(now + Duration::from_secs(3600)),
+            })
+            .collect();
+        build_multi_response_data(&responder, now, &singles, None).unwrap()
+    };
+    let revoked = CertStatusInfo::Revoked { time: now - Duration::from_secs(60), reason: Some(CrlReason::Superseded) };
+    let ids = [
+        CertIdentity::new(OcspHash::Sha1, &ca.ca_der, &serial_of(&leaves[0])).unwrap(),
+        CertIdentity::new(OcspHash::Sha256, &ca.ca_der, &serial_of(&leaves[1])).unwrap(),
+        CertIdentity::new(OcspHash::Sha1, &ca.ca_der, &[0x12, 0x34]).unwrap(),
+    ];
+    let statuses = [CertStatusInfo::Good, revoked, CertStatusInfo::Unknown];
+    let response = block_on(ca.client.sign_ocsp_response("demo", data_for(&ids, &statuses))).unwrap();
+    std::fs::write(ca.path("multi.der"), &response).unwrap();
+    // The CLI finds each certificate's status in the one response.
+    let (ok, out) = openssl(
+        &[
+            "ocsp",
+            "-respin",
+            "multi.der",
+            "-CAfile",
+            "ca.pem",
+            "-issuer",
+            "ca.pem",
+            "-cert",
+            "leaf0.pem",
+            "-sha256",
+            "-cert",
+            "leaf1.pem",
+            "-sha1",
+            "-serial",
+            "0x1234",
+            "-no_nonce",
+        ],
+        dir,
+    );
+    assert!(ok, "{out}");
+    for want in ["Response verify OK", "leaf0.pem: good", "leaf1.pem: revoked", "0x1234: unknown"] {
+        assert!(out.contains(want), "{want}: {out}");
+    }
+    // 16 are signed; 17 are not.
+    let sixteen: Vec<_> =
+        (1..=16u8).map(|i| CertIdentity::new(OcspHash::Sha1, &ca.ca_der, &[0x40, i]).unwrap()).collect();
+    block_on(ca.client.sign_ocsp_response("demo", data_for(&sixteen, &[CertStatusInfo::Unknown; 16]))).unwrap();
+    let mut data =
+        signet_ca::x509_ocsp::ResponseData::from_der(&data_for(&sixteen, &[CertStatusInfo::Unknown; 16])).unwrap();
+    data.responses.push(data.responses[0].clone());
+    expect_refusal(
+        block_on(ca.client.sign_ocsp_response("demo", data.to_der().unwrap())),
+        ErrorKind::PermissionDenied,
+        "1 to 16 SingleResponses, has 17",
+    );
+    // One certificate of another CA (here: "issued" by a leaf) among the CA's own.
+    for at in 0..3 {
+        let mut mixed = ids.clone();
+        mixed[at] = CertIdentity::new(OcspHash::Sha1, &leaves[0], &[0x40, 7]).unwrap();
+        expect_refusal(
+            block_on(ca.client.sign_ocsp_response("demo", data_for(&mixed, &statuses))),
+            ErrorKind::PermissionDenied,
+            "another CA",
+        );
+    }
+
+    let audit = ca.audit();
+    let ocsp: Vec<_> = audit.iter().filter(|r| r.operation == "sign-ocsp").collect();
+    let note = format!(
+        "ok serial={} status=good; serial={} status=revoked; serial=1234 status=unknown",
+        hex::encode(serial_of(&leaves[0])),
+        hex::encode(serial_of(&leaves[1]))
+    );
+    assert!(ocsp.iter().any(|r| r.ok && r.outcome == note), "{note} in {ocsp:#?}");
+    assert_eq!(ocsp.iter().filter(|r| !r.ok).count(), 4, "{ocsp:#?}");
 }
 
 /// signd refuses to start when an issuer's certificate is not its key's, or

@@ -186,8 +186,9 @@ pub enum CaError {
     /// The OCSPRequest has no Request.
     #[error("OCSP request lists no certificate")]
     OcspNoRequest,
-    /// More than one certificate asked about; this responder answers one at a time.
-    #[error("OCSP request lists {0} certificates; only one is supported")]
+    /// More certificates asked about than one request may list
+    /// ([`MAX_OCSP_REQUESTS`](crate::ocsp::MAX_OCSP_REQUESTS)).
+    #[error("OCSP request lists {0} certificates; at most {max} are answered in one request", max = crate::ocsp::MAX_OCSP_REQUESTS)]
     OcspTooManyRequests(usize),
     /// A CertID hash algorithm other than SHA-1 or SHA-256.
     #[error("OCSP CertID hash algorithm {0} is not supported")]
@@ -201,9 +202,14 @@ pub enum CaError {
     /// The ResponseData's responderID is not the expected responder.
     #[error("OCSP responderID does not match the responder")]
     ResponderIdMismatch,
-    /// The ResponseData does not hold exactly one SingleResponse.
-    #[error("OCSP ResponseData must hold exactly one SingleResponse, has {0}")]
+    /// The ResponseData holds no SingleResponse, or more than
+    /// [`MAX_OCSP_REQUESTS`](crate::ocsp::MAX_OCSP_REQUESTS).
+    #[error("OCSP ResponseData must hold 1 to {max} SingleResponses, has {0}", max = crate::ocsp::MAX_OCSP_REQUESTS)]
     OcspResponseCount(usize),
+    /// A SingleResponse's CertID is not about a certificate of this CA (its
+    /// issuer name or key hash is another's).
+    #[error("OCSP CertID names another CA")]
+    OcspForeignCertId,
 }
 
 impl CaError {

@@ -14,8 +14,9 @@ use signet_types::{KeyAlgorithm, SignatureScheme};
 use crate::cert::{build_ocsp_responder_tbs, ResponderRequest};
 use crate::crl::{build_tbs_crl, CrlParams, RevokedEntry};
 use crate::ocsp::{
-    assemble_ocsp_response, build_response_data, ocsp_error_response, parse_ocsp_request, CertIdentity, CertStatusInfo,
-    OcspErrorStatus, OcspHash, OcspIssuer, OcspResponseParams, Responder,
+    assemble_ocsp_response, build_multi_response_data, build_response_data, ocsp_error_response, parse_ocsp_request,
+    CertIdentity, CertStatusInfo, OcspErrorStatus, OcspHash, OcspIssuer, OcspResponseParams, Responder,
+    SingleResponseParams,
 };
 use crate::testutil::{self, TestCa, TestKey};
 use crate::{assemble_certificate, assemble_crl, CrlReason};
@@ -107,13 +108,15 @@ impl Pki {
     /// Answers a DER OCSP request the way ocspd will (revoked: the leaf is on the CRL).
     fn respond(&self, request_der: &[u8]) -> Vec<u8> {
         let req = parse_ocsp_request(request_der).unwrap();
-        assert!(OcspIssuer::from_certificate_der(&self.inter.cert_der).unwrap().matches(&req.cert_id));
-        assert_eq!(req.cert_id.serial, self.leaf_serial);
+        let [cert_id] = req.cert_ids.as_slice() else { panic!("one certificate asked about") };
+        let issuer = OcspIssuer::from_certificate_der(&self.inter.cert_der).unwrap();
+        assert!(issuer.matches(cert_id));
+        assert_eq!(cert_id.serial, self.leaf_serial);
         let responder = Responder::from_certificate_der(&self.responder_der, self.responder_key.scheme).unwrap();
         let data = build_response_data(
             &responder,
             &OcspResponseParams {
-                cert_id: &req.cert_id,
+                cert_id,
                 status: CertStatusInfo::Revoked {
                     time: self.now - Duration::from_secs(60),
                     reason: Some(CrlReason::KeyCompromise),
@@ -125,7 +128,7 @@ impl Pki {
             },
         )
         .unwrap();
-        crate::validate::validate_ocsp_response_data(&data, &responder).unwrap();
+        crate::validate::validate_ocsp_response_data(&data, &responder, &issuer).unwrap();
         let sig = self.responder_key.sign(&data);
         assemble_ocsp_response(&data, self.responder_key.scheme, &sig, &[&self.responder_der]).unwrap()
     }
@@ -251,7 +254,8 @@ fn cli_case(alg: KeyAlgorithm, scheme: SignatureScheme) {
         assert!(ok, "{out}");
         let req_der = std::fs::read(pki.path("req.der")).unwrap();
         let req = parse_ocsp_request(&req_der).unwrap();
-        assert_eq!(req.cert_id.hash, hash);
+        assert_eq!(req.cert_ids.len(), 1);
+        assert_eq!(req.cert_ids[0].hash, hash);
         assert!(req.nonce.is_some(), "openssl sends a nonce by default");
         pki.write("resp.der", &pki.respond(&req_der));
         // -reqin alone: the CLI checks the response's nonce against the request's.
@@ -310,6 +314,105 @@ fn cli_case(alg: KeyAlgorithm, scheme: SignatureScheme) {
     assert!(out.contains("Responder Error: trylater (3)"), "{ok} {out}");
 
     python_check(&pki, true);
+}
+
+/// `openssl ocsp -cert leaf -serial S -serial T`: one request for three
+/// certificates, one ResponseData with three SingleResponses (as signd
+/// validates it), each status read back by the CLI.
+#[test]
+fn several_certificates_in_one_request_with_openssl_cli() {
+    let pki = Pki::new(KeyAlgorithm::EcP256, SignatureScheme::EcdsaSha256);
+    let d = pki.dir.path();
+    let (ok, out) = openssl(
+        d,
+        &[
+            "ocsp",
+            "-issuer",
+            "inter.pem",
+            "-cert",
+            "leaf.pem",
+            "-serial",
+            "0x4001020304",
+            "-serial",
+            "0x77",
+            "-reqout",
+            "multi-req.der",
+        ],
+    );
+    assert!(ok, "{out}");
+    let req = parse_ocsp_request(&std::fs::read(pki.path("multi-req.der")).unwrap()).unwrap();
+    assert_eq!(req.cert_ids.len(), 3);
+    let issuer = OcspIssuer::from_certificate_der(&pki.inter.cert_der).unwrap();
+    assert!(req.cert_ids.iter().all(|id| issuer.matches(id)));
+    let statuses = [
+        CertStatusInfo::Revoked { time: pki.now - Duration::from_secs(60), reason: Some(CrlReason::KeyCompromise) },
+        CertStatusInfo::Good,
+        CertStatusInfo::Unknown,
+    ];
+    let singles: Vec<_> = req
+        .cert_ids
+        .iter()
+        .zip(statuses)
+        .map(|(cert_id, status)| SingleResponseParams {
+            cert_id,
+            status,
+            this_update: pki.now,
+            next_update: Some(pki.now + Duration::from_secs(3600)),
+        })
+        .collect();
+    let responder = Responder::from_certificate_der(&pki.responder_der, pki.responder_key.scheme).unwrap();
+    let data = build_multi_response_data(&responder, pki.now, &singles, req.nonce.as_deref()).unwrap();
+    let parsed = crate::validate::validate_ocsp_response_data(&data, &responder, &issuer).unwrap();
+    // (GeneralizedTime has whole seconds: compare the kinds of status.)
+    let kind = |s: &CertStatusInfo| std::mem::discriminant(s);
+    let got: Vec<_> = parsed.responses.iter().map(|r| (r.serial.clone(), kind(&r.status))).collect();
+    let want: Vec<_> = req.cert_ids.iter().map(|id| id.serial.clone()).zip(statuses.iter().map(kind)).collect();
+    assert_eq!(got, want);
+    let sig = pki.responder_key.sign(&data);
+    let resp = assemble_ocsp_response(&data, pki.responder_key.scheme, &sig, &[&pki.responder_der]).unwrap();
+    pki.write("multi-resp.der", &resp);
+    let (ok, out) = openssl(
+        d,
+        &[
+            "ocsp",
+            "-reqin",
+            "multi-req.der",
+            "-respin",
+            "multi-resp.der",
+            "-CAfile",
+            "root.pem",
+            "-verify_other",
+            "inter.pem",
+            "-resp_text",
+        ],
+    );
+    assert!(ok && out.contains("Response verify OK") && !out.contains("WARNING"), "{out}");
+    let (ok, out) = openssl(
+        d,
+        &[
+            "ocsp",
+            "-respin",
+            "multi-resp.der",
+            "-CAfile",
+            "root.pem",
+            "-verify_other",
+            "inter.pem",
+            "-issuer",
+            "inter.pem",
+            "-cert",
+            "leaf.pem",
+            "-serial",
+            "0x4001020304",
+            "-serial",
+            "0x77",
+            "-no_nonce",
+        ],
+    );
+    assert!(ok, "{out}");
+    assert_contains(
+        &out,
+        &["Response verify OK", "leaf.pem: revoked", "0x4001020304: good", "0x77: unknown", "Reason: keyCompromise"],
+    );
 }
 
 #[test]

@@ -33,13 +33,14 @@ pub use crl::{assemble_crl, build_tbs_crl, CrlParams, RevokedEntry};
 pub use csr::{parse_csr, ParsedCsr};
 pub use error::CaError;
 pub use ocsp::{
-    assemble_ocsp_response, build_response_data, ocsp_error_response, parse_ocsp_request, CertIdentity, CertStatusInfo,
-    OcspErrorStatus, OcspHash, OcspIssuer, OcspRequest, OcspResponseParams, Responder,
+    assemble_ocsp_response, build_multi_response_data, build_response_data, ocsp_error_response, parse_ocsp_request,
+    CertIdentity, CertStatusInfo, OcspErrorStatus, OcspHash, OcspIssuer, OcspRequest, OcspResponseParams, Responder,
+    SingleResponseParams, MAX_OCSP_REQUESTS,
 };
 pub use profile::{Eku, KeyUsageBit, Profile};
 pub use validate::{
     validate_end_entity_tbs, validate_ocsp_response_data, validate_tbs_crl, IssuerPolicy, ParsedResponseData,
-    ParsedTbs, ParsedTbsCrl,
+    ParsedSingleResponse, ParsedTbs, ParsedTbsCrl,
 };
 
 /// Re-exported so callers name the same types this crate uses.

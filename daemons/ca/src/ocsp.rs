@@ -49,6 +49,15 @@ impl OcspHash {
         }
     }
 
+    /// The hash a CertID's `hashAlgorithm` names, if supported.
+    pub fn from_oid(oid: ObjectIdentifier) -> Option<Self> {
+        match oid {
+            oid::SHA1 => Some(Self::Sha1),
+            oid::SHA256 => Some(Self::Sha256),
+            _ => None,
+        }
+    }
+
     /// Hashes `data`.
     pub fn digest(self, data: &[u8]) -> Vec<u8> {
         match self {
@@ -95,11 +104,17 @@ impl CertIdentity {
     }
 }
 
-/// A parsed OCSPRequest for one certificate.
+/// The most certificates one OCSP request may ask about (RFC 6960 4.1.1
+/// allows a list; RFC 5019 clients send one). Beyond it, a request is
+/// malformed to this responder, and signd refuses a ResponseData with more
+/// SingleResponses.
+pub const MAX_OCSP_REQUESTS: usize = 16;
+
+/// A parsed OCSPRequest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OcspRequest {
-    /// The certificate asked about.
-    pub cert_id: CertIdentity,
+    /// The certificates asked about, in request order: 1..=[`MAX_OCSP_REQUESTS`].
+    pub cert_ids: Vec<CertIdentity>,
     /// The nonce (RFC 8954: 1..=32 octets), to echo in the response.
     pub nonce: Option<Vec<u8>>,
 }
@@ -109,26 +124,12 @@ pub struct OcspRequest {
 pub fn parse_ocsp_request(der: &[u8]) -> Result<OcspRequest, CaError> {
     let req = x509_ocsp::OcspRequest::from_der(der).map_err(CaError::malformed("OCSPRequest"))?;
     let tbs = req.tbs_request;
-    let mut list = tbs.request_list.into_iter();
-    let single = match (list.next(), list.len()) {
-        (None, _) => return Err(CaError::OcspNoRequest),
-        (Some(r), 0) => r,
-        (Some(_), more) => return Err(CaError::OcspTooManyRequests(more + 1)),
-    };
-    let raw = single.req_cert;
-    let hash = match raw.hash_algorithm.oid {
-        oid::SHA1 => OcspHash::Sha1,
-        oid::SHA256 => OcspHash::Sha256,
-        other => return Err(CaError::OcspUnsupportedHash(other)),
-    };
-    if raw.hash_algorithm.parameters.as_ref().is_some_and(|p| p.tag() != Tag::Null || !p.value().is_empty()) {
-        return Err(CaError::OcspUnsupportedHash(raw.hash_algorithm.oid));
+    match tbs.request_list.len() {
+        0 => return Err(CaError::OcspNoRequest),
+        n if n > MAX_OCSP_REQUESTS => return Err(CaError::OcspTooManyRequests(n)),
+        _ => {}
     }
-    if raw.issuer_name_hash.as_bytes().len() != hash.output_len()
-        || raw.issuer_key_hash.as_bytes().len() != hash.output_len()
-    {
-        return Err(CaError::OcspBadCertIdHash);
-    }
+    let cert_ids = tbs.request_list.into_iter().map(|r| cert_identity(r.req_cert)).collect::<Result<Vec<_>, _>>()?;
 
     let mut nonce = None;
     for ext in tbs.request_extensions.iter().flatten().filter(|e| e.extn_id == oid::OCSP_NONCE) {
@@ -141,16 +142,35 @@ pub fn parse_ocsp_request(der: &[u8]) -> Result<OcspRequest, CaError> {
         nonce = Some(value.as_bytes().to_vec());
     }
 
-    Ok(OcspRequest {
-        cert_id: CertIdentity {
-            hash,
-            issuer_name_hash: raw.issuer_name_hash.as_bytes().to_vec(),
-            issuer_key_hash: raw.issuer_key_hash.as_bytes().to_vec(),
-            serial: raw.serial_number.as_bytes().to_vec(),
-            raw,
-        },
-        nonce,
+    Ok(OcspRequest { cert_ids, nonce })
+}
+
+/// One request's CertID, checked: SHA-1 or SHA-256 (parameters absent or
+/// NULL), hashes of that length.
+fn cert_identity(raw: CertId) -> Result<CertIdentity, CaError> {
+    let hash = cert_id_hash(&raw)?;
+    if raw.issuer_name_hash.as_bytes().len() != hash.output_len()
+        || raw.issuer_key_hash.as_bytes().len() != hash.output_len()
+    {
+        return Err(CaError::OcspBadCertIdHash);
+    }
+    Ok(CertIdentity {
+        hash,
+        issuer_name_hash: raw.issuer_name_hash.as_bytes().to_vec(),
+        issuer_key_hash: raw.issuer_key_hash.as_bytes().to_vec(),
+        serial: raw.serial_number.as_bytes().to_vec(),
+        raw,
     })
+}
+
+/// The hash of a CertID: SHA-1 or SHA-256, its parameters absent or NULL.
+pub(crate) fn cert_id_hash(raw: &CertId) -> Result<OcspHash, CaError> {
+    let alg = &raw.hash_algorithm;
+    let hash = OcspHash::from_oid(alg.oid).ok_or(CaError::OcspUnsupportedHash(alg.oid))?;
+    if alg.parameters.as_ref().is_some_and(|p| p.tag() != Tag::Null || !p.value().is_empty()) {
+        return Err(CaError::OcspUnsupportedHash(alg.oid));
+    }
+    Ok(hash)
 }
 
 fn check_nonce(nonce: &[u8]) -> Result<(), CaError> {
@@ -192,11 +212,16 @@ impl OcspIssuer {
 
     /// Whether `id` names a certificate of this CA.
     pub fn matches(&self, id: &CertIdentity) -> bool {
-        let (name, key) = match id.hash {
+        self.matches_hashes(id.hash, &id.issuer_name_hash, &id.issuer_key_hash)
+    }
+
+    /// Whether a CertID's issuer name and key hashes, made with `hash`, are this CA's.
+    pub fn matches_hashes(&self, hash: OcspHash, name_hash: &[u8], key_hash: &[u8]) -> bool {
+        let (name, key) = match hash {
             OcspHash::Sha1 => &self.sha1,
             OcspHash::Sha256 => &self.sha256,
         };
-        *name == id.issuer_name_hash && *key == id.issuer_key_hash
+        name == name_hash && key == key_hash
     }
 }
 
@@ -258,8 +283,47 @@ pub struct OcspResponseParams<'a> {
     pub nonce: Option<&'a [u8]>,
 }
 
+/// What one SingleResponse of a response about several certificates says.
+#[derive(Clone, Debug)]
+pub struct SingleResponseParams<'a> {
+    /// The certificate (echoed from the request).
+    pub cert_id: &'a CertIdentity,
+    /// Its status.
+    pub status: CertStatusInfo,
+    /// thisUpdate.
+    pub this_update: SystemTime,
+    /// nextUpdate.
+    pub next_update: Option<SystemTime>,
+}
+
 /// Builds ResponseData (DER): responderID by key hash, one SingleResponse, optional nonce.
 pub fn build_response_data(responder: &Responder, params: &OcspResponseParams<'_>) -> Result<Vec<u8>, CaError> {
+    let single = single_response(&SingleResponseParams {
+        cert_id: params.cert_id,
+        status: params.status,
+        this_update: params.this_update,
+        next_update: params.next_update,
+    })?;
+    response_data(responder, params.produced_at, vec![single], params.nonce)
+}
+
+/// Builds ResponseData (DER) answering several certificates at once (RFC
+/// 6960 4.2.1): one SingleResponse per entry of `singles`, in order
+/// (1..=[`MAX_OCSP_REQUESTS`] of them), responderID by key hash, optional nonce.
+pub fn build_multi_response_data(
+    responder: &Responder,
+    produced_at: SystemTime,
+    singles: &[SingleResponseParams<'_>],
+    nonce: Option<&[u8]>,
+) -> Result<Vec<u8>, CaError> {
+    if singles.is_empty() || singles.len() > MAX_OCSP_REQUESTS {
+        return Err(CaError::OcspResponseCount(singles.len()));
+    }
+    let responses = singles.iter().map(single_response).collect::<Result<Vec<_>, _>>()?;
+    response_data(responder, produced_at, responses, nonce)
+}
+
+fn single_response(params: &SingleResponseParams<'_>) -> Result<SingleResponse, CaError> {
     if params.next_update.is_some_and(|n| n <= params.this_update) {
         return Err(CaError::CrlBadNextUpdate);
     }
@@ -270,14 +334,22 @@ pub fn build_response_data(responder: &Responder, params: &OcspResponseParams<'_
             CertStatus::revoked(RevokedInfo { revocation_time: ocsp_time(time)?, revocation_reason: reason })
         }
     };
-    let single = SingleResponse {
+    Ok(SingleResponse {
         cert_id: params.cert_id.raw.clone(),
         cert_status,
         this_update: ocsp_time(params.this_update)?,
         next_update: params.next_update.map(ocsp_time).transpose()?,
         single_extensions: None,
-    };
-    let response_extensions = match params.nonce {
+    })
+}
+
+fn response_data(
+    responder: &Responder,
+    produced_at: SystemTime,
+    responses: Vec<SingleResponse>,
+    nonce: Option<&[u8]>,
+) -> Result<Vec<u8>, CaError> {
+    let response_extensions = match nonce {
         None => None,
         Some(n) => {
             check_nonce(n)?;
@@ -287,8 +359,8 @@ pub fn build_response_data(responder: &Responder, params: &OcspResponseParams<'_
     let data = ResponseData {
         version: Version::V1,
         responder_id: ResponderId::ByKey(OctetString::new(responder.key_hash.clone())?),
-        produced_at: ocsp_time(params.produced_at)?,
-        responses: vec![single],
+        produced_at: ocsp_time(produced_at)?,
+        responses,
         response_extensions: response_extensions.map(|v: Vec<Extension>| v),
     };
     to_der(&data)
@@ -369,6 +441,30 @@ mod tests {
     fn error_responses_are_tiny() {
         assert_eq!(ocsp_error_response(OcspErrorStatus::MalformedRequest).unwrap(), [0x30, 0x03, 0x0a, 0x01, 0x01]);
         assert_eq!(ocsp_error_response(OcspErrorStatus::Unauthorized).unwrap(), [0x30, 0x03, 0x0a, 0x01, 0x06]);
+    }
+
+    /// A sample request with its one CertID repeated `n` times.
+    fn request_for(n: usize) -> Vec<u8> {
+        let mut req = x509_ocsp::OcspRequest::from_der(&crate::testutil::ocsp_request_samples()[0]).unwrap();
+        let one = req.tbs_request.request_list[0].clone();
+        req.tbs_request.request_list = vec![one; n];
+        to_der(&req).unwrap()
+    }
+
+    #[test]
+    fn requests_list_one_to_sixteen_certificates() {
+        assert!(matches!(parse_ocsp_request(&request_for(0)), Err(CaError::OcspNoRequest)));
+        for n in [1, 2, MAX_OCSP_REQUESTS] {
+            let req = parse_ocsp_request(&request_for(n)).unwrap();
+            assert_eq!(req.cert_ids.len(), n);
+        }
+        let e = parse_ocsp_request(&request_for(MAX_OCSP_REQUESTS + 1)).unwrap_err();
+        assert!(matches!(e, CaError::OcspTooManyRequests(17)), "{e}");
+        assert_eq!(e.to_string(), "OCSP request lists 17 certificates; at most 16 are answered in one request");
+        // One bad CertID spoils the request.
+        let mut req = x509_ocsp::OcspRequest::from_der(&request_for(3)).unwrap();
+        req.tbs_request.request_list[2].req_cert.hash_algorithm.oid = oid::SHA256;
+        assert!(matches!(parse_ocsp_request(&to_der(&req).unwrap()), Err(CaError::OcspBadCertIdHash)));
     }
 
     /// Feeds random and mutated inputs to the parser: it must return, never panic.

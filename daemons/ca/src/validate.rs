@@ -23,7 +23,7 @@ use x509_ocsp::{CertStatus, ResponderId, ResponseData};
 
 use crate::alg::{self, oid, to_der};
 use crate::crl::TbsCertListRef;
-use crate::ocsp::{CertStatusInfo, Responder};
+use crate::ocsp::{cert_id_hash, CertStatusInfo, OcspIssuer, Responder, MAX_OCSP_REQUESTS};
 use crate::profile::Profile;
 use crate::{CaError, Issuer, SanEntry};
 
@@ -257,17 +257,30 @@ pub fn validate_tbs_crl(der: &[u8], issuer: &Issuer) -> Result<ParsedTbsCrl, CaE
 /// What a validated OCSP ResponseData says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParsedResponseData {
-    /// The serial number asked about.
-    pub serial: Vec<u8>,
-    /// Its status.
-    pub status: CertStatusInfo,
+    /// Its SingleResponses, in order (1..=[`MAX_OCSP_REQUESTS`]).
+    pub responses: Vec<ParsedSingleResponse>,
     /// producedAt.
     pub produced_at: SystemTime,
 }
 
-/// Refuses an OCSP ResponseData that does not name `responder` or does not hold
-/// exactly one SingleResponse.
-pub fn validate_ocsp_response_data(der: &[u8], responder: &Responder) -> Result<ParsedResponseData, CaError> {
+/// One SingleResponse of a validated ResponseData.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParsedSingleResponse {
+    /// The serial number asked about.
+    pub serial: Vec<u8>,
+    /// Its status.
+    pub status: CertStatusInfo,
+}
+
+/// Refuses an OCSP ResponseData that does not name `responder`, holds no
+/// SingleResponse or more than [`MAX_OCSP_REQUESTS`], or has a CertID that
+/// is not about a certificate of the CA `issuer` (issuer name and key
+/// hashes, by SHA-1 or SHA-256).
+pub fn validate_ocsp_response_data(
+    der: &[u8],
+    responder: &Responder,
+    issuer: &OcspIssuer,
+) -> Result<ParsedResponseData, CaError> {
     let data = ResponseData::from_der(der).map_err(CaError::malformed("ResponseData"))?;
     let ours = match &data.responder_id {
         ResponderId::ByKey(hash) => hash.as_bytes() == responder.key_hash.as_slice(),
@@ -276,22 +289,30 @@ pub fn validate_ocsp_response_data(der: &[u8], responder: &Responder) -> Result<
     if !ours {
         return Err(CaError::ResponderIdMismatch);
     }
-    if data.responses.len() != 1 {
+    if data.responses.is_empty() || data.responses.len() > MAX_OCSP_REQUESTS {
         return Err(CaError::OcspResponseCount(data.responses.len()));
     }
-    let single = &data.responses[0];
-    let status = match single.cert_status {
-        CertStatus::Good(_) => CertStatusInfo::Good,
-        CertStatus::Unknown(_) => CertStatusInfo::Unknown,
-        CertStatus::Revoked(info) => {
-            CertStatusInfo::Revoked { time: info.revocation_time.0.to_system_time(), reason: info.revocation_reason }
-        }
-    };
-    Ok(ParsedResponseData {
-        serial: single.cert_id.serial_number.as_bytes().to_vec(),
-        status,
-        produced_at: data.produced_at.0.to_system_time(),
-    })
+    let responses = data
+        .responses
+        .iter()
+        .map(|single| {
+            let id = &single.cert_id;
+            let hash = cert_id_hash(id)?;
+            if !issuer.matches_hashes(hash, id.issuer_name_hash.as_bytes(), id.issuer_key_hash.as_bytes()) {
+                return Err(CaError::OcspForeignCertId);
+            }
+            let status = match single.cert_status {
+                CertStatus::Good(_) => CertStatusInfo::Good,
+                CertStatus::Unknown(_) => CertStatusInfo::Unknown,
+                CertStatus::Revoked(info) => CertStatusInfo::Revoked {
+                    time: info.revocation_time.0.to_system_time(),
+                    reason: info.revocation_reason,
+                },
+            };
+            Ok(ParsedSingleResponse { serial: id.serial_number.as_bytes().to_vec(), status })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ParsedResponseData { responses, produced_at: data.produced_at.0.to_system_time() })
 }
 
 fn check_serial(bytes: &[u8]) -> Result<Vec<u8>, CaError> {
@@ -331,6 +352,7 @@ mod tests {
     use super::*;
     use crate::cert::{build_intermediate_tbs, build_leaf_tbs, CaRequest, LeafRequest};
     use crate::crl::{build_tbs_crl, CrlParams};
+    use crate::ocsp::{build_multi_response_data, CertIdentity, OcspHash, SingleResponseParams};
     use crate::testutil::{self, name, TestKey};
 
     fn now() -> SystemTime {
@@ -447,6 +469,73 @@ mod tests {
             validate_end_entity_tbs(b"\x30\x03\x02\x01\x01", &policy, now()),
             Err(CaError::Malformed { .. })
         ));
+    }
+
+    #[test]
+    fn ocsp_response_data_validation() {
+        let ca = testutil::root(KeyAlgorithm::EcP256, SignatureScheme::Default, now());
+        let other = testutil::root(KeyAlgorithm::EcP256, SignatureScheme::Default, now());
+        let ours = OcspIssuer::from_certificate_der(&ca.cert_der).unwrap();
+        let responder = Responder::from_certificate_der(&ca.cert_der, SignatureScheme::Default).unwrap();
+        let ids: Vec<_> = (1..=17u8)
+            .map(|i| {
+                let hash = if i % 2 == 0 { OcspHash::Sha256 } else { OcspHash::Sha1 };
+                CertIdentity::new(hash, &ca.cert_der, &[0x40, i]).unwrap()
+            })
+            .collect();
+        let data = |ids: &[CertIdentity]| {
+            let singles: Vec<_> = ids
+                .iter()
+                .map(|cert_id| SingleResponseParams {
+                    cert_id,
+                    status: CertStatusInfo::Good,
+                    this_update: now(),
+                    next_update: Some(now() + Duration::from_secs(60)),
+                })
+                .collect();
+            build_multi_response_data(&responder, now(), &singles, None).unwrap()
+        };
+        for n in [1, 2, MAX_OCSP_REQUESTS] {
+            let parsed = validate_ocsp_response_data(&data(&ids[..n]), &responder, &ours).unwrap();
+            let serials: Vec<_> = parsed.responses.iter().map(|r| r.serial.clone()).collect();
+            assert_eq!(serials, ids[..n].iter().map(|i| i.serial.clone()).collect::<Vec<_>>());
+        }
+        // 17: the builder refuses, and so does the validator.
+        let one = SingleResponseParams {
+            cert_id: &ids[0],
+            status: CertStatusInfo::Good,
+            this_update: now(),
+            next_update: None,
+        };
+        let singles = vec![one; 17];
+        assert!(matches!(
+            build_multi_response_data(&responder, now(), &singles, None),
+            Err(CaError::OcspResponseCount(17))
+        ));
+        let mut too_many = ResponseData::from_der(&data(&ids[..16])).unwrap();
+        too_many.responses.push(too_many.responses[0].clone());
+        let e = validate_ocsp_response_data(&to_der(&too_many).unwrap(), &responder, &ours).unwrap_err();
+        assert!(matches!(e, CaError::OcspResponseCount(17)), "{e}");
+        let mut none = too_many.clone();
+        none.responses.clear();
+        let e = validate_ocsp_response_data(&to_der(&none).unwrap(), &responder, &ours).unwrap_err();
+        assert!(matches!(e, CaError::OcspResponseCount(0)), "{e}");
+        // One CertID of another CA among ours: refused, whichever place it has.
+        for at in [0, 1, 2] {
+            let mut mixed = ids[..3].to_vec();
+            mixed[at] = CertIdentity::new(OcspHash::Sha1, &other.cert_der, &[0x40, 9]).unwrap();
+            let e = validate_ocsp_response_data(&data(&mixed), &responder, &ours).unwrap_err();
+            assert!(matches!(e, CaError::OcspForeignCertId), "{e}");
+        }
+        // An unsupported CertID hash.
+        let mut sha384 = ResponseData::from_der(&data(&ids[..2])).unwrap();
+        sha384.responses[1].cert_id.hash_algorithm.oid = const_oid::db::rfc5912::ID_SHA_384;
+        let e = validate_ocsp_response_data(&to_der(&sha384).unwrap(), &responder, &ours).unwrap_err();
+        assert!(matches!(e, CaError::OcspUnsupportedHash(_)), "{e}");
+        // Another responder's name.
+        let other_responder = Responder::from_certificate_der(&other.cert_der, SignatureScheme::Default).unwrap();
+        let e = validate_ocsp_response_data(&data(&ids[..1]), &other_responder, &ours).unwrap_err();
+        assert!(matches!(e, CaError::ResponderIdMismatch), "{e}");
     }
 
     #[test]

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use signet_ca::ocsp::OcspHash;
 use signet_ca::{
-    build_response_data, CertIdentity, CertStatusInfo, CrlReason, Issuer, OcspIssuer, OcspResponseParams, Profile,
-    Responder,
+    build_multi_response_data, build_response_data, CertIdentity, CertStatusInfo, CrlReason, Issuer, OcspIssuer,
+    OcspRequest, OcspResponseParams, Profile, Responder, SingleResponseParams,
 };
 use signet_ipc::{
     CertStatus, CrlSelector, ErrorKind, IpcError, IssuedCert, IssuerInfo, OcspdHealth, Revocation, RevocationReason,
@@ -21,7 +21,7 @@ use signet_ipc::{
 use signet_runtime::principals::ResolvedPrincipals;
 use signet_store::{StoreError, WriteTxn};
 use signet_types::Clock;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, SemaphorePermit};
 
 use crate::config::{ClientRate, IssuerSettings};
 use crate::db::{response_key, unknown_status, CertRecord, CrlKind, Db, Released, Revoked, StoredCrl, StoredResponse};
@@ -91,16 +91,18 @@ impl LoadedIssuer {
 /// How an OCSP request was answered, for the HTTP layer and metrics.
 #[derive(Debug)]
 pub enum OcspAnswer {
-    /// A signed response. `cached` carries its thisUpdate/nextUpdate when it may be
-    /// cached by HTTP caches (no nonce).
+    /// A signed response; `cache` says whether and for how long HTTP caches
+    /// may keep it.
     Signed {
         /// The OCSPResponse, DER.
         der: Vec<u8>,
         /// Its HTTP entity tag.
         etag: String,
-        /// (thisUpdate, nextUpdate, max-age) when cacheable.
+        /// (thisUpdate, nextUpdate, max-age) when HTTP caches may keep it
+        /// (not for a nonce or an `unknown` status).
         cache: Option<(i64, i64, u64)>,
-        /// good, revoked or unknown; "cached" for a pre-signed response.
+        /// good, revoked or unknown; "cached" for a pre-signed response,
+        /// "several" for one about several certificates.
         status: &'static str,
         /// Whether it came pre-signed from the store.
         presigned: bool,
@@ -131,7 +133,11 @@ fn to_time(secs: i64) -> SystemTime {
 }
 
 fn store_err(e: StoreError) -> IpcError {
-    IpcError::internal(format!("ocspd store: {e}"))
+    match e {
+        // Not a bug, and it passes once space is freed: try again later.
+        StoreError::NoSpace { .. } => IpcError::new(ErrorKind::Unavailable, format!("ocspd store: {e}")),
+        e => IpcError::internal(format!("ocspd store: {e}")),
+    }
 }
 
 /// RFC 5280 certificateHold: the one reason a revocation can be undone.
@@ -182,6 +188,16 @@ fn status_name(s: &CertStatusInfo) -> &'static str {
     }
 }
 
+/// The OCSP error status for a signature signd did not give (logged).
+fn signing_failed(iss: &LoadedIssuer, e: &IpcError) -> signet_ca::OcspErrorStatus {
+    tracing::warn!(issuer = %iss.name, error = %e, "cannot sign an OCSP response");
+    if e.kind == ErrorKind::Unavailable {
+        signet_ca::OcspErrorStatus::TryLater
+    } else {
+        signet_ca::OcspErrorStatus::InternalError
+    }
+}
+
 /// Commits `f` through the store's group commit: concurrent registrars'
 /// writes share one transaction and one disk flush, and each returns once
 /// its own writes are durable.
@@ -189,7 +205,7 @@ async fn commit<R: Send + 'static>(
     db: &Db,
     f: impl for<'t> FnOnce(&mut WriteTxn<'t>) -> Result<R, StoreError> + Send + 'static,
 ) -> Result<R, IpcError> {
-    db.store.write_grouped(f).await.map_err(store_err)
+    db.write_grouped(f).await.map_err(store_err)
 }
 
 /// Runs a blocking store operation off the async threads.
@@ -286,6 +302,32 @@ impl Core {
             nonce,
         };
         let data = build_response_data(&iss.responder, &params)
+            .map_err(|e| IpcError::internal(format!("cannot build an OCSP response: {e}")))?;
+        let der = self.signd.sign_ocsp_response(&iss.name, data).await?;
+        Ok(StoredResponse { etag: crate::db::etag(&der), der, this_update: now, next_update: next })
+    }
+
+    /// Signs one response about several certificates of `iss` through signd.
+    async fn sign_several(
+        &self,
+        iss: &LoadedIssuer,
+        cert_ids: &[CertIdentity],
+        statuses: &[CertStatusInfo],
+        nonce: Option<&[u8]>,
+    ) -> Result<StoredResponse, IpcError> {
+        let now = self.now_secs();
+        let next = now + iss.settings.response_validity_seconds as i64;
+        let singles: Vec<_> = cert_ids
+            .iter()
+            .zip(statuses)
+            .map(|(cert_id, &status)| SingleResponseParams {
+                cert_id,
+                status,
+                this_update: to_time(now),
+                next_update: Some(to_time(next)),
+            })
+            .collect();
+        let data = build_multi_response_data(&iss.responder, to_time(now), &singles, nonce)
             .map_err(|e| IpcError::internal(format!("cannot build an OCSP response: {e}")))?;
         let der = self.signd.sign_ocsp_response(&iss.name, data).await?;
         Ok(StoredResponse { etag: crate::db::etag(&der), der, this_update: now, next_update: next })
@@ -560,11 +602,11 @@ impl Core {
                 return OcspAnswer::Error(E::MalformedRequest);
             }
         };
-        let Some(iss) = self.issuers.iter().find(|i| i.ocsp_issuer.matches(&req.cert_id)) else {
+        let [id] = req.cert_ids.as_slice() else { return self.answer_several(&req, client).await };
+        let Some(iss) = self.issuers.iter().find(|i| i.ocsp_issuer.matches(id)) else {
             return OcspAnswer::Error(E::Unauthorized);
         };
         let with_nonce = req.nonce.is_some() && iss.settings.nonce == crate::config::NoncePolicy::Echo;
-        let id = &req.cert_id;
         let key = response_key(iss.id, id.hash, &id.serial);
         let now = self.now_secs();
         let lookup = self.db.store.read(|t| {
@@ -594,37 +636,26 @@ impl Core {
         }
         let status = status_info(rec.as_ref());
         let nonce = if with_nonce { req.nonce.as_deref() } else { None };
-        // Signing on the request path (nonces, unknown serials, expired
-        // responses) is bounded: past the limit, clients hear tryLater at
-        // once instead of queueing on signd.
-        if let (Some(limit), Some(client)) = (&self.client_limit, client) {
-            if !limit.admit(client) {
-                tracing::debug!(%client, "client over its fresh-signature rate: tryLater");
-                return OcspAnswer::Error(E::TryLater);
-            }
-        }
-        let Ok(_permit) = self.fresh_signatures.try_acquire() else {
-            return OcspAnswer::Error(E::TryLater);
+        let _permit = match self.admit_fresh(client) {
+            Ok(p) => p,
+            Err(status) => return OcspAnswer::Error(status),
         };
         let signed = match self.sign(iss, id, status, nonce).await {
             Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(issuer = %iss.name, error = %e, "cannot sign an OCSP response");
-                return OcspAnswer::Error(if e.kind == ErrorKind::Unavailable {
-                    E::TryLater
-                } else {
-                    E::InternalError
-                });
-            }
+            Err(e) => return OcspAnswer::Error(signing_failed(iss, &e)),
         };
+        // Not for HTTP caches: a nonce's answer is single-use, and `unknown`
+        // is signed afresh each time and may change any moment (the serial
+        // recorded), so caches must not keep it.
+        let cacheable = !with_nonce && rec.is_some();
         // Keep a fresh response for a known certificate, so the next request
         // is served from the store (not for nonces or unknown serials).
-        if !with_nonce && rec.is_some() {
+        if cacheable {
             let (db, r) = (self.db.clone(), signed.clone());
             let serial = id.serial.clone();
             let issuer_id = iss.id;
             let kept = blocking(move || {
-                db.store.write(|t| {
+                db.write(|t| {
                     // Only if the status did not change meanwhile.
                     if db.cert_w(t, issuer_id, &serial)?.as_ref() == rec.as_ref() {
                         db.put_response(t, &key, &r)?;
@@ -633,18 +664,78 @@ impl Core {
                 })
             })
             .await;
-            if let Err(e) = kept {
-                tracing::warn!(error = %e, "cannot store a fresh OCSP response");
+            match kept {
+                Ok(()) => {}
+                // Logged once by the store's SpaceWatch, not per request.
+                Err(_) if self.db.space.is_full() => {}
+                Err(e) => tracing::warn!(error = %e, "cannot store a fresh OCSP response"),
             }
         }
         OcspAnswer::Signed {
-            cache: (!with_nonce)
+            cache: cacheable
                 .then(|| (signed.this_update, signed.next_update, self.max_age(iss, signed.next_update, now))),
             der: signed.der,
             etag: signed.etag,
             status: status_name(&status),
             presigned: false,
         }
+    }
+
+    /// Answers a request about several certificates (2..=[`signet_ca::MAX_OCSP_REQUESTS`]):
+    /// one response, one SingleResponse per certificate in request order,
+    /// signed afresh (a pre-signed response covers one certificate and a
+    /// signature covers the whole response, so they cannot be combined) and
+    /// sent uncacheable. All must be of one CA: one response has one signer.
+    async fn answer_several(&self, req: &OcspRequest, client: Option<IpAddr>) -> OcspAnswer {
+        use signet_ca::OcspErrorStatus as E;
+        let Some(first) = req.cert_ids.first() else { return OcspAnswer::Error(E::MalformedRequest) };
+        let Some(iss) = self.issuers.iter().find(|i| i.ocsp_issuer.matches(first)) else {
+            return OcspAnswer::Error(E::Unauthorized);
+        };
+        if !req.cert_ids.iter().all(|id| iss.ocsp_issuer.matches(id)) {
+            tracing::debug!(issuer = %iss.name, "OCSP request about certificates of several CAs (or of one not served): unauthorized");
+            return OcspAnswer::Error(E::Unauthorized);
+        }
+        let with_nonce = req.nonce.is_some() && iss.settings.nonce == crate::config::NoncePolicy::Echo;
+        let lookup = self
+            .db
+            .store
+            .read(|t| req.cert_ids.iter().map(|id| self.db.cert(t, iss.id, &id.serial)).collect::<Result<Vec<_>, _>>());
+        let recs = match lookup {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::error!(error = %e, "OCSP lookup failed");
+                return OcspAnswer::Error(E::InternalError);
+            }
+        };
+        let _permit = match self.admit_fresh(client) {
+            Ok(p) => p,
+            Err(status) => return OcspAnswer::Error(status),
+        };
+        let statuses: Vec<_> = recs.iter().map(|r| status_info(r.as_ref())).collect();
+        let nonce = if with_nonce { req.nonce.as_deref() } else { None };
+        let signed = match self.sign_several(iss, &req.cert_ids, &statuses, nonce).await {
+            Ok(s) => s,
+            Err(e) => return OcspAnswer::Error(signing_failed(iss, &e)),
+        };
+        // Not for HTTP caches: signed afresh for every request and never
+        // stored, so its ETag would change each time and a conditional
+        // request could never match (as for `unknown`).
+        OcspAnswer::Signed { cache: None, der: signed.der, etag: signed.etag, status: "several", presigned: false }
+    }
+
+    /// Admits a signature on the request path (nonces, unknown serials,
+    /// expired responses, several certificates), bounded per client and in
+    /// all: past either limit, clients hear tryLater at once instead of
+    /// queueing on signd.
+    fn admit_fresh(&self, client: Option<IpAddr>) -> Result<SemaphorePermit<'_>, signet_ca::OcspErrorStatus> {
+        if let (Some(limit), Some(client)) = (&self.client_limit, client) {
+            if !limit.admit(client) {
+                tracing::debug!(%client, "client over its fresh-signature rate: tryLater");
+                return Err(signet_ca::OcspErrorStatus::TryLater);
+            }
+        }
+        self.fresh_signatures.try_acquire().map_err(|_| signet_ca::OcspErrorStatus::TryLater)
     }
 
     fn max_age(&self, iss: &LoadedIssuer, next_update: i64, now: i64) -> u64 {
@@ -679,7 +770,7 @@ impl Core {
                 let signed = self.sign(iss, &cert_id, status_info(Some(&rec)), None).await?;
                 let db = self.db.clone();
                 blocking(move || {
-                    db.store.write(|t| {
+                    db.write(|t| {
                         if db.cert_w(t, id, &serial)?.as_ref() == Some(&rec) {
                             db.put_response(t, &key, &signed)?;
                         }

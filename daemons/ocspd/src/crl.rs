@@ -39,6 +39,11 @@ pub async fn publisher(core: Arc<Core>, iss: Arc<LoadedIssuer>) {
                 tracing::debug!(issuer = %iss.name, crls = n, "CRLs published");
                 Duration::from_secs((iss.settings.crl_validity_seconds / 2).max(1))
             }
+            // A full store is logged once (SpaceWatch), not every retry.
+            Err(e) if core.db.space.is_full() => {
+                tracing::debug!(issuer = %iss.name, error = %e, "cannot publish CRLs; retrying");
+                RETRY
+            }
             Err(e) => {
                 tracing::warn!(issuer = %iss.name, error = %e, "cannot publish CRLs; retrying");
                 RETRY
@@ -132,7 +137,7 @@ pub async fn publish(core: &Core, iss: &LoadedIssuer) -> Result<usize, IpcError>
     let count = built.len();
     let db = core.db.clone();
     tokio::task::spawn_blocking(move || {
-        db.store.write(|t| {
+        db.write(|t| {
             // Another publisher run may have raced ahead; never go backwards.
             let current = db.state_w(t, id)?;
             if current.crl_number >= new_state.crl_number {

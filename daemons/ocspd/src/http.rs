@@ -78,38 +78,32 @@ impl Handler for OcspHttp {
 
 impl Inner {
     async fn route(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
-        let path = req.uri().path().to_owned();
-        if let Some(rest) = path.strip_prefix("/crl/") {
+        // Proxies often double the leading slash: any number of them means one.
+        let path = req.uri().path().trim_start_matches('/').to_owned();
+        if let Some(rest) = path.strip_prefix("crl/") {
             return match *req.method() {
                 Method::GET | Method::HEAD => self.crl(rest, req.headers()),
                 _ => method_not_allowed("GET, HEAD"),
             };
         }
-        let if_none_match = req.headers().get(IF_NONE_MATCH).cloned();
+        // Every If-None-Match field line (usually none: no allocation).
+        let if_none_match: Vec<HeaderValue> = req.headers().get_all(IF_NONE_MATCH).iter().cloned().collect();
         let client = req.extensions().get::<PeerAddr>().map(|p| p.0.ip());
         let der = match *req.method() {
             Method::POST => match read_body(req).await {
                 Ok(b) => b,
                 Err(resp) => return resp,
             },
-            Method::GET | Method::HEAD => {
-                let encoded = path.strip_prefix("/ocsp").unwrap_or(&path);
-                match decode_get(encoded.trim_start_matches('/')) {
-                    Some(der) => der,
-                    None => return self.ocsp_error(OcspErrorStatus::MalformedRequest),
-                }
-            }
+            Method::GET | Method::HEAD => match decode_get(get_payload(&path)) {
+                Some(der) => der,
+                None => return self.ocsp_error(OcspErrorStatus::MalformedRequest),
+            },
             _ => return method_not_allowed("GET, HEAD, POST"),
         };
-        self.ocsp(&der, if_none_match.as_ref(), client).await
+        self.ocsp(&der, &if_none_match, client).await
     }
 
-    async fn ocsp(
-        &self,
-        der: &[u8],
-        if_none_match: Option<&HeaderValue>,
-        client: Option<IpAddr>,
-    ) -> Response<Full<Bytes>> {
+    async fn ocsp(&self, der: &[u8], if_none_match: &[HeaderValue], client: Option<IpAddr>) -> Response<Full<Bytes>> {
         match self.core.answer(der, client).await {
             OcspAnswer::Error(status) => self.ocsp_error(status),
             OcspAnswer::Signed { der, etag: tag, cache, status, .. } => {
@@ -120,7 +114,8 @@ impl Inner {
                 let mut resp = der_response(der, OCSP_RESPONSE);
                 match cache {
                     Some(c) => caching_headers(resp.headers_mut(), &tag, c),
-                    // A nonce makes the response single-use.
+                    // Single-use (a nonce) or not to be kept (an unknown
+                    // serial may be recorded any moment): no validators.
                     None => {
                         resp.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
                     }
@@ -183,7 +178,8 @@ impl Inner {
         };
         let tag = crl.etag;
         let cache = Some((crl.this_update, crl.next_update, (crl.next_update - self.core.now_secs()).max(0) as u64));
-        if matches_etag(headers.get(IF_NONE_MATCH), &tag) {
+        let if_none_match: Vec<HeaderValue> = headers.get_all(IF_NONE_MATCH).iter().cloned().collect();
+        if matches_etag(&if_none_match, &tag) {
             return not_modified(&tag, cache);
         }
         let mut resp = der_response(crl.der, PKIX_CRL);
@@ -200,10 +196,47 @@ fn shard_number(s: &str) -> Option<u32> {
     canonical.then(|| s.parse().ok()).flatten()
 }
 
-fn matches_etag(if_none_match: Option<&HeaderValue>, tag: &str) -> bool {
-    if_none_match
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"))
+/// The base64 part of a GET path (leading slashes already removed): after
+/// `ocsp/` if it starts so, with any further leading slashes dropped. (The
+/// base64 of a DER SEQUENCE starts with `M`, never with `o`.)
+fn get_payload(path: &str) -> &str {
+    let encoded = match path.strip_prefix("ocsp") {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
+        _ => path,
+    };
+    encoded.trim_start_matches('/')
+}
+
+/// Whether If-None-Match (all its field lines) matches the entity tag `tag`
+/// (with its quotes): `*`, or a list naming it, `W/` or not. RFC 9110
+/// 13.1.2 compares If-None-Match weakly (8.8.3.2: the opaque tags alone).
+/// A list that does not parse matches nothing: the full answer is sent.
+fn matches_etag(if_none_match: &[HeaderValue], tag: &str) -> bool {
+    let ours = tag.strip_prefix("W/").unwrap_or(tag);
+    if_none_match.iter().filter_map(|v| v.to_str().ok()).any(|list| etag_list_contains(list, ours))
+}
+
+/// `#( "*" / [ "W/" ] DQUOTE etagc* DQUOTE )`, searched for `ours`.
+fn etag_list_contains(list: &str, ours: &str) -> bool {
+    let mut rest = list;
+    loop {
+        rest = rest.trim_start_matches([' ', '\t', ',']);
+        if rest.is_empty() {
+            return false;
+        }
+        if let Some(after) = rest.strip_prefix('*') {
+            let after = after.trim_start_matches([' ', '\t']);
+            return after.is_empty() || after.starts_with(',');
+        }
+        let unweak = rest.strip_prefix("W/").unwrap_or(rest);
+        let Some(opened) = unweak.strip_prefix('"') else { return false };
+        let Some(end) = opened.find('"') else { return false };
+        // The tag with its quotes.
+        if &unweak[..end + 2] == ours {
+            return true;
+        }
+        rest = &opened[end + 1..];
+    }
 }
 
 fn not_modified(tag: &str, cache: Option<(i64, i64, u64)>) -> Response<Full<Bytes>> {
@@ -231,9 +264,8 @@ pub fn decode_get(encoded: &str) -> Option<Vec<u8>> {
 }
 
 async fn read_body(req: Request<Incoming>) -> Result<Vec<u8>, Response<Full<Bytes>>> {
-    let content_type = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    // RFC 6960 A.1 names the type; be lenient about parameters and a missing header.
-    if !content_type.is_empty() && !content_type.starts_with(OCSP_REQUEST) {
+    // RFC 6960 A.1 names the type; be lenient about a missing header.
+    if req.headers().get(CONTENT_TYPE).is_some_and(|v| !is_ocsp_request_type(v)) {
         return Err(text_response(StatusCode::UNSUPPORTED_MEDIA_TYPE, "expected application/ocsp-request\n"));
     }
     match Limited::new(req.into_body(), MAX_REQUEST_BYTES).collect().await {
@@ -243,6 +275,15 @@ async fn read_body(req: Request<Incoming>) -> Result<Vec<u8>, Response<Full<Byte
         }
         Err(_) => Err(text_response(StatusCode::BAD_REQUEST, "cannot read the request body\n")),
     }
+}
+
+/// Whether a Content-Type is `application/ocsp-request`: type and subtype
+/// are case-insensitive and parameters (`; charset=...`) do not change the
+/// media type (RFC 9110 8.3.1).
+fn is_ocsp_request_type(value: &HeaderValue) -> bool {
+    let Ok(value) = value.to_str() else { return false };
+    let essence = value.split(';').next().unwrap_or_default().trim_matches([' ', '\t']);
+    essence.eq_ignore_ascii_case(OCSP_REQUEST)
 }
 
 fn der_response(der: Vec<u8>, content_type: &'static str) -> Response<Full<Bytes>> {
@@ -295,6 +336,74 @@ mod tests {
         assert_eq!(decode_get("AA").unwrap(), [0]);
         assert!(decode_get("").is_none());
         assert!(decode_get("not base64!").is_none());
+    }
+
+    #[test]
+    fn media_types_are_case_insensitive_and_parameters_ignored() {
+        for ok in [
+            "application/ocsp-request",
+            "Application/OCSP-Request",
+            "APPLICATION/OCSP-REQUEST",
+            "application/ocsp-request; charset=utf-8",
+            "Application/Ocsp-Request ;foo=bar",
+        ] {
+            assert!(is_ocsp_request_type(&HeaderValue::from_static(ok)), "{ok}");
+        }
+        for bad in ["", "text/plain", "application/ocsp-requestx", "application/ocsp-response", "application/ocsp"] {
+            assert!(!is_ocsp_request_type(&HeaderValue::from_static(bad)), "{bad}");
+        }
+        assert!(!is_ocsp_request_type(&HeaderValue::from_bytes(b"application/ocsp-request\xff").unwrap()));
+    }
+
+    #[test]
+    fn if_none_match_compares_weakly_and_reads_lists() {
+        let tag = "\"0123abcd\"";
+        let matches = |values: &[&'static str]| {
+            let v: Vec<HeaderValue> = values.iter().map(|v| HeaderValue::from_static(v)).collect();
+            matches_etag(&v, tag)
+        };
+        for yes in [
+            &["\"0123abcd\""][..],
+            &["W/\"0123abcd\""],
+            &["*"],
+            &[" * "],
+            &["\"other\", W/\"0123abcd\""],
+            &["\"a\",\"b\",\"0123abcd\""],
+            &["\"x,y\", \"0123abcd\""],
+            &["\"other\"", "W/\"0123abcd\""],
+        ] {
+            assert!(matches(yes), "{yes:?}");
+        }
+        for no in [
+            &[][..],
+            &["\"other\""],
+            &["0123abcd"],
+            &["w/\"0123abcd\""],
+            &["\"0123abcd"],
+            &["\"0123abc\""],
+            &["garbage, \"0123abcd\""],
+            &["*x"],
+        ] {
+            assert!(!matches(no), "{no:?}");
+        }
+        // Our own tag weak: compared weakly all the same.
+        assert!(matches_etag(&[HeaderValue::from_static("\"0123abcd\"")], "W/\"0123abcd\""));
+    }
+
+    #[test]
+    fn get_paths_lose_their_leading_slashes_and_ocsp_prefix() {
+        for (path, want) in [
+            ("MEow", "MEow"),
+            ("ocsp/MEow", "MEow"),
+            ("ocsp//MEow", "MEow"),
+            ("ocsp", ""),
+            ("ocsp/", ""),
+            ("/MEow", "MEow"),
+            ("MEow/+/=", "MEow/+/="),
+            ("ocspMEow", "ocspMEow"),
+        ] {
+            assert_eq!(get_payload(path), want, "{path}");
+        }
     }
 
     #[test]

@@ -139,6 +139,10 @@ async fn refresher(core: Arc<Core>, iss: Arc<LoadedIssuer>) {
         match core.refresh(&iss).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(issuer = %iss.name, responses = n, "re-signed OCSP responses"),
+            // A full store is logged once (SpaceWatch), not every period.
+            Err(e) if core.db.space.is_full() => {
+                tracing::debug!(issuer = %iss.name, error = %e, "cannot re-sign OCSP responses; retrying")
+            }
             Err(e) => tracing::warn!(issuer = %iss.name, error = %e, "cannot re-sign OCSP responses; retrying"),
         }
     }

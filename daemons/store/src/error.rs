@@ -126,6 +126,15 @@ pub enum StoreError {
     #[error("LMDB map is full; raise map_size")]
     MapFull,
 
+    /// The filesystem holding the store has no space left (`ENOSPC`): the
+    /// transaction was aborted and nothing of it is stored. Writes succeed
+    /// again once space is freed; reads are not affected.
+    #[error("LMDB {operation}: no space left on the store's filesystem")]
+    NoSpace {
+        /// What the store was doing.
+        operation: &'static str,
+    },
+
     /// More named tables than [`StoreOptions::max_tables`](crate::StoreOptions::max_tables)
     /// (`MDB_DBS_FULL`).
     #[error("too many tables; raise max_tables")]
@@ -161,6 +170,9 @@ impl StoreError {
         move |err| match err {
             lmdb::Error::MapFull => Self::MapFull,
             lmdb::Error::DbsFull => Self::TooManyTables,
+            lmdb::Error::Other(code) if io::Error::from_raw_os_error(code).kind() == io::ErrorKind::StorageFull => {
+                Self::NoSpace { operation }
+            }
             other => Self::Lmdb { operation, detail: other.to_string() },
         }
     }

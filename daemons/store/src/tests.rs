@@ -670,3 +670,13 @@ fn grouped_writes_queued_when_the_last_handle_drops_are_committed() {
     let t = store.table::<u64, u64>("t").expect("table");
     assert_eq!(store.read(|txn| txn.len(&t)).expect("len"), 10);
 }
+
+#[test]
+fn a_full_filesystem_is_its_own_error() {
+    // LMDB passes ENOSPC from write(2) through as MDB's "other" error.
+    let enospc = lmdb::Error::from_err_code(28);
+    assert!(matches!(StoreError::lmdb("commit")(enospc), StoreError::NoSpace { operation: "commit" }));
+    let e = StoreError::lmdb("commit")(enospc);
+    assert_eq!(e.to_string(), "LMDB commit: no space left on the store's filesystem");
+    assert!(matches!(StoreError::lmdb("commit")(lmdb::Error::from_err_code(5)), StoreError::Lmdb { .. }));
+}

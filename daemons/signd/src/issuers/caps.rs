@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use futures::FutureExt;
-use signet_ca::der::Decode;
-use signet_ca::{CaError, CertIdentity, OcspHash};
+use signet_ca::CaError;
 use signet_ipc::server::{CrlSignerService, IssuerService, LocalResult, OcspSignerService};
 use signet_ipc::{ErrorKind, IpcError, SignatureScheme};
 
@@ -271,19 +270,28 @@ impl OcspSignerService for Cap {
                         format!("issuer `{}` has no OCSP responder", ca.name),
                     ));
                 };
-                let parsed = signet_ca::validate_ocsp_response_data(data, &ocsp.responder)
+                // The responder speaks for this CA only: every CertID must name
+                // it (issuer name and key hashes), whatever the serial.
+                let parsed = signet_ca::validate_ocsp_response_data(data, &ocsp.responder, &ocsp.ca_hashes)
                     .map_err(|e| refusal(&ca.name, "OCSP ResponseData", e))?;
-                check_cert_id_issuer(&ca, data)?;
                 let scheme = ocsp.responder.scheme;
                 let sig = sign_with(key, scheme, data)?;
                 let response =
                     signet_ca::assemble_ocsp_response(data, scheme, &sig, &[&ocsp.certificate]).map_err(assembly)?;
-                let status = match parsed.status {
-                    signet_ca::CertStatusInfo::Good => "good",
-                    signet_ca::CertStatusInfo::Revoked { .. } => "revoked",
-                    signet_ca::CertStatusInfo::Unknown => "unknown",
-                };
-                Ok((response, format!("serial={} status={status}", hex(&parsed.serial))))
+                let note = parsed
+                    .responses
+                    .iter()
+                    .map(|r| {
+                        let status = match r.status {
+                            signet_ca::CertStatusInfo::Good => "good",
+                            signet_ca::CertStatusInfo::Revoked { .. } => "revoked",
+                            signet_ca::CertStatusInfo::Unknown => "unknown",
+                        };
+                        format!("serial={} status={status}", hex(&r.serial))
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                Ok((response, note))
             }),
         )
     }
@@ -301,31 +309,5 @@ impl OcspSignerService for Cap {
 
     fn ca_certificate(&self) -> LocalResult<Vec<u8>> {
         Cap::ca_certificate(self)
-    }
-}
-
-/// The responder speaks for this CA only: the SingleResponse's CertID must
-/// name the CA (issuer name and key hashes), whatever the serial.
-/// (`validate_ocsp_response_data` has already checked there is exactly one.)
-fn check_cert_id_issuer(ca: &CaIssuer, data: &[u8]) -> Result<(), IpcError> {
-    let parsed = signet_ca::x509_ocsp::ResponseData::from_der(data)
-        .map_err(|e| IpcError::invalid(format!("issuer `{}` refused the OCSP ResponseData: {e}", ca.name)))?;
-    let foreign =
-        || IpcError::denied(format!("issuer `{}` refused the OCSP ResponseData: CertID names another CA", ca.name));
-    let id = &parsed.responses.first().ok_or_else(foreign)?.cert_id;
-    let hash =
-        [OcspHash::Sha1, OcspHash::Sha256].into_iter().find(|h| h.oid() == id.hash_algorithm.oid).ok_or_else(|| {
-            IpcError::denied(format!(
-                "issuer `{}` refused the OCSP ResponseData: CertID hash {} is not supported",
-                ca.name, id.hash_algorithm.oid
-            ))
-        })?;
-    let ours = CertIdentity::new(hash, &ca.certificate, id.serial_number.as_bytes())
-        .map_err(|e| refusal(&ca.name, "OCSP ResponseData", e))?;
-    if id.issuer_name_hash.as_bytes() == ours.issuer_name_hash && id.issuer_key_hash.as_bytes() == ours.issuer_key_hash
-    {
-        Ok(())
-    } else {
-        Err(foreign())
     }
 }

@@ -36,7 +36,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use openssl::x509::{X509VerifyResult, X509};
-use signet_ca::{Issuer, IssuerPolicy, Profile, Responder};
+use signet_ca::{Issuer, IssuerPolicy, OcspIssuer, Profile, Responder};
 use signet_ipc::{IpcError, SignatureScheme};
 
 pub use crate::config::{IssuerConfig, OcspConfig};
@@ -83,6 +83,8 @@ pub struct OcspResponder {
     pub certificate: Vec<u8>,
     /// Its name, key hash and scheme.
     pub responder: Responder,
+    /// The CA's CertID hashes: every response it signs is about the CA's certificates.
+    pub ca_hashes: OcspIssuer,
     /// Roles that may obtain the OcspSigner.
     pub roles: Vec<String>,
 }
@@ -203,6 +205,8 @@ fn load_one(name: &str, cfg: &IssuerConfig, keys: &KeyRing) -> Result<CaIssuer, 
                 key_id: o.key.clone(),
                 responder: Responder::from_certificate_der(&der, scheme)
                     .map_err(|e| format!("OCSP responder certificate: {e}"))?,
+                ca_hashes: OcspIssuer::from_certificate_der(&certificate)
+                    .map_err(|e| format!("CA certificate: {e}"))?,
                 certificate: der,
                 roles: o.roles.clone(),
             })
