@@ -12,16 +12,26 @@
 #      its defaults otherwise) with nginx serving its directory, driven by
 #      TesseraCT's own hammer as TesseraCT's published figures were
 #      (write qps = checkpoint growth over the same window), then by ct-load
-#      with the same arguments as ctlogd got, then nginx's tile reads;
+#      (same chains and options, more writers: see below), then nginx's tile
+#      reads;
 #   4. one summary line each and the ratios.
 #
 #   bench/scripts/ct-bench.sh [--writers N | --sweep "64 128 256"] [--duration S] [--warmup S]
-#       [--readers N] [--read-duration S] [--hammer-writers N] [--no-baseline] [--perf S]
-#       [--max-batch N] [--keep] [-- CT-LOAD-ARGS...]
+#       [--readers N] [--read-duration S] [--hammer-writers N] [--baseline-writers N] [--no-baseline] [--perf S]
+#       [--max-batch N] [--quiet-below LOAD] [--keep] [-- CT-LOAD-ARGS...]
 #
-# --perf S records `perf record -g` of ctlogd (and signd) for S seconds in the
+# TesseraCT answers add-chain only once a checkpoint covers the entry
+# (publication awaiter, checkpoints every 1.5 s), so in a closed loop it needs
+# many more writers than ctlogd: --hammer-writers (default 4096, as the
+# published figures used) and --baseline-writers (ct-load's writers against
+# TesseraCT; default 16384: on 2 cores here 4096 gave 1,624/s, 8192 2,282/s,
+# 16384 3,388/s with pushbacks starting; raising TesseraCT's pushback limits
+# to 40000 made it slower, 2,685/s with timeouts).
+# --perf S records `perf record --call-graph dwarf` of ctlogd (and signd) for S seconds in the
 # middle of the write run and prints the top frames. --max-batch sets ctlogd's
 # [sequencing] max_batch (default: ctlogd's own default, as scripts/run).
+# --quiet-below LOAD waits (up to an hour) until the 1-minute load average is
+# below LOAD before starting: the two cores here are shared with other work.
 # Binaries come from $CARGO_TARGET_DIR/release (build them first:
 # cargo build --release -p signd -p ctlogd -p signetctl -p signet-bench --bin ct-load).
 # SIGNET_BENCH_DIR picks where the temporary directory goes (default /tmp: a
@@ -37,11 +47,13 @@ DURATION=60
 WARMUP=5
 READERS=64
 READ_DURATION=20
-HAMMER_WRITERS=512
+HAMMER_WRITERS=4096
+BASE_WRITERS=16384
 BASELINE=1
 PERF=0
 MAX_BATCH=""
 KEEP=0
+QUIET=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --writers) WRITERS="$2"; shift 2 ;;
@@ -51,23 +63,32 @@ while [ $# -gt 0 ]; do
     --readers) READERS="$2"; shift 2 ;;
     --read-duration) READ_DURATION="$2"; shift 2 ;;
     --hammer-writers) HAMMER_WRITERS="$2"; shift 2 ;;
+    --baseline-writers) BASE_WRITERS="$2"; shift 2 ;;
     --no-baseline) BASELINE=0; shift ;;
     --perf) PERF="$2"; shift 2 ;;
     --max-batch) MAX_BATCH="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --quiet-below) QUIET="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ct-bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 EXTRA=("$@")
-[ -n "$WRITERS" ] || [ -n "$SWEEP" ] || WRITERS=128
+[ -n "$WRITERS" ] || [ -n "$SWEEP" ] || WRITERS=512
 
 BIN="$SIGNET_BIN_DIR"
 for b in signd ctlogd signetctl ct-load; do
   [ -x "$BIN/$b" ] || { echo "$BIN/$b is missing: cargo build --release -p signd -p ctlogd -p signetctl -p signet-bench --bin ct-load" >&2; exit 1; }
 done
 [ "$BASELINE" = 0 ] || ensure_tesseract_bench
+
+if [ -n "$QUIET" ]; then
+  for _ in $(seq 1 240); do
+    python3 -c "import sys; sys.exit(0 if float(open('/proc/loadavg').read().split()[0]) < $QUIET else 1)" && break
+    sleep 15
+  done
+fi
 
 T=$(mktemp -d "${SIGNET_BENCH_DIR:-/tmp}/signet-ct-bench.XXXXXX")
 PIDS=()
@@ -300,9 +321,9 @@ PY
 
   # 2) The same ct-load run as ctlogd got, against a fresh POSIX log.
   start_tesseract ctload
-  say "TesseraCT + ct-load: $WRITERS writers, $DURATION s after $WARMUP s warmup (load $(cut -d' ' -f1-3 /proc/loadavg))"
+    say "TesseraCT + ct-load: $BASE_WRITERS writers, $DURATION s after $WARMUP s warmup (load $(cut -d' ' -f1-3 /proc/loadavg))"
   ct_load tess-write --url "http://127.0.0.1:$TESS_PORT/" --monitoring-url "$NGINX_URL" --log-key "$TESS_KEY" \
-    --writers "$WRITERS" --duration "$DURATION" --warmup "$WARMUP" \
+    --writers "$BASE_WRITERS" --duration "$DURATION" --warmup "$WARMUP" \
     --server-pid "tesseract-posix=$TESS_PID,$(nginx_pids | sed 's/\([0-9][0-9]*\)/nginx=\1/g')" || true
   say "nginx (TesseraCT's tiles): tile reads, $READERS readers, $READ_DURATION s"
   ct_load tess-read --url "$NGINX_URL" --read-tiles --writers "$READERS" --duration "$READ_DURATION" --warmup 2 \
