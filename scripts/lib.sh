@@ -287,6 +287,43 @@ ensure_versitygw() {
   mv -f "$SIGNET_VERSITYGW.tmp" "$SIGNET_VERSITYGW"
 }
 
+# TesseraCT's POSIX log and its load generator (the hammer), the same-run
+# baseline of bench/scripts/ct-bench.sh; not needed by scripts/test. Both are
+# built once into $SIGNET_CACHE/bin (`go install` of v0.1.1 works through the
+# proxy here; newer versions need unreleased dependencies it refuses), with
+# the module directory exported for the hammer's test CA (testdata/). nginx
+# (Debian) serves the POSIX log's read path, as a static file server must.
+ensure_tesseract_bench() {
+  export SIGNET_TESSERACT_POSIX="$SIGNET_CACHE/bin/tesseract-posix-$SIGNET_TESSERACT_VERSION"
+  export SIGNET_TESSERACT_HAMMER="$SIGNET_CACHE/bin/tesseract-hammer-$SIGNET_TESSERACT_VERSION"
+  have nginx || have /usr/sbin/nginx || {
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    say "installing Debian's nginx (the static file server in front of TesseraCT's POSIX log)"
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx-light >/dev/null
+  }
+  ensure_go || return 1
+  local gonosumdb=github.com/transparency-dev/tesseract
+  SIGNET_TESSERACT_DIR="$(cd / && GO111MODULE=on GONOSUMDB=$gonosumdb go mod download -json \
+    "github.com/transparency-dev/tesseract@v$SIGNET_TESSERACT_VERSION" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+  export SIGNET_TESSERACT_DIR
+  [ -n "$SIGNET_TESSERACT_DIR" ] && [ -d "$SIGNET_TESSERACT_DIR/internal/hammer/testdata" ] ||
+    { echo "no module directory for tesseract v$SIGNET_TESSERACT_VERSION" >&2; return 1; }
+  [ -x "$SIGNET_TESSERACT_POSIX" ] && [ -x "$SIGNET_TESSERACT_HAMMER" ] && return 0
+  mkdir -p "$SIGNET_CACHE/bin"
+  local gobin
+  gobin="$(mktemp -d "$SIGNET_CACHE/bin/.tesseract.XXXXXX")"
+  say "building TesseraCT v$SIGNET_TESSERACT_VERSION posix and hammer into $SIGNET_CACHE/bin"
+  (cd / && GO111MODULE=on GONOSUMDB=$gonosumdb GOBIN="$gobin" nice -n 10 go install \
+    "github.com/transparency-dev/tesseract/cmd/tesseract/posix@v$SIGNET_TESSERACT_VERSION" \
+    "github.com/transparency-dev/tesseract/internal/hammer@v$SIGNET_TESSERACT_VERSION") || { rm -rf "$gobin"; return 1; }
+  mv -f "$gobin/posix" "$SIGNET_TESSERACT_POSIX"
+  mv -f "$gobin/hammer" "$SIGNET_TESSERACT_HAMMER"
+  rm -rf "$gobin"
+}
+
 # Pebble (Let's Encrypt's test ACME server), the same-run baseline of
 # bench/scripts/acme-bench.sh --pebble; not needed by scripts/test.
 SIGNET_PEBBLE_VERSION="${SIGNET_PEBBLE_VERSION:-2.10.1}"

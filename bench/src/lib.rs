@@ -3,13 +3,17 @@
 //! This library holds what the criterion benches (`benches/signd.rs`) and the
 //! `signd-load` binary share: starting a real signd on a temporary directory
 //! ([`SigndProcess`]), the algorithm cases ([`CASES`]), in-flight drivers and
-//! latency percentiles. [`ocsp`] holds the I/O-free part of the `ocsp-load`
+//! latency percentiles; [`cpu`] the CPU accounting of processes under test.
+//! [`ct`] holds the CT checks and synthetic chains of
+//! the `ct-load` generator; [`ocsp`] holds the I/O-free part of the `ocsp-load`
 //! generator; [`acme_bench`] the ACME client, challenge responders and
 //! reports of the `acme-bench` load generator.
 
 #![forbid(unsafe_code)]
 
 pub mod acme_bench;
+pub mod cpu;
+pub mod ct;
 pub mod ocsp;
 
 use std::future::Future;
