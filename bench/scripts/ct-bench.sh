@@ -27,8 +27,9 @@
 # TesseraCT; default 16384: on 2 cores here 4096 gave 1,624/s, 8192 2,282/s,
 # 16384 3,388/s with pushbacks starting; raising TesseraCT's pushback limits
 # to 40000 made it slower, 2,685/s with timeouts).
-# --perf S records `perf record --call-graph dwarf` of ctlogd (and signd) for S seconds in the
-# middle of the write run and prints the top frames. --max-batch sets ctlogd's
+# --perf S records `perf record --call-graph dwarf` of ctlogd (and signd) for S
+# seconds in the middle of the write run, and of ctlogd in the read run (keep
+# S below --read-duration), and prints the top frames. --max-batch sets ctlogd's
 # [sequencing] max_batch (default: ctlogd's own default, as scripts/run).
 # --quiet-below LOAD waits (up to an hour) until the 1-minute load average is
 # below LOAD before starting: the two cores here are shared with other work.
@@ -70,7 +71,7 @@ while [ $# -gt 0 ]; do
     --keep) KEEP=1; shift ;;
     --quiet-below) QUIET="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ct-bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -206,25 +207,35 @@ fi
 
 # --- ctlogd: writes, then tile reads -----------------------------------------
 say "ctlogd: $WRITERS writers, $DURATION s after $WARMUP s warmup (load $(cut -d' ' -f1-3 /proc/loadavg))"
-PERF_PID=""
-if [ "$PERF" != 0 ]; then
-  ( sleep $((WARMUP + DURATION / 3)); perf record -F 499 --call-graph dwarf,16384 -o "$T/perf.data" -p "$CTLOGD_PID,$SIGND_PID" -- sleep "$PERF" \
-      > "$T/perf.log" 2>&1 ) &
+# perf_in DELAY NAME PIDS: `perf record` of PIDS for $PERF seconds after DELAY, into $T/perf-NAME.data.
+perf_in() {
+  ( sleep "$1"; perf record -F 499 --call-graph dwarf,16384 -o "$T/perf-$2.data" -p "$3" -- sleep "$PERF" \
+      > "$T/perf-$2.log" 2>&1 ) &
   PERF_PID=$!
-fi
+}
+# perf_top NAME: where the time went, by function, self time and with callees.
+perf_top() {
+  [ -f "$T/perf-$1.data" ] || return 0
+  perf report -i "$T/perf-$1.data" --no-children --sort comm,dso,symbol --percent-limit 0.8 --stdio -g none 2>/dev/null |
+    grep -E '^ +[0-9]' | cut -c1-140 > "$T/perf-$1-self.txt" || true
+  perf report -i "$T/perf-$1.data" --children --sort symbol --percent-limit 2 --stdio -g none 2>/dev/null |
+    grep -E '^ +[0-9]' | cut -c1-140 > "$T/perf-$1-children.txt" || true
+  say "perf ($1): top frames by self time (all of $T/perf-$1-self.txt, with callees in perf-$1-children.txt)"
+  head -25 "$T/perf-$1-self.txt" >&2
+}
+PERF_PID=""
+[ "$PERF" = 0 ] || perf_in $((WARMUP + DURATION / 3)) write "$CTLOGD_PID,$SIGND_PID"
 rc=0
 ct_load write --url "$CT_URL" --writers "$WRITERS" --duration "$DURATION" --warmup "$WARMUP" \
   --server-pid "ctlogd=$CTLOGD_PID,signd=$SIGND_PID" || rc=$?
 [ -z "$PERF_PID" ] || wait "$PERF_PID" || true
+PERF_PID=""
 say "ctlogd: tile reads, $READERS readers, $READ_DURATION s (load $(cut -d' ' -f1-3 /proc/loadavg))"
+[ "$PERF" = 0 ] || perf_in 3 read "$CTLOGD_PID"
 ct_load read --url "$CT_URL" --read-tiles --writers "$READERS" --duration "$READ_DURATION" --warmup 2 \
   --server-pid "ctlogd=$CTLOGD_PID" || rc=$?
-if [ "$PERF" != 0 ] && [ -f "$T/perf.data" ]; then
-  perf report -i "$T/perf.data" --no-children --sort comm,dso,symbol --percent-limit 0.8 --stdio 2>/dev/null |
-    grep -E '^ +[0-9]' > "$T/perf-top.txt" || true
-  say "perf: top frames (self time) of ctlogd + signd in the write run"
-  head -40 "$T/perf-top.txt" >&2
-fi
+[ -z "$PERF_PID" ] || wait "$PERF_PID" || true
+if [ "$PERF" != 0 ]; then perf_top write; perf_top read; fi
 stop "$CTLOGD_PID"
 stop "$SIGND_PID"
 
