@@ -63,7 +63,9 @@ enum pki_result
   PKI_RESULT_INTERNAL = 7004,
   /**
    * signd cannot be reached (not running, wrong socket path, no permission
-   * on the socket) or the connection broke.
+   * on the socket), the connection broke, or signd is shutting down (it
+   * answers the calls it has and refuses new ones; the detail then says
+   * `shutting-down`). Worth retrying later.
    */
   PKI_RESULT_UNAVAILABLE = 7100,
   /**

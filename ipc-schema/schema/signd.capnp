@@ -56,12 +56,13 @@ enum ErrorKind {
   keyUnavailable @5;    # the key exists but could not be loaded (file damaged, token gone)
   backend @6;           # the crypto backend failed
   alreadyExists @7;     # a key with that id exists
-  unavailable @8;       # signd cannot be reached or is shutting down
+  unavailable @8;       # signd cannot be reached
   tooLarge @9;          # message or batch over the configured limit
   unsupported @10;      # the backend or token cannot do this
   notFound @11;         # no such record (a certificate serial in ocspd ...)
   failedPrecondition @12; # well-formed, but the record's state does not allow it
                           # (releasing a certificate that is not on hold ...)
+  shuttingDown @13;     # the daemon is stopping: calls it had are answered, new ones refused
 }
 
 struct Error {

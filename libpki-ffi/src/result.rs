@@ -25,7 +25,9 @@ pub enum pki_result {
     PKI_RESULT_INTERNAL = 7004,
 
     /// signd cannot be reached (not running, wrong socket path, no permission
-    /// on the socket) or the connection broke.
+    /// on the socket), the connection broke, or signd is shutting down (it
+    /// answers the calls it has and refuses new ones; the detail then says
+    /// `shutting-down`). Worth retrying later.
     PKI_RESULT_UNAVAILABLE = 7100,
     /// signd's policy does not let this caller (or this role) do that.
     PKI_RESULT_PERMISSION_DENIED = 7101,
@@ -199,7 +201,8 @@ impl From<IpcError> for Error {
             ErrorKind::InvalidArgument => PKI_RESULT_INVALID_ARGUMENT,
             ErrorKind::KeyUnavailable => PKI_RESULT_KEY_UNAVAILABLE,
             ErrorKind::Backend => PKI_RESULT_BACKEND,
-            ErrorKind::Unavailable => PKI_RESULT_UNAVAILABLE,
+            // Stopping is, to a caller, signd not there for now: retry later.
+            ErrorKind::Unavailable | ErrorKind::ShuttingDown => PKI_RESULT_UNAVAILABLE,
             ErrorKind::TooLarge => PKI_RESULT_TOO_LARGE,
             ErrorKind::Unsupported => PKI_RESULT_UNSUPPORTED,
             // Internal, AlreadyExists (admin only) and kinds added later.

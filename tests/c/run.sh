@@ -89,7 +89,7 @@ compile() {
     cc "${cflags[@]}" "$src/$name.c" -o "$tmp/$name" $(pkg-config --cflags --libs libpki) \
         -Wl,-rpath,"$prefix/lib" "$@"
 }
-for prog in sign_all threads errors certs bench reconnect; do
+for prog in sign_all threads errors certs bench reconnect drain; do
     check "compile-$prog" compile "$prog"
 done
 check compile-with_openssl compile with_openssl -lssl -lcrypto
@@ -251,6 +251,31 @@ reconnect() {
     return $r
 }
 check reconnect-after-restart reconnect
+
+# SIGTERM under a signing load of 8 threads (RSA-4096: slow enough that calls
+# are always in flight): signd answers the calls it has,
+# refuses the new ones with `shutting-down`, and exits 0 promptly; then it is
+# started again for the tests below.
+drain() {
+    local out="$tmp/drain.out" pid status r=0
+    "$tmp/drain" rsa-4096 8 >"$out" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 200); do grep -q "^signing" "$out" && break; sleep 0.05; done
+    grep -q "^signing" "$out" || { echo "the load never started"; cat "$out"; kill "$pid"; return 1; }
+    kill -TERM "$signd_pid"
+    wait "$signd_pid"
+    status=$?
+    signd_pid=
+    wait "$pid" || r=1
+    cat "$out"
+    [ "$status" -eq 0 ] || { echo "signd exited with $status"; r=1; }
+    if grep -q "calls still in progress" "$tmp/log/signd.log"; then
+        echo "signd exited with calls in progress"; r=1
+    fi
+    start_signd || r=1
+    return $r
+}
+check drain-on-sigterm drain
 
 # A caller signd's policy does not know: nobody.
 as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }

@@ -482,15 +482,27 @@ impl SigndProcess {
 
     /// SIGTERM and wait for exit.
     pub fn terminate(&mut self) -> ExitStatus {
+        self.send_sigterm();
+        self.wait_exit().0
+    }
+
+    /// SIGTERM, without waiting.
+    pub fn send_sigterm(&self) {
+        let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    }
+
+    /// Waits (at most 10 s) for signd to exit after [`Self::send_sigterm`]; its status and
+    /// when the exit was seen (polled every 2 ms).
+    pub fn wait_exit(&mut self) -> (ExitStatus, Instant) {
         let mut c = self.child.take().unwrap();
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(s) = c.try_wait().unwrap() {
-                return s;
+                return (s, Instant::now());
             }
             assert!(Instant::now() < deadline, "signd ignored SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 

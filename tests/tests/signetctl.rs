@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use signet_ipc::{block_on, SignatureScheme};
+use signet_ipc::{block_on, ErrorKind, SignatureScheme};
 use signet_tests::{bin, openssl_verify, run, signetctl, SigndProcess};
 
 fn json(out: &str) -> serde_json::Value {
@@ -220,22 +220,26 @@ fn base64_decode(s: &str) -> Vec<u8> {
 }
 
 /// SIGTERM while a slow call is in progress: signd stops accepting, answers the
-/// call, then exits 0.
+/// call, refuses at once the calls that arrive on connections already open
+/// (`shutting-down`), and exits as soon as the slow call is answered.
 #[test]
 fn sigterm_drains_calls_in_progress() {
     let mut signd = SigndProcess::start("");
     let client = signd.client();
-    let spec = signet_ipc::KeySpec {
-        id: "slow".into(),
-        algorithm: signet_ipc::KeyAlgorithm::Rsa4096,
-        roles: vec![],
-        backend: String::new(),
-    };
-    block_on(client.generate_key(spec)).unwrap();
+    let spec =
+        |id: &str, algorithm| signet_ipc::KeySpec { id: id.into(), algorithm, roles: vec![], backend: String::new() };
+    block_on(client.generate_key(spec("slow", signet_ipc::KeyAlgorithm::Rsa4096))).unwrap();
+    block_on(client.generate_key(spec("fast", signet_ipc::KeyAlgorithm::EcP256))).unwrap();
+    // A second caller whose connection is open before the stop begins.
+    let late = signd.client();
+    block_on(late.sign("", "fast", SignatureScheme::Default, b"before".to_vec())).unwrap();
     // About a second of signing on this machine: 400 RSA-4096 signatures.
     let batch = vec![b"m".to_vec(); 400];
     let cpu_before = cpu_ticks(signd.pid());
-    let pending = std::thread::spawn(move || block_on(client.sign_batch("", "slow", SignatureScheme::Default, batch)));
+    let pending = std::thread::spawn(move || {
+        let answer = block_on(client.sign_batch("", "slow", SignatureScheme::Default, batch));
+        (answer, std::time::Instant::now())
+    });
     // Wait until signd is visibly signing (its CPU time grows by 0.1 s), so the
     // call is inside signd when SIGTERM arrives, however loaded the machine is.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -244,20 +248,38 @@ fn sigterm_drains_calls_in_progress() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let started = std::time::Instant::now();
-    let status = signd.terminate();
-    let waited = started.elapsed();
+    signd.send_sigterm();
+    // Calls on the open connection are served until signd has seen the
+    // signal, then refused, each at once.
+    let refused = loop {
+        let asked = std::time::Instant::now();
+        match block_on(late.sign("", "fast", SignatureScheme::Default, b"after".to_vec())) {
+            Ok(_) => {}
+            Err(e) => break (e, asked.elapsed(), std::time::Instant::now()),
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "signd kept serving new calls after SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    };
+    let (status, exited) = signd.wait_exit();
     assert!(status.success(), "{status}");
-    let answer = pending.join().unwrap();
+    let (answer, answered) = pending.join().unwrap();
+    let waited = exited - started;
     assert_eq!(
         answer
             .unwrap_or_else(|e| panic!("in-progress call was dropped: {e}; waited {waited:?}; log:\n{}", signd.log()))
             .len(),
         400
     );
+    let (error, took, at) = refused;
+    assert_eq!(error.kind, ErrorKind::ShuttingDown, "{error}");
+    assert!(took < std::time::Duration::from_millis(500), "the refusal took {took:?}");
+    assert!(at < answered, "the new call was refused only after the call in progress ended");
     assert!(
         waited > std::time::Duration::from_millis(100),
         "signd exited in {waited:?}: the call had already finished, nothing was drained"
     );
+    let linger = exited.saturating_duration_since(answered);
+    assert!(linger < std::time::Duration::from_secs(1), "signd exited {linger:?} after the last call was answered");
 }
 
 /// utime + stime of a process, in clock ticks (normally 1/100 s), from /proc.

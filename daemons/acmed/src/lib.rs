@@ -378,7 +378,7 @@ async fn load_ca(cfg: &Config, signd: &SigndClient, chain_pem: Option<&[u8]>) ->
         }
         .await;
         match r {
-            Err(e) if e.kind == ErrorKind::Unavailable => {
+            Err(e) if e.kind.is_transient() => {
                 tracing::warn!(issuer = %name, error = %e, "waiting for signd");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }

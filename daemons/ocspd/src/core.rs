@@ -191,7 +191,7 @@ fn status_name(s: &CertStatusInfo) -> &'static str {
 /// The OCSP error status for a signature signd did not give (logged).
 fn signing_failed(iss: &LoadedIssuer, e: &IpcError) -> signet_ca::OcspErrorStatus {
     tracing::warn!(issuer = %iss.name, error = %e, "cannot sign an OCSP response");
-    if e.kind == ErrorKind::Unavailable {
+    if e.kind.is_transient() {
         signet_ca::OcspErrorStatus::TryLater
     } else {
         signet_ca::OcspErrorStatus::InternalError

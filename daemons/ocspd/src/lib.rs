@@ -162,7 +162,7 @@ async fn load_issuers(config: &Config, db: &Db, signd: &SigndClient) -> Result<V
     for (name, settings) in &config.issuers {
         let fetched = loop {
             match fetch(signd, name).await {
-                Err(e) if e.kind == ErrorKind::Unavailable => {
+                Err(e) if e.kind.is_transient() => {
                     tracing::warn!(issuer = %name, error = %e, "waiting for signd");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }

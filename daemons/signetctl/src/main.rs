@@ -200,7 +200,7 @@ impl From<IpcError> for Failure {
             ErrorKind::InvalidArgument | ErrorKind::WrongAlgorithm | ErrorKind::TooLarge => 2,
             ErrorKind::PermissionDenied => 3,
             ErrorKind::UnknownKey | ErrorKind::NotFound => 4,
-            ErrorKind::Unavailable => 5,
+            ErrorKind::Unavailable | ErrorKind::ShuttingDown => 5,
             _ => 1,
         };
         Self { code, message: e.to_string() }

@@ -38,11 +38,14 @@ pub enum ErrorKind {
     /// A well-formed request that the record's current state does not allow
     /// (releasing a certificate that is not on hold, ...).
     FailedPrecondition,
+    /// The daemon is stopping: it finishes the calls it has, and refuses new ones.
+    /// Worth retrying once it is back (as [`ErrorKind::Unavailable`]).
+    ShuttingDown,
 }
 
 impl ErrorKind {
     /// Every kind, in the schema's order.
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 14] = [
         Self::Internal,
         Self::PermissionDenied,
         Self::UnknownKey,
@@ -56,7 +59,14 @@ impl ErrorKind {
         Self::Unsupported,
         Self::NotFound,
         Self::FailedPrecondition,
+        Self::ShuttingDown,
     ];
+
+    /// The daemon is not there for now (unreachable, or stopping): the same
+    /// call may succeed later, as opposed to a refusal that will not change.
+    pub fn is_transient(self) -> bool {
+        matches!(self, Self::Unavailable | Self::ShuttingDown)
+    }
 
     /// A stable name for logs, JSON and exit-code mapping.
     pub fn name(self) -> &'static str {
@@ -74,6 +84,7 @@ impl ErrorKind {
             Self::Unsupported => "unsupported",
             Self::NotFound => "not-found",
             Self::FailedPrecondition => "failed-precondition",
+            Self::ShuttingDown => "shutting-down",
         }
     }
 }

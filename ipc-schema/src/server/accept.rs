@@ -50,6 +50,8 @@ pub struct InFlight(Rc<InFlightState>);
 #[derive(Default)]
 struct InFlightState {
     calls: Cell<usize>,
+    /// Shutdown has begun: calls already in progress finish, new ones are refused.
+    draining: Cell<bool>,
     /// When a call last started or ended.
     last_activity: Cell<Option<Instant>>,
     activity: tokio::sync::Notify,
@@ -70,6 +72,18 @@ impl InFlight {
     /// Calls in progress.
     pub fn count(&self) -> usize {
         self.0.calls.get()
+    }
+
+    /// From now on, calls that arrive are answered [`ErrorKind::ShuttingDown`] at once.
+    fn drain(&self) {
+        self.0.draining.set(true);
+    }
+
+    /// The answer to a call that arrives while draining; `None` before.
+    fn refusal(&self) -> Option<IpcError> {
+        self.0.draining.get().then(|| {
+            IpcError::new(ErrorKind::ShuttingDown, "shutting down: calls in progress finish, new calls are refused")
+        })
     }
 
     /// Keeps the thread polling (see [`ServeOptions::busy_poll`]) for `window`
@@ -193,6 +207,9 @@ pub(crate) async fn serve_bootstrap(
     }
     drop(listener);
     poller.abort();
+    // Connections already open stay open until the calls on them are
+    // answered; whatever else they send from now on is refused.
+    in_flight.drain();
     if in_flight.count() > 0 {
         tracing::info!(calls = in_flight.count(), "draining calls in progress");
     }
@@ -219,7 +236,8 @@ where
 }
 
 /// Answers one call, the skeleton of every method a server has: counts it in
-/// flight, reads its Params with `read` (a malformed one becomes the
+/// flight (or, once shutdown has begun, refuses it with
+/// [`ErrorKind::ShuttingDown`] without reading it), reads its Params with `read` (a malformed one becomes the
 /// answer's typed error; `|_| Ok(())` for a method without any), lets go of the request, awaits `call` and writes
 /// its outcome into the Results.
 pub(crate) async fn handle<P, R, A, T, F>(
@@ -236,6 +254,10 @@ where
     F: Future<Output = Result<T, IpcError>>,
 {
     let _call = in_flight.enter();
+    if let Some(refused) = in_flight.refusal() {
+        results.get().write_outcome(Err(refused));
+        return Ok(());
+    }
     let args = read(params.get());
     drop(params);
     let outcome = match args {
