@@ -177,6 +177,11 @@ fn ocspd_check_config_refuses_what_start_refuses() {
         &format!("{base}[issuers.demo]\nresponse_validity_seconds = 100\nrefresh_before_seconds = 100\n"),
         &["issuer `demo`", "refresh_before_seconds"],
     );
+    // The shared [http] limits: every daemon with a listener has them.
+    let issuer = "[issuers.demo]\nregistrars = { users = [0] }\n";
+    accepted("ocspd", d, &format!("{base}{issuer}[http]\nidle_timeout_ms = 5000\nmax_connections = 100\n"));
+    refused("ocspd", d, &format!("{base}{issuer}[http]\nidle_timeout = 5\n"), &["ocspd.toml:8:", "idle_timeout"]);
+    refused("ocspd", d, &format!("{base}{issuer}[http]\nheader_timeout_ms = 0\n"), &["http.header_timeout_ms"]);
     assert!(!d.join("state").exists() && !d.join("ocspd.sock").exists());
 }
 

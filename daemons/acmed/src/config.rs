@@ -70,6 +70,10 @@ use signet_runtime::principals::{Principal, Principals};
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// Timeouts and the connection bound of the HTTP listener (`[http]`; see
+    /// `signet_runtime::http::HttpLimits`).
+    #[serde(default)]
+    pub http: signet_runtime::http::HttpLimits,
     /// The LMDB directory.
     pub state_dir: PathBuf,
     /// signd's socket.

@@ -46,7 +46,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use rand_core::{OsRng, RngCore};
 use signet_acme::types::{Directory, DirectoryMeta};
 use signet_ca::{Issuer, Profile};
-use signet_ipc::{ErrorKind, OcspdClient, SignatureScheme, SigndClient};
+use signet_ipc::{OcspdClient, SignatureScheme, SigndClient};
 use signet_runtime::config::{Checked, DaemonConfig};
 use signet_runtime::lifecycle::{Lifecycle, Reload};
 use signet_runtime::metrics::Metrics;
@@ -191,6 +191,7 @@ impl AcmeMetrics {
 impl DaemonConfig for Config {
     fn check_config(&self) -> Result<(), String> {
         self.check()?;
+        self.http.check()?;
         signet_runtime::tls::acceptor_from_files(&self.tls_certificate, &self.tls_key)?;
         if let Some(path) = &self.chain {
             read_chain(path)?;
@@ -317,6 +318,7 @@ async fn serve(
     let http = tokio::spawn(signet_runtime::http::serve_tls(
         listener,
         tls,
+        acme.cfg.http,
         handler,
         metrics,
         Arc::new(|| true),

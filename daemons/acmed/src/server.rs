@@ -16,12 +16,12 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, LINK, LOCATION, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode};
 use signet_acme::jws::KeyRef;
 use signet_acme::problem::PROBLEM_CONTENT_TYPE;
 use signet_acme::{Jwk, Problem, ProblemType, SignedRequest, VerifiedRequest};
+use signet_runtime::http::Body;
 
 use crate::db::{AccountRec, Id};
 use crate::nonce::NonceError;
@@ -187,12 +187,7 @@ impl Acme {
     }
 
     /// The signed-request pipeline; see the module comment.
-    pub(crate) async fn authenticate(
-        &self,
-        path: &str,
-        rule: KeyRule,
-        req: Request<Incoming>,
-    ) -> Result<Authed, Problem> {
+    pub(crate) async fn authenticate(&self, path: &str, rule: KeyRule, req: Request<Body>) -> Result<Authed, Problem> {
         // The body is read (or drained) before any refusal: answering while the
         // client still sends makes HTTP/2 reset the stream and hides the answer.
         let (parts, body) = req.into_parts();
@@ -313,7 +308,7 @@ impl JwkCache {
 /// Reads a request body of at most `limit` bytes. A longer one is read on (up
 /// to 16 times the limit) and dropped before the 413 answer, so the client
 /// sees the answer instead of a reset connection.
-pub(crate) async fn read_body(mut body: Incoming, limit: usize) -> Result<Bytes, Problem> {
+pub(crate) async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, Problem> {
     let mut buf = Vec::new();
     let mut seen = 0usize;
     while let Some(frame) = body.frame().await {

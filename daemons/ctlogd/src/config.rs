@@ -47,6 +47,10 @@ use crate::storage::S3Config;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// Timeouts and the connection bound of the HTTP listener (`[http]`; see
+    /// `signet_runtime::http::HttpLimits`).
+    #[serde(default)]
+    pub http: signet_runtime::http::HttpLimits,
     /// The LMDB directory.
     pub state_dir: PathBuf,
     /// signd's socket.
@@ -326,6 +330,7 @@ impl Config {
 /// an http(s) URL. Whether signd holds the logs' keys is learnt at start.
 impl DaemonConfig for Config {
     fn check_config(&self) -> Result<(), String> {
+        self.http.check()?;
         self.sequencing.check()?;
         if self.logs.is_empty() {
             return Err("no [logs.<name>] configured".into());

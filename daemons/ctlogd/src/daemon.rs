@@ -88,8 +88,14 @@ async fn serve(config_path: &Path, config: Config, store: Store) -> Result<(), C
     let log_metrics = LogMetrics::register(&metrics);
     tokio::spawn(log_metrics.clone().update_every(logs.clone(), Duration::from_secs(1), shutdown.clone()));
     let handler = Arc::new(CtHttp::new(logs.iter().map(|(name, log)| (format!("/{name}/"), log.clone())).collect()));
-    let http =
-        tokio::spawn(signet_runtime::http::serve(http_listener, handler, metrics, Arc::new(|| true), shutdown.clone()));
+    let http = tokio::spawn(signet_runtime::http::serve(
+        http_listener,
+        config.http,
+        handler,
+        metrics,
+        Arc::new(|| true),
+        shutdown.clone(),
+    ));
     let names: Vec<String> = logs.iter().map(|(n, _)| n.clone()).collect();
     life.on_stop(async move {
         if let Ok(Err(e)) = http.await {

@@ -19,13 +19,13 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode};
 use signet_ct::merkle::{parse_tile_path, TilePath};
 use signet_ct::rfc6962::api::{
     hashes_to_base64, GetEntriesResponse, GetEntryAndProofResponse, GetProofByHashResponse, GetSthConsistencyResponse,
 };
+use signet_runtime::http::Body;
 use signet_runtime::http::{text_response, Handler};
 
 use crate::chain::Submission;
@@ -131,7 +131,7 @@ impl CtHttp {
 }
 
 impl Handler for CtHttp {
-    fn handle(&self, req: Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> {
+    fn handle(&self, req: Request<Body>) -> BoxFuture<'static, Response<Full<Bytes>>> {
         let this = self.clone();
         async move {
             let (parts, body) = req.into_parts();
@@ -142,7 +142,13 @@ impl Handler for CtHttp {
             }
             let body = match Limited::new(body, limit).collect().await {
                 Ok(b) => b.to_bytes(),
-                Err(_) => return text_response(StatusCode::BAD_REQUEST, format!("body larger than {limit} bytes\n")),
+                Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+                    return text_response(StatusCode::BAD_REQUEST, format!("body larger than {limit} bytes\n"))
+                }
+                Err(e) if e.downcast_ref::<signet_runtime::http::BodyError>().is_some_and(|e| e.is_too_slow()) => {
+                    return text_response(StatusCode::REQUEST_TIMEOUT, format!("{e}\n"))
+                }
+                Err(e) => return text_response(StatusCode::BAD_REQUEST, format!("cannot read the body: {e}\n")),
             };
             this.answer(&parts.method, parts.uri.path(), parts.uri.query(), body).await
         }

@@ -32,6 +32,10 @@ use signet_runtime::principals::Principals;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// Timeouts and the connection bound of the HTTP listener (`[http]`; see
+    /// `signet_runtime::http::HttpLimits`).
+    #[serde(default)]
+    pub http: signet_runtime::http::HttpLimits,
     /// The registry socket (Cap'n Proto), unless socket-activated as `ocspd`.
     pub socket: PathBuf,
     /// Mode of the registry socket when ocspd binds it (octal, default "0660").
@@ -76,6 +80,7 @@ impl Config {
 /// start.
 impl DaemonConfig for Config {
     fn check_config(&self) -> Result<(), String> {
+        self.http.check()?;
         if self.issuers.is_empty() {
             return Err("no [issuers.<name>] configured".into());
         }

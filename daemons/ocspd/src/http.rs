@@ -22,7 +22,6 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
 use hyper::header::{
     HeaderMap, HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE, ETAG, EXPIRES, IF_NONE_MATCH, LAST_MODIFIED,
 };
@@ -31,6 +30,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use signet_ca::OcspErrorStatus;
+use signet_runtime::http::Body;
 use signet_runtime::http::{text_response, Handler, PeerAddr};
 use signet_runtime::metrics::Metrics;
 
@@ -70,14 +70,14 @@ impl OcspHttp {
 }
 
 impl Handler for OcspHttp {
-    fn handle(&self, req: Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> {
+    fn handle(&self, req: Request<Body>) -> BoxFuture<'static, Response<Full<Bytes>>> {
         let inner = self.0.clone();
         async move { inner.route(req).await }.boxed()
     }
 }
 
 impl Inner {
-    async fn route(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn route(&self, req: Request<Body>) -> Response<Full<Bytes>> {
         // Proxies often double the leading slash: any number of them means one.
         let path = req.uri().path().trim_start_matches('/').to_owned();
         if let Some(rest) = path.strip_prefix("crl/") {
@@ -263,7 +263,7 @@ pub fn decode_get(encoded: &str) -> Option<Vec<u8>> {
     engine.decode(decoded).ok()
 }
 
-async fn read_body(req: Request<Incoming>) -> Result<Vec<u8>, Response<Full<Bytes>>> {
+async fn read_body(req: Request<Body>) -> Result<Vec<u8>, Response<Full<Bytes>>> {
     // RFC 6960 A.1 names the type; be lenient about a missing header.
     if req.headers().get(CONTENT_TYPE).is_some_and(|v| !is_ocsp_request_type(v)) {
         return Err(text_response(StatusCode::UNSUPPORTED_MEDIA_TYPE, "expected application/ocsp-request\n"));
@@ -273,7 +273,10 @@ async fn read_body(req: Request<Incoming>) -> Result<Vec<u8>, Response<Full<Byte
         Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
             Err(text_response(StatusCode::PAYLOAD_TOO_LARGE, "OCSP request too large\n"))
         }
-        Err(_) => Err(text_response(StatusCode::BAD_REQUEST, "cannot read the request body\n")),
+        Err(e) if e.downcast_ref::<signet_runtime::http::BodyError>().is_some_and(|e| e.is_too_slow()) => {
+            Err(text_response(StatusCode::REQUEST_TIMEOUT, format!("{e}\n")))
+        }
+        Err(e) => Err(text_response(StatusCode::BAD_REQUEST, format!("cannot read the request body: {e}\n"))),
     }
 }
 

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use signet_ca::{Issuer, OcspIssuer, Profile, Responder};
 use signet_ipc::server::{serve_ocspd, ServeOptions};
-use signet_ipc::{ErrorKind, IpcError, SignatureScheme, SigndClient};
+use signet_ipc::{IpcError, SignatureScheme, SigndClient};
 use signet_runtime::activation;
 use signet_runtime::config::Checked;
 use signet_runtime::lifecycle::{Lifecycle, Reload};
@@ -92,8 +92,14 @@ async fn serve(config_path: &Path, config: Config, db: Db) -> Result<(), OcspdEr
 
     let metrics = Metrics::new("ocspd");
     let handler = Arc::new(http::OcspHttp::new(core.clone(), &metrics));
-    let http =
-        tokio::spawn(signet_runtime::http::serve(http_listener, handler, metrics, Arc::new(|| true), shutdown.clone()));
+    let http = tokio::spawn(signet_runtime::http::serve(
+        http_listener,
+        config.http,
+        handler,
+        metrics,
+        Arc::new(|| true),
+        shutdown.clone(),
+    ));
     life.on_stop(async move {
         if let Ok(Err(e)) = http.await {
             tracing::warn!(error = %e, "HTTP server ended with an error");

@@ -284,6 +284,12 @@ where
         Startup::Run(c) => c,
         Startup::Exit(code) => return std::process::ExitCode::from(code),
     };
+    // Connections are bounded by each listener's [http] max_connections, not by the
+    // default soft limit of 1,024 files.
+    match crate::http::raise_open_file_limit() {
+        Ok(files) => tracing::debug!(files, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
+    }
     match run(args.config_path(default_path), config) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

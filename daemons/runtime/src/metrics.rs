@@ -20,6 +20,7 @@ pub use prometheus_client;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Metric, Registry, Unit};
 
@@ -102,12 +103,20 @@ struct CodeLabel {
     code: u16,
 }
 
-/// The HTTP scaffold's request metrics (`http_requests`, `http_request_duration`),
-/// registered once per [`Metrics`]; `crate::http` observes every answer.
-#[derive(Debug)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+/// The HTTP scaffold's metrics (`http_requests`, `http_request_duration`,
+/// `http_connections_open`, `http_connections_closed{reason}`), registered once per
+/// [`Metrics`]; `crate::http` observes every answer and every connection.
+#[derive(Clone, Debug)]
 pub(crate) struct HttpMetrics {
     requests: Family<CodeLabel, Counter>,
     latency: Histogram,
+    open: Gauge,
+    closed: Family<ReasonLabel, Counter>,
 }
 
 impl HttpMetrics {
@@ -122,7 +131,26 @@ impl HttpMetrics {
             Unit::Seconds,
             latency.clone(),
         );
-        HttpMetrics { requests, latency }
+        let open = Gauge::default();
+        metrics.register("http_connections_open", "HTTP connections open, TLS handshakes included", open.clone());
+        let closed = Family::<ReasonLabel, Counter>::default();
+        metrics.register(
+            "http_connections_closed",
+            "HTTP connections the server closed for a limit (head_timeout, idle_timeout, body_too_slow, \
+             tls_handshake_timeout, shed: the longest idle closed at the bound, refused: a new one closed there)",
+            closed.clone(),
+        );
+        HttpMetrics { requests, latency, open, closed }
+    }
+
+    /// The number of connections open is now `n`.
+    pub(crate) fn connections_open(&self, n: usize) {
+        self.open.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// The server closed a connection for `reason` (a limit of `crate::http::HttpLimits`).
+    pub(crate) fn connection_closed(&self, reason: &'static str) {
+        self.closed.get_or_create(&ReasonLabel { reason }).inc();
     }
 
     /// Counts one answer with HTTP status `code`, produced in `elapsed`.

@@ -7,23 +7,23 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use http_body_util::Full;
-use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use signet_acme::ProblemType;
+use signet_runtime::http::Body;
 use signet_runtime::http::Handler;
 
 use crate::server::{problem_with_status, read_body, AcmeHttp, Answer, KeyRule, Reply};
 use crate::Acme;
 
 impl Handler for AcmeHttp {
-    fn handle(&self, req: Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> {
+    fn handle(&self, req: Request<Body>) -> BoxFuture<'static, Response<Full<Bytes>>> {
         let acme = self.0.clone();
         Box::pin(async move { acme.route(req).await })
     }
 }
 
 impl Acme {
-    async fn route(self: Arc<Self>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn route(self: Arc<Self>, req: Request<Body>) -> Response<Full<Bytes>> {
         let path = req.uri().path().to_owned();
         let method = req.method().clone();
         let answer = match (method.clone(), path.as_str()) {
@@ -57,7 +57,7 @@ impl Acme {
         p.starts_with("/acme/") || p == "/directory"
     }
 
-    async fn post(self: &Arc<Self>, path: &str, req: Request<Incoming>) -> Answer {
+    async fn post(self: &Arc<Self>, path: &str, req: Request<Body>) -> Answer {
         let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         let rule = match segs.as_slice() {
             ["acme", "new-account"] => KeyRule::Jwk,

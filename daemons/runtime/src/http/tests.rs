@@ -11,11 +11,18 @@ use tokio::task::JoinHandle;
 struct TestHandler;
 
 impl Handler for TestHandler {
-    fn handle(&self, req: Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> {
+    fn handle(&self, req: Request<Body>) -> BoxFuture<'static, Response<Full<Bytes>>> {
         let path = req.uri().path().to_owned();
         let peer = req.extensions().get::<PeerAddr>().copied();
         Box::pin(async move {
             match path.as_str() {
+                "/echo" => {
+                    use http_body_util::BodyExt;
+                    return match req.into_body().collect().await {
+                        Ok(body) => text_response(StatusCode::OK, body.to_bytes()),
+                        Err(e) => text_response(StatusCode::REQUEST_TIMEOUT, format!("{e}\n")),
+                    };
+                }
                 "/slow" => tokio::time::sleep(Duration::from_millis(400)).await,
                 "/stuck" => futures::future::pending::<()>().await,
                 "/panic" => panic!("handler bug"),
@@ -37,21 +44,22 @@ struct Running {
 }
 
 async fn start(drain: Duration) -> Running {
+    start_limited(drain, HttpLimits::default()).await
+}
+
+async fn start_limited(drain: Duration, limits: HttpLimits) -> Running {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let healthy = Arc::new(AtomicBool::new(true));
     let h = healthy.clone();
     let metrics = Metrics::new("test");
     let token = CancellationToken::new();
-    let task = tokio::spawn(serve_with_drain(
-        listener,
-        None,
-        Arc::new(TestHandler),
-        metrics.clone(),
-        Arc::new(move || h.load(Ordering::SeqCst)),
-        token.clone(),
-        drain,
-    ));
+    let routes = Routes {
+        handler: Arc::new(TestHandler),
+        metrics: metrics.clone(),
+        health: Arc::new(move || h.load(Ordering::SeqCst)),
+    };
+    let task = tokio::spawn(serve_with_drain(listener, None, limits, routes, token.clone(), drain));
     Running { addr, healthy, metrics, token, task }
 }
 
@@ -213,11 +221,13 @@ async fn drain_is_capped() {
 async fn closure_handler_via_public_serve() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let handler = |_req: Request<Incoming>| -> BoxFuture<'static, Response<Full<Bytes>>> {
+    let handler = |_req: Request<Body>| -> BoxFuture<'static, Response<Full<Bytes>>> {
         Box::pin(async { text_response(StatusCode::IM_A_TEAPOT, "tea\n") })
     };
     let token = CancellationToken::new();
-    let task = tokio::spawn(serve(listener, Arc::new(handler), Metrics::new("t"), Arc::new(|| true), token.clone()));
+    let limits = HttpLimits::default();
+    let task =
+        tokio::spawn(serve(listener, limits, Arc::new(handler), Metrics::new("t"), Arc::new(|| true), token.clone()));
     let (status, _, body) = request(addr, "GET", "/").await;
     assert_eq!((status, body.as_str()), (418, "tea\n"));
     token.cancel();
@@ -228,4 +238,143 @@ async fn closure_handler_via_public_serve() {
 fn connection_errors_are_not_listener_errors() {
     assert!(is_connection_error(&io::Error::from(io::ErrorKind::ConnectionAborted)));
     assert!(!is_connection_error(&io::Error::from_raw_os_error(24))); // EMFILE
+}
+
+/// Limits short enough for a test: 300 ms for a head, 600 ms idle, a body 300 ms
+/// plus 1 KiB/s.
+fn short_limits(max_connections: usize) -> HttpLimits {
+    HttpLimits {
+        tls_handshake_timeout_ms: 300,
+        header_timeout_ms: 300,
+        body_timeout_ms: 300,
+        body_min_bytes_per_second: 1024,
+        idle_timeout_ms: 600,
+        max_connections,
+    }
+}
+
+/// Reads until the server closes the connection (or 5 s pass): what it sent, and when.
+async fn until_closed(s: &mut TcpStream) -> (String, Instant) {
+    let mut raw = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut raw)).await;
+    assert!(read.is_ok(), "the server kept the connection open: {}", String::from_utf8_lossy(&raw));
+    (String::from_utf8_lossy(&raw).into_owned(), Instant::now())
+}
+
+#[tokio::test]
+async fn a_connection_that_sends_nothing_or_half_a_head_is_closed() {
+    let srv = start_limited(DRAIN_TIMEOUT, short_limits(0)).await;
+    let begun = Instant::now();
+    let mut silent = TcpStream::connect(srv.addr).await.unwrap();
+    let mut half = TcpStream::connect(srv.addr).await.unwrap();
+    half.write_all(b"GET /a HTTP/1.1\r\nHost: t\r\n").await.unwrap();
+    let (sent, at) = until_closed(&mut silent).await;
+    assert_eq!(sent, "");
+    let waited = at - begun;
+    assert!(waited >= Duration::from_millis(250) && waited < Duration::from_secs(2), "{waited:?}");
+    let (_, at) = until_closed(&mut half).await;
+    assert!(at - begun < Duration::from_secs(2), "{:?}", at - begun);
+    let metrics = srv.metrics.encode();
+    assert!(metrics.contains("http_connections_closed_total{daemon=\"test\",reason=\"head_timeout\"} 2"), "{metrics}");
+    srv.token.cancel();
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
+    let srv = start_limited(DRAIN_TIMEOUT, short_limits(0)).await;
+    let mut s = TcpStream::connect(srv.addr).await.unwrap();
+    s.write_all(b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n").await.unwrap();
+    let mut buf = [0u8; 1024];
+    let n = s.read(&mut buf).await.unwrap();
+    let answered = Instant::now();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("handled /x"));
+    // Idle for longer than a head may take, but less than the idle timeout: still open.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    s.write_all(b"GET /y HTTP/1.1\r\nHost: t\r\n\r\n").await.unwrap();
+    let n = s.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("handled /y"), "kept alive past the head timeout");
+    let answered_again = Instant::now();
+    let (_, at) = until_closed(&mut s).await;
+    let idle = at - answered_again;
+    assert!(idle >= Duration::from_millis(500) && idle < Duration::from_secs(2), "{idle:?}");
+    assert!(answered_again - answered >= Duration::from_millis(400));
+    assert!(srv.metrics.encode().contains("reason=\"idle_timeout\"} 1"));
+    srv.token.cancel();
+}
+
+#[tokio::test]
+async fn a_stalled_body_ends_the_request_and_the_connection() {
+    let srv = start_limited(DRAIN_TIMEOUT, short_limits(0)).await;
+    // A whole body is read.
+    let mut s = TcpStream::connect(srv.addr).await.unwrap();
+    s.write_all(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+        .await
+        .unwrap();
+    let (sent, _) = until_closed(&mut s).await;
+    assert!(sent.starts_with("HTTP/1.1 200") && sent.ends_with("hello"), "{sent}");
+    // Ten bytes of a hundred, then nothing.
+    let mut s = TcpStream::connect(srv.addr).await.unwrap();
+    let begun = Instant::now();
+    s.write_all(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n0123456789").await.unwrap();
+    let (sent, at) = until_closed(&mut s).await;
+    assert!(sent.starts_with("HTTP/1.1 408"), "{sent}");
+    assert!(sent.contains("too slowly"), "{sent}");
+    assert!(sent.to_ascii_lowercase().contains("connection: close"), "{sent}");
+    let waited = at - begun;
+    // 300 ms of grace, plus 10 bytes' worth at 1 KiB/s.
+    assert!(waited >= Duration::from_millis(250) && waited < Duration::from_secs(2), "{waited:?}");
+    assert!(srv.metrics.encode().contains("reason=\"body_too_slow\"} 1"));
+    srv.token.cancel();
+}
+
+#[tokio::test]
+async fn an_idle_h2_connection_is_closed_too() {
+    let srv = start_limited(DRAIN_TIMEOUT, short_limits(0)).await;
+    let stream = TcpStream::connect(srv.addr).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream)).await.unwrap();
+    let driver = tokio::spawn(conn);
+    let req = Request::get(format!("http://{}/a", srv.addr)).body(http_body_util::Empty::<Bytes>::new()).unwrap();
+    assert_eq!(sender.send_request(req).await.unwrap().status(), StatusCode::OK);
+    let answered = Instant::now();
+    // The connection task ends when the server closes the connection.
+    tokio::time::timeout(Duration::from_secs(5), driver).await.expect("h2 connection closed").unwrap().ok();
+    assert!(answered.elapsed() >= Duration::from_millis(250), "{:?}", answered.elapsed());
+    srv.token.cancel();
+}
+
+/// Thousands of idle connections against a bound of 500: the longest idle are shed, a
+/// client that asks something is still answered at once, and the server stays at its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_flood_does_not_lock_out_a_client() {
+    let mut limits = short_limits(500);
+    // Long enough that no idle connection times out during the test: only the bound acts.
+    limits.header_timeout_ms = 60_000;
+    limits.idle_timeout_ms = 60_000;
+    let srv = start_limited(DRAIN_TIMEOUT, limits).await;
+    let mut idle = Vec::new();
+    for _ in 0..3000 {
+        idle.push(TcpStream::connect(srv.addr).await.unwrap());
+    }
+    let begun = Instant::now();
+    let (status, _, body) = tokio::time::timeout(Duration::from_secs(1), request(srv.addr, "GET", "/real"))
+        .await
+        .expect("a real client is answered within a second");
+    assert_eq!((status, body.as_str()), (200, "handled /real\n"));
+    assert!(begun.elapsed() < Duration::from_secs(1));
+    let metrics = srv.metrics.encode();
+    let open: i64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("http_connections_open{daemon=\"test\"} "))
+        .and_then(|v| v.parse().ok())
+        .expect("http_connections_open");
+    assert!(open <= 500, "{open} open\n{metrics}");
+    let shed: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("http_connections_closed_total{daemon=\"test\",reason=\"shed\"} "))
+        .and_then(|v| v.parse().ok())
+        .expect("shed count");
+    assert!(shed >= 2500, "{shed} shed");
+    drop(idle);
+    srv.token.cancel();
 }

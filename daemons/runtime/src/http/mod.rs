@@ -4,6 +4,15 @@
 //!
 //! Connection handling (`Server::spawn_connection` below) takes any `AsyncRead + AsyncWrite`
 //! stream, so a TLS layer only has to wrap the accepted `TcpStream` before handing it on.
+//!
+//! What a client may hold is bounded by [`HttpLimits`] (a daemon's `[http]` table): the TLS
+//! handshake, a request's head, its body's minimum rate ([`Body`]), the idle time between
+//! requests, and the number of connections open (the longest idle is shed first).
+
+mod conn;
+mod limits;
+
+pub use limits::{raise_open_file_limit, Body, BodyError, HttpLimits};
 
 use std::convert::Infallible;
 use std::io;
@@ -16,8 +25,8 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -30,12 +39,10 @@ use tokio_openssl::SslStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
+use conn::{Conn, Connections, Watched};
 
 /// How long [`serve`] waits for in-flight connections after shutdown before closing them.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long a client may take to send a request's headers.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Pause after an accept error such as EMFILE, so a full fd table does not spin the loop.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
@@ -52,14 +59,14 @@ pub struct PeerAddr(pub std::net::SocketAddr);
 /// implement this trait too.
 pub trait Handler: Send + Sync + 'static {
     /// Answers one request.
-    fn handle(&self, req: Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>>;
+    fn handle(&self, req: Request<Body>) -> BoxFuture<'static, Response<Full<Bytes>>>;
 }
 
 impl<F> Handler for F
 where
-    F: Fn(Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> + Send + Sync + 'static,
+    F: Fn(Request<Body>) -> BoxFuture<'static, Response<Full<Bytes>>> + Send + Sync + 'static,
 {
-    fn handle(&self, req: Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> {
+    fn handle(&self, req: Request<Body>) -> BoxFuture<'static, Response<Full<Bytes>>> {
         self(req)
     }
 }
@@ -77,42 +84,48 @@ pub fn text_response(status: StatusCode, body: impl Into<Bytes>) -> Response<Ful
 /// `GET /healthz` answers 200 `ok` while `health()` is true and 503 otherwise; `GET /metrics`
 /// answers `metrics` in the OpenMetrics text format; everything else goes to `handler`. Each
 /// answer is counted in `http_requests_total{code}` and timed in
-/// `http_request_duration_seconds`. Accept errors are logged and retried. On shutdown the
-/// listener is closed, idle connections are closed, and in-flight requests get up to
-/// [`DRAIN_TIMEOUT`] to finish before their connections are dropped.
+/// `http_request_duration_seconds`. Accept errors are logged and retried. Connections are
+/// held to `limits`. On shutdown the listener is closed, idle connections are closed, and
+/// in-flight requests get up to [`DRAIN_TIMEOUT`] to finish before their connections are
+/// dropped.
 pub async fn serve(
     listener: TcpListener,
+    limits: HttpLimits,
     handler: Arc<dyn Handler>,
     metrics: Metrics,
     health: Arc<dyn Fn() -> bool + Send + Sync>,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
-    serve_with_drain(listener, None, handler, metrics, health, shutdown, DRAIN_TIMEOUT).await
+    serve_with_drain(listener, None, limits, Routes { handler, metrics, health }, shutdown, DRAIN_TIMEOUT).await
 }
 
 /// Like [`serve`], over TLS: each accepted connection completes its handshake
-/// (within [`TLS_HANDSHAKE_TIMEOUT`], off the accept loop) before HTTP starts.
-/// ALPN picks HTTP/2 or HTTP/1.1 when the acceptor offers them (see
+/// (within [`HttpLimits::tls_handshake_timeout_ms`], off the accept loop) before HTTP
+/// starts. ALPN picks HTTP/2 or HTTP/1.1 when the acceptor offers them (see
 /// [`crate::tls::acceptor_from_files`]).
 pub async fn serve_tls(
     listener: TcpListener,
     tls: Arc<SslAcceptor>,
+    limits: HttpLimits,
     handler: Arc<dyn Handler>,
     metrics: Metrics,
     health: Arc<dyn Fn() -> bool + Send + Sync>,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
-    serve_with_drain(listener, Some(tls), handler, metrics, health, shutdown, DRAIN_TIMEOUT).await
+    let routes = Routes { handler, metrics, health };
+    serve_with_drain(listener, Some(tls), limits, routes, shutdown, DRAIN_TIMEOUT).await
 }
 
-/// How long a client may take to complete the TLS handshake.
-pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connection whose TLS handshake is done, back to the accept loop.
+type Handshaken = (SslStream<TcpStream>, Option<std::net::SocketAddr>, Arc<Conn>);
 
 /// Runs one server-side TLS handshake and hands the stream to the accept loop.
 async fn tls_handshake(
     acceptor: Arc<SslAcceptor>,
     stream: TcpStream,
-    ready: mpsc::Sender<(SslStream<TcpStream>, Option<std::net::SocketAddr>)>,
+    conn: Arc<Conn>,
+    connections: Arc<Connections>,
+    ready: mpsc::Sender<Handshaken>,
     shutdown: CancellationToken,
 ) {
     let peer = stream.peer_addr().ok();
@@ -120,57 +133,70 @@ async fn tls_handshake(
         Ok(tls) => tls,
         Err(e) => {
             tracing::warn!(error = %e, "cannot set up a TLS session");
+            connections.remove(&conn);
             return;
         }
     };
-    let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, Pin::new(&mut tls).accept());
+    let handshake = tokio::time::timeout(connections.tls_handshake_timeout(), Pin::new(&mut tls).accept());
     tokio::select! {
         () = shutdown.cancelled() => {}
+        () = conn.closed().cancelled() => tracing::debug!(?peer, "TLS handshake shed"),
         done = handshake => match done {
             Ok(Ok(())) => {
-                let _ = ready.send((tls, peer)).await;
+                let _ = ready.send((tls, peer, conn)).await;
+                return;
             }
             Ok(Err(e)) => tracing::debug!(?peer, error = %e, "TLS handshake failed"),
-            Err(_) => tracing::debug!(?peer, "TLS handshake timed out"),
+            Err(_) => {
+                tracing::debug!(?peer, "TLS handshake timed out");
+                connections.closed_for("tls_handshake_timeout");
+            }
         },
     }
+    connections.remove(&conn);
 }
 
 async fn serve_with_drain(
     listener: TcpListener,
     tls: Option<Arc<SslAcceptor>>,
-    handler: Arc<dyn Handler>,
-    metrics: Metrics,
-    health: Arc<dyn Fn() -> bool + Send + Sync>,
+    limits: HttpLimits,
+    routes: Routes,
     shutdown: CancellationToken,
     drain: Duration,
 ) -> io::Result<()> {
-    let server = Server::new(Routes { handler, metrics, health });
+    let server = Server::new(routes, limits);
     if let Ok(addr) = listener.local_addr() {
-        tracing::info!(%addr, "HTTP server listening");
+        tracing::info!(%addr, max_connections = server.connections.bound(), "HTTP server listening");
     }
     // Handshakes run in their own tasks; finished ones come back here.
-    let (handshaken, mut established) = mpsc::channel::<(SslStream<TcpStream>, Option<std::net::SocketAddr>)>(64);
+    let (handshaken, mut established) = mpsc::channel::<Handshaken>(64);
     loop {
         let accepted = tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
-            Some((tls_stream, peer)) = established.recv() => {
-                server.spawn_connection(tls_stream, peer);
+            Some((tls_stream, peer, conn)) = established.recv() => {
+                server.spawn_connection(tls_stream, peer, conn);
                 continue;
             }
             accepted = listener.accept() => accepted,
         };
         match accepted {
             Ok((stream, peer)) => {
+                let Some(conn) = server.connections.admit() else {
+                    // At the bound with nothing idle to shed: this one goes.
+                    drop(stream);
+                    continue;
+                };
                 // Only a latency tweak; the connection works without it.
                 if let Err(e) = stream.set_nodelay(true) {
                     tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
                 }
                 match &tls {
-                    None => server.spawn_connection(stream, Some(peer)),
+                    None => server.spawn_connection(stream, Some(peer), conn),
                     Some(acceptor) => {
-                        tokio::spawn(tls_handshake(acceptor.clone(), stream, handshaken.clone(), shutdown.clone()));
+                        let connections = server.connections.clone();
+                        let (acceptor, ready, stop) = (acceptor.clone(), handshaken.clone(), shutdown.clone());
+                        tokio::spawn(tls_handshake(acceptor, stream, conn, connections, ready, stop));
                     }
                 }
             }
@@ -206,44 +232,70 @@ fn is_connection_error(e: &io::Error) -> bool {
 struct Server {
     builder: auto::Builder<TokioExecutor>,
     routes: Arc<Routes>,
+    connections: Arc<Connections>,
     graceful: GracefulShutdown,
     /// Cancelled when the drain time is up: drops the connections still open.
     force_close: CancellationToken,
 }
 
 impl Server {
-    fn new(routes: Routes) -> Server {
+    fn new(routes: Routes, limits: HttpLimits) -> Server {
+        let connections = Arc::new(Connections::new(limits, routes.metrics.http().clone()));
         let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder.http1().timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT).keep_alive(true);
+        // Head and idle timeouts are the connection watchdog's, for HTTP/1.1 and HTTP/2
+        // alike (hyper's own header timeout would also cut idle keep-alive connections).
+        builder.http1().timer(TokioTimer::new()).header_read_timeout(None).keep_alive(true);
         builder.http2().timer(TokioTimer::new());
         Server {
             builder,
             routes: Arc::new(routes),
+            connections,
             graceful: GracefulShutdown::new(),
             force_close: CancellationToken::new(),
         }
     }
 
-    /// Serves HTTP/1.1 or h2c on `io` in a new task; every request carries
-    /// `peer` as a [`PeerAddr`] extension. A TLS layer wraps `io` before this.
-    fn spawn_connection<I>(&self, io: I, peer: Option<std::net::SocketAddr>)
+    /// Serves HTTP/1.1 or h2c on `io` in a new task, held to the listener's limits by
+    /// `conn`'s watchdog; every request carries `peer` as a [`PeerAddr`] extension. A TLS
+    /// layer wraps `io` before this.
+    fn spawn_connection<I>(&self, io: I, peer: Option<std::net::SocketAddr>, conn: Arc<Conn>)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
+        conn.restart();
         let routes = self.routes.clone();
-        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        let limits = *self.connections.limits();
+        let on_request = conn.clone();
+        let connections = self.connections.clone();
+        let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+            let request = on_request.begin_request();
+            let version = req.version();
+            let mut req = req.map(|body| Body::new(body, &limits, on_request.clone()));
             if let Some(peer) = peer {
                 req.extensions_mut().insert(PeerAddr(peer));
             }
             let routes = routes.clone();
-            async move { Ok::<_, Infallible>(routes.answer(req).await) }
+            let conn = on_request.clone();
+            let connections = connections.clone();
+            async move {
+                let mut resp = routes.answer(req).await;
+                if conn.is_too_slow() {
+                    connections.closed_for("body_too_slow");
+                    if version < Version::HTTP_2 {
+                        resp.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+                    }
+                }
+                drop(request);
+                Ok::<_, Infallible>(resp)
+            }
         });
-        let conn = self.builder.serve_connection(TokioIo::new(io), service).into_owned();
-        let conn = self.graceful.watch(conn);
+        let http = self.builder.serve_connection(TokioIo::new(Watched::new(io, conn.clone())), service).into_owned();
+        let http = self.graceful.watch(http);
         let force_close = self.force_close.clone();
+        let connections = self.connections.clone();
         tokio::spawn(async move {
             tokio::select! {
-                result = conn => {
+                result = http => {
                     if let Err(e) = result {
                         tracing::debug!(error = %e, "HTTP connection ended with an error");
                     }
@@ -251,7 +303,13 @@ impl Server {
                 () = force_close.cancelled() => {
                     tracing::debug!("closing HTTP connection after drain timeout");
                 }
+                why = conn.watchdog(&connections) => {
+                    if let Some(why) = why {
+                        tracing::debug!(?peer, why, "closing HTTP connection");
+                    }
+                }
             }
+            connections.remove(&conn);
         });
     }
 
@@ -275,7 +333,7 @@ struct Routes {
 }
 
 impl Routes {
-    async fn answer(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn answer(&self, req: Request<Body>) -> Response<Full<Bytes>> {
         let start = Instant::now();
         let resp = match req.uri().path() {
             "/healthz" => self.healthz(req.method()),
@@ -327,5 +385,4 @@ fn method_not_allowed() -> Response<Full<Bytes>> {
 }
 
 #[cfg(test)]
-#[path = "http_tests.rs"]
 mod tests;
