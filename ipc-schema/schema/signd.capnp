@@ -62,6 +62,8 @@ enum ErrorKind {
   notFound @11;         # no such record (a certificate serial in ocspd ...)
   failedPrecondition @12; # well-formed, but the record's state does not allow it
                           # (releasing a certificate that is not on hold ...)
+  alreadyRevoked @13;     # ocspd: the certificate is already revoked (the first
+                          # revocation wins; only keyCompromise may raise its reason)
 }
 
 struct Error {

@@ -38,11 +38,14 @@ pub enum ErrorKind {
     /// A well-formed request that the record's current state does not allow
     /// (releasing a certificate that is not on hold, ...).
     FailedPrecondition,
+    /// The certificate is already revoked: the first revocation wins, and
+    /// only keyCompromise may raise the reason of an earlier one.
+    AlreadyRevoked,
 }
 
 impl ErrorKind {
     /// Every kind, in the schema's order.
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 14] = [
         Self::Internal,
         Self::PermissionDenied,
         Self::UnknownKey,
@@ -56,6 +59,7 @@ impl ErrorKind {
         Self::Unsupported,
         Self::NotFound,
         Self::FailedPrecondition,
+        Self::AlreadyRevoked,
     ];
 
     /// A stable name for logs, JSON and exit-code mapping.
@@ -74,6 +78,7 @@ impl ErrorKind {
             Self::Unsupported => "unsupported",
             Self::NotFound => "not-found",
             Self::FailedPrecondition => "failed-precondition",
+            Self::AlreadyRevoked => "already-revoked",
         }
     }
 }

@@ -55,6 +55,7 @@ fn kind_to_wire(k: ErrorKind) -> wire::ErrorKind {
         ErrorKind::Unsupported => W::Unsupported,
         ErrorKind::NotFound => W::NotFound,
         ErrorKind::FailedPrecondition => W::FailedPrecondition,
+        ErrorKind::AlreadyRevoked => W::AlreadyRevoked,
         // A kind signet-types gained before the schema did (the test below
         // catches it): still an error, just not a precise one.
         _ => W::Internal,
@@ -77,6 +78,7 @@ fn kind_from_wire(k: Result<wire::ErrorKind, capnp::NotInSchema>) -> ErrorKind {
         Ok(W::Unsupported) => ErrorKind::Unsupported,
         Ok(W::NotFound) => ErrorKind::NotFound,
         Ok(W::FailedPrecondition) => ErrorKind::FailedPrecondition,
+        Ok(W::AlreadyRevoked) => ErrorKind::AlreadyRevoked,
         // A kind added by a newer signd: still an error, just not one we know.
         Err(_) => ErrorKind::Internal,
     }
