@@ -62,7 +62,9 @@ enum ErrorKind {
   notFound @11;         # no such record (a certificate serial in ocspd ...)
   failedPrecondition @12; # well-formed, but the record's state does not allow it
                           # (releasing a certificate that is not on hold ...)
-  shuttingDown @13;     # the daemon is stopping: calls it had are answered, new ones refused
+  alreadyRevoked @13;     # ocspd: the certificate is already revoked (the first
+                          # revocation wins; only keyCompromise may raise its reason)
+  shuttingDown @14;       # the daemon is stopping: calls it had are answered, new ones refused
 }
 
 struct Error {

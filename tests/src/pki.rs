@@ -143,6 +143,27 @@ impl Pki {
         (status, h, out.stdout)
     }
 
+    /// The reason the full CRL (`/crl/demo.crl`) lists `serial` (hex) with,
+    /// as `openssl crl -text` names it ("Key Compromise", ...); `None` when it
+    /// does not list it (or lists it without a reason).
+    pub fn full_crl_reason(&self, serial: &str) -> Option<String> {
+        let der = self.dir.join(format!("full-{serial}.crl"));
+        std::fs::write(&der, self.http_get("/crl/demo.crl").2).unwrap();
+        let (_, text, _) =
+            run(Command::new("openssl").args(["crl", "-inform", "DER", "-noout", "-text", "-in"]).arg(&der));
+        let want = serial.trim_start_matches('0').to_ascii_uppercase();
+        let is_entry = |l: &str| {
+            l.trim()
+                .strip_prefix("Serial Number:")
+                .is_some_and(|s| s.trim().trim_start_matches('0').eq_ignore_ascii_case(&want))
+        };
+        let mut lines = text.lines().skip_while(|l| !is_entry(l)).skip(1);
+        let mut entry =
+            lines.by_ref().take_while(|l| !l.contains("Serial Number:") && !l.contains("Signature Algorithm"));
+        entry.find(|l| l.contains("CRL Reason Code"))?;
+        entry.next().map(|l| l.trim().to_owned())
+    }
+
     pub fn registry(&self) -> OcspdClient {
         OcspdClient::new(&self.ocspd_socket).per_thread()
     }

@@ -437,6 +437,8 @@ fn deactivated_accounts_and_rolled_over_keys_are_refused() {
         sign::request(Algorithm::Es256, &old.key, Signer::Jwk, None, &key_change, inner_payload.as_bytes()).unwrap();
     let r = c.post(&key_change, Some(&inner));
     assert_eq!(r.status, 409, "{r:?}");
+    // RFC 8555 §7.3.5: Location names the account that holds the key.
+    assert_eq!(r.header("location").as_deref(), old.kid.as_deref(), "{r:?}");
 
     // onlyReturnExisting with an unknown key.
     let mut stranger = Client::new(&stack);
@@ -454,6 +456,13 @@ fn deactivated_accounts_and_rolled_over_keys_are_refused() {
         &stack.url("/acme/new-order"),
         Some(&json!({"identifiers": [{"type": "dns", "value": "x.signet.test"}]})),
     );
+    assert_eq!((r.status, r.problem().as_str()), (403, "unauthorized"), "{r:?}");
+    // newAccount signed by the deactivated account's key (jwk): refused too, not the account.
+    c.kid = None;
+    let r = c.new_account(&json!({"termsOfServiceAgreed": true}));
+    assert_eq!((r.status, r.problem().as_str()), (403, "unauthorized"), "{r:?}");
+    assert!(r.header("location").is_none(), "{r:?}");
+    let r = c.new_account(&json!({"onlyReturnExisting": true}));
     assert_eq!((r.status, r.problem().as_str()), (403, "unauthorized"), "{r:?}");
 }
 
@@ -512,6 +521,15 @@ fn garbage_oversized_and_mistyped_bodies() {
     assert_eq!(r.status, 404, "{r:?}");
     let (status, _, body) = stack.get("/acme/new-order");
     assert_eq!(status, 405, "{}", String::from_utf8_lossy(&body));
+    // No resource at all: 404, whatever the method.
+    for path in ["/acme/nowhere", "/acme/acct", "/nowhere", "/acme/order/x/y/z"] {
+        let (status, _, body) = stack.get(path);
+        assert_eq!(status, 404, "GET {path}: {}", String::from_utf8_lossy(&body));
+    }
+    let r = stack.post_raw(&stack.url("/nowhere"), "application/jose+json", b"{}");
+    assert_eq!(r.status, 404, "{r:?}");
+    let r = stack.post_raw(&stack.url("/directory"), "application/jose+json", b"{}");
+    assert_eq!(r.status, 405, "{r:?}");
     for bad in ["!!!", "AAAA.BBBB", ".", "a.b.c"] {
         let (status, _, _) = stack.get(&format!("/acme/renewal-info/{bad}"));
         assert!(status == 400 || status == 404, "renewal-info/{bad}: {status}");
@@ -527,6 +545,17 @@ fn garbage_oversized_and_mistyped_bodies() {
     assert_eq!(r.json()["subproblems"].as_array().map(Vec::len), Some(2), "{r:?}");
     let r = c.post(&url, Some(&json!({"identifiers": [{"type": "dns", "value": "x.signet.test"}], "profile": "nope"})));
     assert_eq!(r.problem(), "invalidProfile", "{r:?}");
+    // Invalid A-labels, public suffixes and wildcards directly under one: rejectedIdentifier.
+    for name in ["xn--zz.signet.test", "xn--99999999.signet.test", "*.com", "*.co.uk", "*.github.io", "com", "co.uk"] {
+        let r = c.post(&url, Some(&json!({"identifiers": [{"type": "dns", "value": name}]})));
+        assert_eq!((r.status, r.problem().as_str()), (400, "rejectedIdentifier"), "{name}: {r:?}");
+        assert_eq!(r.json()["subproblems"][0]["identifier"]["value"], name, "{r:?}");
+    }
+    // A valid A-label and a wildcard under a registrable domain are fine.
+    for name in ["xn--bcher-kva.signet.test", "*.signet.test"] {
+        let r = c.post(&url, Some(&json!({"identifiers": [{"type": "dns", "value": name}]})));
+        assert_eq!(r.status, 201, "{name}: {r:?}");
+    }
     assert!(stack.log().lines().all(|l| !l.contains("panicked")), "{}", stack.log());
 }
 
@@ -785,4 +814,168 @@ fn caa_is_checked_up_the_tree_and_the_closest_rrset_decides() {
     assert_eq!(outcome("wild.signet.test")["status"], "valid");
     refused(&outcome("*.wild.signet.test"));
     assert_eq!(outcome("free.signet.test")["status"], "valid");
+}
+
+/// A rateLimited answer's Retry-After is the real wait (as its detail says),
+/// and a serverInternal while ocspd is down carries one too (issue 22).
+#[test]
+fn retry_after_is_the_real_wait() {
+    let mut stack = AcmeStack::start("[rate_limits]\norders_per_account_per_hour = 1");
+    let mut c = Client::new(&stack);
+    c.register();
+    let pem = c.issue(&["wait.signet.test"]);
+    let r = c.post(
+        &stack.url("/acme/new-order"),
+        Some(&json!({"identifiers": [{"type": "dns", "value": "again.signet.test"}]})),
+    );
+    assert_eq!((r.status, r.problem().as_str()), (429, "rateLimited"), "{r:?}");
+    let secs: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    assert!((3500..=3600).contains(&secs), "Retry-After: {secs}");
+    let detail = r.json()["detail"].as_str().unwrap().to_owned();
+    assert!(detail.ends_with(&format!("retry after {secs} s")), "{detail} vs {secs}");
+
+    // ocspd down: revocation cannot be recorded; try again later.
+    let (key, kid) = (c.key.clone(), c.kid.clone());
+    drop(c);
+    stack.pki.kill9_ocspd();
+    let mut c = Client::new(&stack);
+    (c.key, c.kid) = (key.clone(), kid.clone());
+    let der = openssl::x509::X509::from_pem(pem.as_bytes()).unwrap().to_der().unwrap();
+    let revoke = stack.url("/acme/revoke-cert");
+    let jws = c.jws(&revoke, Some(&json!({"certificate": URL_SAFE_NO_PAD.encode(&der)})));
+    let r = stack.post_raw(&revoke, "application/jose+json", jws.to_string().as_bytes());
+    assert_eq!((r.status, r.problem().as_str()), (500, "serverInternal"), "{r:?}");
+    let secs: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&secs), "Retry-After: {secs}");
+    drop(c);
+    stack.pki.start_ocspd();
+    let mut c = Client::new(&stack);
+    (c.key, c.kid) = (key, kid);
+    let r = c.post(&revoke, Some(&json!({"certificate": URL_SAFE_NO_PAD.encode(&der)})));
+    assert_eq!(r.status, 200, "revoked once ocspd is back: {r:?}");
+}
+
+/// RFC 8555 §7.6: an account holding valid authorizations for every
+/// identifier of a certificate may revoke it, though another account ordered it.
+#[test]
+fn an_account_authorized_for_every_name_may_revoke() {
+    let stack = AcmeStack::start("");
+    let mut owner = Client::new(&stack);
+    owner.register();
+    let pem = owner.issue(&["one.signet.test", "two.signet.test"]);
+    let leaf = openssl::x509::X509::from_pem(pem.as_bytes()).unwrap();
+    let cert = URL_SAFE_NO_PAD.encode(leaf.to_der().unwrap());
+    let revoke = stack.url("/acme/revoke-cert");
+    let mut other = Client::new(&stack);
+    other.register();
+    // Authorized for one name only: refused.
+    let (_, order) = other.new_order(&["one.signet.test"]);
+    other.authorize_dns01(&order);
+    let r = other.post(&revoke, Some(&json!({"certificate": cert, "reason": 1})));
+    assert_eq!((r.status, r.problem().as_str()), (403, "unauthorized"), "{r:?}");
+    // For both: accepted.
+    let (_, order) = other.new_order(&["two.signet.test"]);
+    other.authorize_dns01(&order);
+    let r = other.post(&revoke, Some(&json!({"certificate": cert, "reason": 1})));
+    assert_eq!(r.status, 200, "{r:?}");
+    let status = block_on(stack.pki.registry().status("demo", serial_content(&leaf))).unwrap();
+    assert_eq!((status.state, status.reason), (CertState::Revoked, Some(signet_ipc::RevocationReason::KeyCompromise)));
+    let r = owner.post(&revoke, Some(&json!({"certificate": cert})));
+    assert_eq!(r.problem(), "alreadyRevoked", "{r:?}");
+}
+
+/// A challenge answers `processing` to its POST and reads `processing` until
+/// its validation ends (here an http-01 fetch from a server that never
+/// answers, until the 5 s validation timeout): never `pending` meanwhile.
+#[test]
+fn a_challenge_stays_processing_until_its_validation_ends() {
+    let stack = AcmeStack::start("");
+    // Accepts and holds every connection.
+    let listener = std::net::TcpListener::bind(("127.0.0.1", stack.http01_port)).unwrap();
+    let held = Arc::new(Mutex::new(Vec::new()));
+    {
+        let held = held.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                held.lock().unwrap().push(conn);
+            }
+        });
+    }
+    let mut c = Client::new(&stack);
+    c.register();
+    let (_, authz, ch, _, _) = http01_order(&mut c, "slow.signet.test");
+    let r = c.post(&ch, Some(&json!({})));
+    assert_eq!((r.status, r.json()["status"].as_str()), (200, Some("processing")), "{r:?}");
+    let started = std::time::Instant::now();
+    let mut seen = Vec::new();
+    let last = loop {
+        let r = c.post(&ch, None);
+        let status = r.json()["status"].as_str().unwrap().to_owned();
+        let a = c.post(&authz, None).json();
+        let in_authz = a["challenges"].as_array().unwrap().iter().find(|x| x["url"] == ch.as_str()).cloned();
+        seen.push((status.clone(), in_authz.map(|x| x["status"].clone())));
+        if status != "processing" {
+            break status;
+        }
+        assert!(r.header("retry-after").is_some(), "{r:?}");
+        assert!(started.elapsed() < Duration::from_secs(20), "{seen:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(last, "invalid", "{seen:?}");
+    assert!(seen.len() > 3, "the validation ran for a while: {seen:?}");
+    for (i, (status, in_authz)) in seen.iter().enumerate().take(seen.len() - 1) {
+        assert_eq!(status, "processing", "{i}: {seen:?}");
+        // The authorization, read after the challenge, shows it processing or already done.
+        assert_ne!(in_authz.as_ref().and_then(|v| v.as_str()), Some("pending"), "{i}: {seen:?}");
+    }
+}
+
+/// Twenty revokeCert requests for one certificate at once, with mixed
+/// reasons (issue 22): exactly one 200 (plus at most one keyCompromise
+/// raising a lesser reason, also 200), the rest `alreadyRevoked`; the reason
+/// recorded is keyCompromise, and OCSP and the CRL agree.
+#[test]
+fn concurrent_revocations_through_acme_first_wins() {
+    let stack = AcmeStack::start("");
+    let mut c = Client::new(&stack);
+    c.register();
+    let pem = c.issue(&["race.signet.test"]);
+    let leaf = openssl::x509::X509::from_pem(pem.as_bytes()).unwrap();
+    let cert = URL_SAFE_NO_PAD.encode(leaf.to_der().unwrap());
+    let revoke = stack.url("/acme/revoke-cert");
+    let reasons = [4, 1, 0, 3, 5];
+    let (key, kid) = (c.key.clone(), c.kid.clone());
+    let outcomes: Vec<(u8, u16, String)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..20)
+            .map(|i| {
+                let (stack, key, kid, cert, revoke) = (&stack, key.clone(), kid.clone(), &cert, &revoke);
+                s.spawn(move || {
+                    let mut c = Client::new(stack);
+                    (c.key, c.kid) = (key, kid);
+                    let reason = reasons[i % reasons.len()];
+                    let r = c.post(revoke, Some(&json!({"certificate": cert, "reason": reason})));
+                    (reason, r.status, r.problem())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let won: Vec<_> = outcomes.iter().filter(|o| o.1 == 200).collect();
+    let refused = outcomes.iter().filter(|o| o.2 == "alreadyRevoked").count();
+    assert_eq!(won.len() + refused, 20, "{outcomes:?}");
+    let raised = won.iter().filter(|o| o.0 == 1).count();
+    assert!(won.len() == 1 || (won.len() == 2 && raised == 1), "{outcomes:?}");
+    let serial = serial_content(&leaf);
+    let status = block_on(stack.pki.registry().status("demo", serial.clone())).unwrap();
+    assert_eq!(status.reason, Some(signet_ipc::RevocationReason::KeyCompromise), "{outcomes:?}");
+    let leaf_path = stack.pki.dir.join("race.pem");
+    std::fs::write(&leaf_path, leaf.to_pem().unwrap()).unwrap();
+    let text = stack.pki.openssl_ocsp(&leaf_path, &["-no_nonce"]);
+    assert!(text.contains("Reason: keyCompromise"), "{text}");
+    let started = std::time::Instant::now();
+    let serial_hex = hex::encode(&serial);
+    while stack.pki.full_crl_reason(&serial_hex).as_deref() != Some("Key Compromise") {
+        assert!(started.elapsed() < Duration::from_secs(3), "CRL: {:?}", stack.pki.full_crl_reason(&serial_hex));
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

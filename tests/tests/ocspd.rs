@@ -1103,3 +1103,84 @@ fn acknowledged_release_survives_sigkill() {
     let (_, out, _) = run(pki.signetctl().args(["cert", "status", &serial]));
     assert!(out.contains("state:     good") && out.contains("released:"), "{out}");
 }
+
+/// Twenty revocations of one serial at once (issue 22), through signetctl,
+/// with mixed reasons: the first wins and the others are refused with
+/// `alreadyRevoked` (exit code 6), except that keyCompromise may raise an
+/// earlier reason (reported as a success too: at most one such raise). The
+/// recorded reason ends keyCompromise, and OCSP and the full CRL say so.
+/// Then the same through the registry client (OcspdClient), directly.
+#[test]
+fn concurrent_revocations_first_wins_and_key_compromise_is_never_lowered() {
+    let pki = Pki::start();
+    let reasons = ["superseded", "key-compromise", "cessation-of-operation", "affiliation-changed", "unspecified"];
+    for round in 0..2 {
+        let (leaf, serial) = pki.issue(&format!("race{round}.test"));
+        let outcomes: Vec<(usize, Option<i32>, String, String)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..20)
+                .map(|i| {
+                    let (pki, serial) = (&pki, &serial);
+                    s.spawn(move || {
+                        let reason = reasons[i % reasons.len()];
+                        let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", serial, "--reason", reason]));
+                        (i, st.code(), out, err)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let won: Vec<_> = outcomes.iter().filter(|o| o.1 == Some(0)).collect();
+        let refused = outcomes.iter().filter(|o| o.1 == Some(6)).count();
+        assert_eq!(won.len() + refused, 20, "{outcomes:#?}");
+        for (_, _, out, err) in outcomes.iter().filter(|o| o.1 == Some(6)) {
+            assert!(err.contains("already-revoked") && err.contains("already revoked"), "{out}{err}");
+        }
+        // One winner, plus at most one keyCompromise raising a lesser reason.
+        let raised = won.iter().filter(|o| reasons[o.0 % reasons.len()] == "key-compromise").count();
+        assert!(won.len() == 1 || (won.len() == 2 && raised == 1), "{won:#?}");
+        let status = block_on(pki.registry().status("demo", hex::decode(&serial).unwrap())).unwrap();
+        assert_eq!(status.reason, Some(RevocationReason::KeyCompromise), "{outcomes:#?}");
+        // OCSP and the CRL agree.
+        let text = pki.openssl_ocsp(&leaf, &["-no_nonce"]);
+        assert_status(&text, &leaf, "revoked");
+        assert!(text.contains("Reason: keyCompromise"), "{text}");
+        let started = Instant::now();
+        while pki.full_crl_reason(&serial).as_deref() != Some("Key Compromise") {
+            assert!(started.elapsed() < Duration::from_secs(3), "CRL: {:?}", pki.full_crl_reason(&serial));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    // Through the registry client: superseded first, then everything else at once.
+    let (leaf, serial) = pki.issue("race-registry.test");
+    let serial = hex::decode(serial).unwrap();
+    let rev = |reason| Revocation { serial: serial.clone(), reason, revoked_unix_secs: 0 };
+    let first = block_on(pki.registry().revoke("demo", rev(RevocationReason::Superseded))).unwrap();
+    let all = [
+        RevocationReason::Superseded,
+        RevocationReason::Unspecified,
+        RevocationReason::CertificateHold,
+        RevocationReason::KeyCompromise,
+        RevocationReason::CessationOfOperation,
+    ];
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..20)
+            .map(|i| {
+                let (pki, rev) = (&pki, &rev);
+                s.spawn(move || (all[i % all.len()], block_on(pki.registry().revoke("demo", rev(all[i % all.len()])))))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ok: Vec<_> = results.iter().filter(|r| r.1.is_ok()).collect();
+    assert_eq!(ok.len(), 1, "exactly one keyCompromise raises superseded: {results:#?}");
+    assert_eq!(ok[0].0, RevocationReason::KeyCompromise);
+    for (_, r) in results.iter().filter(|r| r.1.is_err()) {
+        assert_eq!(r.as_ref().unwrap_err().kind, ErrorKind::AlreadyRevoked, "{r:?}");
+    }
+    let status = block_on(pki.registry().status("demo", serial.clone())).unwrap();
+    assert_eq!(status.reason, Some(RevocationReason::KeyCompromise));
+    assert_eq!(status.revoked_unix_secs, first.revoked_unix_secs, "the first revocation's time stays");
+    let text = pki.openssl_ocsp(&leaf, &["-no_nonce"]);
+    assert!(text.contains("Reason: keyCompromise"), "{text}");
+}

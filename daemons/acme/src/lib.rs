@@ -11,6 +11,8 @@
 //!   them, and the ARI renewal window.
 //! - [`validate`]: identifier, contact and token syntax, key authorizations and
 //!   the values the http-01, dns-01 and tls-alpn-01 challenges compare.
+//! - [`policy`]: which valid identifiers are refused (bad A-labels, public
+//!   suffixes and wildcards directly under them).
 //!
 //! Nothing here does I/O, reads the clock or draws randomness: nonces, tokens
 //! and times come from the caller, so every function can be tested and fuzzed
@@ -22,6 +24,7 @@ pub mod caa;
 pub mod fuzz;
 mod identifier;
 pub mod jws;
+pub mod policy;
 pub mod problem;
 pub mod state;
 pub mod types;

@@ -182,6 +182,14 @@ pub struct Problem {
     /// One problem per identifier, for a `compound` or other multi-identifier error (§6.7.1).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subproblems: Vec<Problem>,
+    /// How long the client should wait before trying again, in seconds: the
+    /// response's `Retry-After` header (RFC 8555 §6.6), not part of the document.
+    #[serde(skip)]
+    pub retry_after: Option<u64>,
+    /// A URL the response's `Location` header names (the account that holds a
+    /// key, for a keyChange conflict, RFC 8555 §7.3.5), not part of the document.
+    #[serde(skip)]
+    pub location: Option<String>,
 }
 
 impl Problem {
@@ -196,7 +204,15 @@ impl Problem {
             algorithms: None,
             identifier: None,
             subproblems: Vec::new(),
+            retry_after: None,
+            location: None,
         }
+    }
+
+    /// The problem with a `Retry-After` of `secs` seconds.
+    pub fn retry_after(mut self, secs: u64) -> Problem {
+        self.retry_after = Some(secs);
+        self
     }
 
     /// A `badSignatureAlgorithm` problem listing the supported algorithms.

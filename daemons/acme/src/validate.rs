@@ -4,8 +4,9 @@
 //! dns-01 TXT value (§8.4) and the tls-alpn-01 `acmeIdentifier` extension
 //! (RFC 8737 §3).
 //!
-//! These are syntax only: which names a CA will issue for (public suffixes,
-//! blocked names, CAA) is policy and lives with the caller. Each refusal is
+//! These are syntax only: which names a CA will issue for is policy (bad
+//! A-labels and public suffixes in [`crate::policy`]; blocked names and CAA
+//! with the caller). Each refusal is
 //! the [`AcmeError`] to answer with (see [`AcmeError::problem`]).
 
 use std::net::{IpAddr, Ipv4Addr};

@@ -21,7 +21,7 @@ use x509_cert::Certificate;
 
 use crate::ct::{self, CtLogs};
 use crate::db::{CertRec, Id, OrderRec};
-use crate::server::internal;
+use crate::server::{internal, ipc_failure};
 use crate::Acme;
 
 /// A certificate signed and recorded in ocspd.
@@ -100,7 +100,7 @@ impl Acme {
             ErrorKind::InvalidArgument | ErrorKind::PermissionDenied => {
                 Problem::new(ProblemType::BadCsr, format!("the CA refused to sign: {}", e.detail))
             }
-            _ => internal("signing the certificate", e),
+            _ => ipc_failure("signing the certificate", e),
         })
     }
 
@@ -116,7 +116,7 @@ impl Acme {
         self.ocspd
             .record_issued(&self.cfg.issuer, record)
             .await
-            .map_err(|e| internal("recording the certificate in ocspd", e))?;
+            .map_err(|e| ipc_failure("recording the certificate in ocspd", e))?;
         Ok((serial, not_before, not_after))
     }
 

@@ -59,7 +59,10 @@ impl Window {
 }
 
 fn limited(what: String, wait: Duration) -> Problem {
-    Problem::new(ProblemType::RateLimited, format!("{what}; retry after {} s", wait.as_secs().max(1)))
+    // Whole seconds, rounded up: a client that waits as told is not refused again.
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let secs = secs.max(1);
+    Problem::new(ProblemType::RateLimited, format!("{what}; retry after {secs} s")).retry_after(secs)
 }
 
 /// The registered domain a name counts against.
@@ -187,6 +190,10 @@ mod tests {
         assert!(l.check_new_order(&a).is_ok());
         let p = l.check_new_order(&a).unwrap_err();
         assert_eq!(p.kind, ProblemType::RateLimited);
+        // The real wait (about an hour here), in the header and the detail alike.
+        let secs = p.retry_after.unwrap();
+        assert!((3590..=3600).contains(&secs), "{secs}");
+        assert!(p.detail.as_deref().unwrap().ends_with(&format!("retry after {secs} s")), "{p:?}");
         assert!(l.check_new_order(&[2u8; 16]).is_ok());
         for _ in 0..10 {
             assert!(l.check_new_account().is_ok(), "0 turns a limit off");

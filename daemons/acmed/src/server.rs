@@ -88,6 +88,23 @@ pub fn internal(what: &str, e: impl std::fmt::Display) -> Problem {
     Problem::new(ProblemType::ServerInternal, format!("{what}; try again later"))
 }
 
+/// How long a client is told to wait (`Retry-After`) when signd or ocspd
+/// cannot be reached: about what a restart of either takes.
+pub const UNAVAILABLE_RETRY_SECS: u64 = 10;
+
+/// A failed call to signd or ocspd: `serverInternal`, with a `Retry-After`
+/// when the daemon could not be reached (or is shutting down, or out of
+/// space): the request may well pass once it is back.
+pub fn ipc_failure(what: &str, e: signet_ipc::IpcError) -> Problem {
+    let unavailable = e.kind.is_transient();
+    let p = internal(what, e);
+    if unavailable {
+        p.retry_after(UNAVAILABLE_RETRY_SECS)
+    } else {
+        p
+    }
+}
+
 /// A request after the pipeline: verified, nonce redeemed.
 pub struct Authed {
     /// The verified request.
@@ -154,8 +171,10 @@ impl Acme {
                 if status.is_server_error() {
                     self.metrics.server_errors.inc();
                 }
-                let retry = (p.kind == ProblemType::RateLimited || p.kind == ProblemType::BadNonce).then_some(1);
-                (status, Some(PROBLEM_CONTENT_TYPE), Bytes::from(p.to_json()), None, Vec::new(), retry)
+                // A rate limit says how long it lasts (`limits`), an unreachable
+                // signd or ocspd how long to wait ([`ipc_failure`]).
+                let retry = p.retry_after.or((p.kind == ProblemType::BadNonce).then_some(1));
+                (status, Some(PROBLEM_CONTENT_TYPE), Bytes::from(p.to_json()), p.location.clone(), Vec::new(), retry)
             }
         };
         let body = if *method == Method::HEAD { Bytes::new() } else { body };

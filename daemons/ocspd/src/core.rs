@@ -154,6 +154,40 @@ fn never_recorded(iss: &LoadedIssuer, serial: &[u8]) -> IpcError {
     )
 }
 
+/// What a revocation `asked` makes of a record revoked as `current`: the
+/// revocation to store, or, refused, the revocation that stands.
+fn revocation_after(current: Option<Revoked>, asked: Revoked) -> Result<Revoked, Revoked> {
+    match current {
+        None => Ok(asked),
+        // A hold becomes a revocation for good (any other reason); the
+        // certificate has been unusable since the hold, so the time stays.
+        Some(r) if r.reason == CERTIFICATE_HOLD && asked.reason != CERTIFICATE_HOLD => {
+            Ok(Revoked { reason: asked.reason, ..r })
+        }
+        // RFC 5280 5.3.1: the reason may become keyCompromise; the time stays.
+        Some(r) if r.reason != KEY_COMPROMISE && asked.reason == KEY_COMPROMISE => {
+            Ok(Revoked { reason: KEY_COMPROMISE, ..r })
+        }
+        Some(r) => Err(r),
+    }
+}
+
+/// RFC 5280 keyCompromise: the one reason a revocation may be raised to.
+const KEY_COMPROMISE: u8 = 1;
+
+fn already_revoked(iss: &LoadedIssuer, serial: &[u8], r: Revoked) -> IpcError {
+    IpcError::new(
+        ErrorKind::AlreadyRevoked,
+        format!(
+            "serial {} of issuer `{}` is already revoked ({}, since {}); only key-compromise may raise the reason",
+            hex::encode(serial),
+            iss.name,
+            reason_name(r.reason),
+            r.time
+        ),
+    )
+}
+
 pub(crate) fn crl_reason(code: u8) -> Option<CrlReason> {
     Some(match code {
         0 => CrlReason::Unspecified,
@@ -418,6 +452,15 @@ impl Core {
 
     /// Revokes a recorded certificate; returns once committed and the
     /// responses are re-signed (or dropped, if signd could not sign).
+    ///
+    /// The first revocation wins: a certificate already revoked is refused
+    /// with `alreadyRevoked`, except that a hold may become a revocation for
+    /// good, and any other reason may be raised to keyCompromise (RFC 5280
+    /// 5.3.1, as Let's Encrypt allows); nothing ever lowers a reason. The
+    /// decision is re-checked in the write transaction that stores it: when
+    /// another registrar changed the record meanwhile, it is taken again from
+    /// what is stored then, so concurrent revocations cannot overwrite each
+    /// other, and the stored responses always say what the record says.
     pub async fn revoke(&self, iss: Arc<LoadedIssuer>, rev: Revocation) -> Result<CertStatus, IpcError> {
         if rev.reason == RevocationReason::RemoveFromCrl {
             return Err(IpcError::invalid(
@@ -425,62 +468,69 @@ impl Core {
                  to release a certificate from hold, call releaseHold (signetctl cert release-hold SERIAL)",
             ));
         }
-        let (db, id, serial) = (self.db.clone(), iss.id, rev.serial.clone());
-        let existing = blocking(move || db.store.read(|t| db.cert(t, id, &serial))).await?;
-        let Some(mut rec) = existing else {
-            return Err(never_recorded(&iss, &rev.serial));
-        };
         let now = self.now_secs();
         let time = if rev.revoked_unix_secs == 0 { now } else { rev.revoked_unix_secs };
         if time > now + 60 {
             return Err(IpcError::invalid("revocation time is in the future"));
         }
         let reason = rev.reason.code();
-        match rec.revoked {
-            None => rec.revoked = Some(Revoked { time, reason, seq: 0 }),
-            // A hold becomes a revocation for good (any other reason); the
-            // certificate has been unusable since the hold, so the time stays.
-            Some(r) if r.reason == CERTIFICATE_HOLD && reason != CERTIFICATE_HOLD => {
-                rec.revoked = Some(Revoked { reason, ..r });
+        // Each attempt that fails its commit saw another registrar's change;
+        // a record can change only a few times (hold, revoked, keyCompromise)
+        // unless releases interleave.
+        const ATTEMPTS: usize = 8;
+        for _ in 0..ATTEMPTS {
+            let (db, id, serial) = (self.db.clone(), iss.id, rev.serial.clone());
+            let existing = blocking(move || db.store.read(|t| db.cert(t, id, &serial))).await?;
+            let Some(before) = existing else {
+                return Err(never_recorded(&iss, &rev.serial));
+            };
+            let revoked = revocation_after(before.revoked, Revoked { time, reason, seq: 0 })
+                .map_err(|r| already_revoked(&iss, &rev.serial, r))?;
+            let rec = CertRecord { revoked: Some(revoked), ..before.clone() };
+            let (db, serial) = (self.db.clone(), rev.serial.clone());
+            let mut hashes = blocking(move || db.store.write(|t| db.cached_hashes(t, id, &serial))).await?;
+            if !hashes.contains(&OcspHash::Sha1) {
+                hashes.push(OcspHash::Sha1);
             }
-            // RFC 5280 5.3.1: the reason may become keyCompromise; the time stays.
-            Some(r) if r.reason != reason && rev.reason == RevocationReason::KeyCompromise => {
-                rec.revoked = Some(Revoked { reason, ..r });
-            }
-            Some(_) => return Ok(rec.status(&rev.serial, None)),
-        }
-        let (db, serial) = (self.db.clone(), rev.serial.clone());
-        let mut hashes = blocking(move || db.store.write(|t| db.cached_hashes(t, id, &serial))).await?;
-        if !hashes.contains(&OcspHash::Sha1) {
-            hashes.push(OcspHash::Sha1);
-        }
-        let signed = self.sign_all(&iss, &rev.serial, &rec, &hashes).await;
-        let (db, serial) = (self.db.clone(), rev.serial.clone());
-        let stored = commit(&self.db, move |t| {
-            let mut state = db.state_w(t, id)?;
-            state.revocation_seq += 1;
-            if let Some(r) = rec.revoked.as_mut() {
-                r.seq = state.revocation_seq;
-            }
-            db.put_state(t, id, &state)?;
-            db.put_cert(t, id, &serial, &rec)?;
-            // Revoked (or on hold) again after a release: no longer released.
-            db.delete_released(t, id, &serial)?;
-            for (key, r) in &signed {
-                match r {
-                    Some(r) => db.put_response(t, key, r)?,
-                    // Never leave a "good" response behind a revocation.
-                    None => {
-                        db.delete_response(t, key)?;
+            let signed = self.sign_all(&iss, &rev.serial, &rec, &hashes).await;
+            let (db, serial) = (self.db.clone(), rev.serial.clone());
+            let stored = commit(&self.db, move |t| {
+                // The check-and-set: only over the record the decision was made on.
+                if db.cert_w(t, id, &serial)?.as_ref() != Some(&before) {
+                    return Ok(None);
+                }
+                let mut rec = rec;
+                let mut state = db.state_w(t, id)?;
+                state.revocation_seq += 1;
+                if let Some(r) = rec.revoked.as_mut() {
+                    r.seq = state.revocation_seq;
+                }
+                db.put_state(t, id, &state)?;
+                db.put_cert(t, id, &serial, &rec)?;
+                // Revoked (or on hold) again after a release: no longer released.
+                db.delete_released(t, id, &serial)?;
+                for (key, r) in &signed {
+                    match r {
+                        Some(r) => db.put_response(t, key, r)?,
+                        // Never leave a "good" (or lesser) response behind a revocation.
+                        None => {
+                            db.delete_response(t, key)?;
+                        }
                     }
                 }
+                Ok(Some(rec))
+            })
+            .await?;
+            if let Some(stored) = stored {
+                iss.crl_dirty.notify_one();
+                tracing::info!(issuer = %iss.name, serial = %hex::encode(&rev.serial), reason = %rev.reason, "revoked");
+                return Ok(stored.status(&rev.serial, None));
             }
-            Ok(rec)
-        })
-        .await?;
-        iss.crl_dirty.notify_one();
-        tracing::info!(issuer = %iss.name, serial = %hex::encode(&rev.serial), reason = %rev.reason, "revoked");
-        Ok(stored.status(&rev.serial, None))
+        }
+        Err(IpcError::new(
+            ErrorKind::Unavailable,
+            format!("serial {} changed {ATTEMPTS} times during the revocation; try again", hex::encode(&rev.serial)),
+        ))
     }
 
     /// Releases a certificate from hold (revoked with reason certificateHold):
@@ -784,5 +834,31 @@ impl Core {
                 return Ok(done);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_revocation_wins_and_only_key_compromise_raises_it() {
+        let at = |reason: u8, time: i64| Revoked { time, reason, seq: 0 };
+        let superseded = at(4, 100);
+        assert_eq!(revocation_after(None, superseded), Ok(superseded));
+        // A later revocation, whatever its reason but keyCompromise, is refused.
+        for later in [0, 3, 4, 5, CERTIFICATE_HOLD] {
+            assert_eq!(revocation_after(Some(superseded), at(later, 200)), Err(superseded), "{later}");
+        }
+        // keyCompromise raises the reason and keeps the first time; nothing lowers it again.
+        let raised = revocation_after(Some(superseded), at(KEY_COMPROMISE, 200)).unwrap();
+        assert_eq!(raised, at(KEY_COMPROMISE, 100));
+        for later in [0, KEY_COMPROMISE, 4, CERTIFICATE_HOLD] {
+            assert_eq!(revocation_after(Some(raised), at(later, 300)), Err(raised), "{later}");
+        }
+        // A hold becomes a revocation for good, at the hold's time; a hold again is refused.
+        let hold = at(CERTIFICATE_HOLD, 50);
+        assert_eq!(revocation_after(Some(hold), at(4, 60)), Ok(at(4, 50)));
+        assert_eq!(revocation_after(Some(hold), at(CERTIFICATE_HOLD, 60)), Err(hold));
     }
 }

@@ -201,6 +201,7 @@ impl From<IpcError> for Failure {
             ErrorKind::PermissionDenied => 3,
             ErrorKind::UnknownKey | ErrorKind::NotFound => 4,
             ErrorKind::Unavailable | ErrorKind::ShuttingDown => 5,
+            ErrorKind::AlreadyRevoked => 6,
             _ => 1,
         };
         Self { code, message: e.to_string() }

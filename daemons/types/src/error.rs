@@ -38,6 +38,9 @@ pub enum ErrorKind {
     /// A well-formed request that the record's current state does not allow
     /// (releasing a certificate that is not on hold, ...).
     FailedPrecondition,
+    /// The certificate is already revoked: the first revocation wins, and
+    /// only keyCompromise may raise the reason of an earlier one.
+    AlreadyRevoked,
     /// The daemon is stopping: it finishes the calls it has, and refuses new ones.
     /// Worth retrying once it is back (as [`ErrorKind::Unavailable`]).
     ShuttingDown,
@@ -45,7 +48,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in the schema's order.
-    pub const ALL: [ErrorKind; 14] = [
+    pub const ALL: [ErrorKind; 15] = [
         Self::Internal,
         Self::PermissionDenied,
         Self::UnknownKey,
@@ -59,6 +62,7 @@ impl ErrorKind {
         Self::Unsupported,
         Self::NotFound,
         Self::FailedPrecondition,
+        Self::AlreadyRevoked,
         Self::ShuttingDown,
     ];
 
@@ -84,6 +88,7 @@ impl ErrorKind {
             Self::Unsupported => "unsupported",
             Self::NotFound => "not-found",
             Self::FailedPrecondition => "failed-precondition",
+            Self::AlreadyRevoked => "already-revoked",
             Self::ShuttingDown => "shutting-down",
         }
     }

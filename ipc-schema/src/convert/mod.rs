@@ -55,6 +55,7 @@ fn kind_to_wire(k: ErrorKind) -> wire::ErrorKind {
         ErrorKind::Unsupported => W::Unsupported,
         ErrorKind::NotFound => W::NotFound,
         ErrorKind::FailedPrecondition => W::FailedPrecondition,
+        ErrorKind::AlreadyRevoked => W::AlreadyRevoked,
         ErrorKind::ShuttingDown => W::ShuttingDown,
         // A kind signet-types gained before the schema did (the test below
         // catches it): still an error, just not a precise one.
@@ -78,6 +79,7 @@ fn kind_from_wire(k: Result<wire::ErrorKind, capnp::NotInSchema>) -> ErrorKind {
         Ok(W::Unsupported) => ErrorKind::Unsupported,
         Ok(W::NotFound) => ErrorKind::NotFound,
         Ok(W::FailedPrecondition) => ErrorKind::FailedPrecondition,
+        Ok(W::AlreadyRevoked) => ErrorKind::AlreadyRevoked,
         Ok(W::ShuttingDown) => ErrorKind::ShuttingDown,
         // A kind added by a newer signd: still an error, just not one we know.
         Err(_) => ErrorKind::Internal,

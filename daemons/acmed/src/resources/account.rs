@@ -26,6 +26,13 @@ impl Acme {
         if let Some(id) = existing {
             let rec = db.store.read(|t| t.get(&db.accounts, &id)).map_err(|e| internal("reading accounts", e))?;
             let rec = rec.ok_or_else(|| internal("account index", "dangling key index"))?;
+            // §7.3.6: nothing signed by a deactivated account's key is accepted.
+            if rec.status != AccountStatus::Valid {
+                return Err(Problem::new(
+                    ProblemType::Unauthorized,
+                    format!("the account of this key is {}", crate::server::status_name(&rec.status)),
+                ));
+            }
             return Ok(Reply::json(StatusCode::OK, &self.account_json(&id, &rec)).at(self.resource_url("acct", &id)));
         }
         if p.only_return_existing == Some(true) {
@@ -178,7 +185,10 @@ impl Acme {
             .map_err(|e| internal("storing the new key", e))?;
         if let Some(other) = clash {
             let mut p = problem_with_status(ProblemType::Malformed, 409, "the new key is already an account's key");
-            p.instance = Some(self.resource_url("acct", &other));
+            // RFC 8555 §7.3.5: 409 with Location naming the account holding the key.
+            let url = self.resource_url("acct", &other);
+            p.instance = Some(url.clone());
+            p.location = Some(url);
             return Err(p);
         }
         Ok(Reply::json(StatusCode::OK, &self.account_json(&acct.id, &rec)).at(acct.url.clone()))

@@ -25,6 +25,10 @@ impl Acme {
     pub fn authz(&self, a: Authed, id: &str) -> Answer {
         let acct = a.account()?;
         let aid = parse_id(id).ok_or_else(|| not_found("authorization"))?;
+        // Looked at before the record: a validation stores its outcome before
+        // its claim ends, so a claim seen here means the record read next is
+        // either still pending (shown processing) or already final.
+        let validating = self.inflight.holds(&self.inflight.validating, &aid);
         let db = &self.db;
         let mut az = db
             .store
@@ -40,7 +44,7 @@ impl Acme {
             db.store.write(|t| t.put(&db.authzs, &aid, &az)).map_err(|e| internal("storing the authorization", e))?;
         }
         let now = self.clock.unix_seconds();
-        if let Some(idx) = self.inflight.holds(&self.inflight.validating, &aid) {
+        if let Some(idx) = validating {
             if let Some(c) = az.challenges.get_mut(idx) {
                 c.status = state::challenge_status_shown(c.status, true);
             }
@@ -55,6 +59,9 @@ impl Acme {
         let acct = a.account()?;
         let aid = parse_id(authz).ok_or_else(|| not_found("challenge"))?;
         let idx: usize = idx.parse().map_err(|_| not_found("challenge"))?;
+        // Before the record, as in `authz`: a challenge being validated reads
+        // `processing` until its outcome is stored, never `pending` meanwhile.
+        let validating = self.inflight.holds(&self.inflight.validating, &aid) == Some(idx);
         let db = &self.db;
         let az = db
             .store
@@ -64,7 +71,8 @@ impl Acme {
         if az.account != acct.id {
             return Err(forbidden("challenge"));
         }
-        let ch = az.challenges.get(idx).ok_or_else(|| not_found("challenge"))?.clone();
+        let mut ch = az.challenges.get(idx).ok_or_else(|| not_found("challenge"))?.clone();
+        ch.status = state::challenge_status_shown(ch.status, validating);
         let up = format!("<{}>;rel=\"up\"", self.resource_url("authz", &aid));
         let reply = |c: &ChallengeRec| {
             let mut r = Reply::json(StatusCode::OK, &self.challenge_json(&aid, idx, c));
@@ -81,7 +89,9 @@ impl Acme {
         // One validation per authorization at a time; the claim lives in memory
         // (a crash mid-validation leaves the challenge pending, to be tried again).
         let Some(claim) = self.inflight.claim(&self.inflight.validating, aid, idx) else {
-            return Ok(reply(&ChallengeRec { status: ChallengeStatus::Processing, ..ch }));
+            // Another of its challenges is being validated (or this one, just claimed).
+            let now_validating = self.inflight.holds(&self.inflight.validating, &aid) == Some(idx);
+            return Ok(reply(&ChallengeRec { status: state::challenge_status_shown(ch.status, now_validating), ..ch }));
         };
         let key_authorization = validate::key_authorization(&ch.token, &acct.jwk);
         let job = {

@@ -7,10 +7,12 @@ use der::{Decode, Encode};
 use hyper::StatusCode;
 use signet_acme::types;
 use signet_acme::{state, Jwk, Problem, ProblemType};
+use signet_ipc::ErrorKind;
 use x509_cert::Certificate;
 
 use super::{forbidden, not_found, ts};
-use crate::server::{internal, problem_with_status, Answer, Authed, Reply};
+use crate::db::{authz_reuse_key, Id};
+use crate::server::{internal, ipc_failure, problem_with_status, Answer, Authed, Reply};
 use crate::Acme;
 
 impl Acme {
@@ -74,8 +76,15 @@ impl Acme {
             })?;
         match &a.account {
             Some(acct) if acct.id == rec.account => {}
+            // §7.6: an account that holds valid authorizations for every
+            // identifier in the certificate may revoke it too (Boulder does).
+            Some(acct) if self.authorized_for_all(&acct.id, &cert_identifiers(&cert))? => {}
             Some(_) => {
-                return Err(Problem::new(ProblemType::Unauthorized, "the certificate was issued to another account"))
+                return Err(Problem::new(
+                    ProblemType::Unauthorized,
+                    "the certificate was issued to another account, and this account does not hold valid \
+                     authorizations for all of its identifiers",
+                ))
             }
             None => {
                 let spki = cert
@@ -92,8 +101,12 @@ impl Acme {
                 }
             }
         }
-        if rec.revoked.is_some() {
-            return Err(Problem::new(ProblemType::AlreadyRevoked, "the certificate is already revoked"));
+        // The first revocation wins; keyCompromise may still raise the reason
+        // of an earlier one (ocspd decides, atomically, for every registrar).
+        if let Some((_, recorded)) = rec.revoked {
+            if !may_raise(recorded, reason) {
+                return Err(already_revoked());
+            }
         }
         let rev = signet_ipc::Revocation {
             serial: serial.clone(),
@@ -101,22 +114,65 @@ impl Acme {
                 .unwrap_or(signet_ipc::RevocationReason::Unspecified),
             revoked_unix_secs: 0,
         };
-        let status = self
-            .ocspd
-            .revoke(&self.cfg.issuer, rev)
-            .await
-            .map_err(|e| internal("recording the revocation in ocspd", e))?;
+        let status = self.ocspd.revoke(&self.cfg.issuer, rev).await.map_err(|e| match e.kind {
+            ErrorKind::AlreadyRevoked => already_revoked(),
+            _ => ipc_failure("recording the revocation in ocspd", e),
+        })?;
+        // What ocspd stored (a concurrent revocation may have raised it further).
+        let stored = (status.revoked_unix_secs, status.reason.map_or(reason, |r| r.code()));
         db.store
             .write(|t| {
                 if let Some(mut r) = t.get(&db.certs, &serial)? {
-                    r.revoked = Some((status.revoked_unix_secs, reason));
-                    t.put(&db.certs, &serial, &r)?;
+                    // Never lowered: writes of racing revocations may land in any order.
+                    if r.revoked.is_none_or(|(_, old)| may_raise(old, stored.1)) {
+                        r.revoked = Some(stored);
+                        t.put(&db.certs, &serial, &r)?;
+                    }
                 }
                 Ok(())
             })
             .map_err(|e| internal("storing the revocation", e))?;
         self.metrics.revocations.inc();
         Ok(Reply::empty(StatusCode::OK))
+    }
+
+    /// Whether `account` holds an authorization valid now for each of
+    /// `names` (a certificate's identifiers; a wildcard's by a wildcard or a
+    /// plain authorization of its base name).
+    fn authorized_for_all(&self, account: &Id, names: &[String]) -> Result<bool, Problem> {
+        if names.is_empty() {
+            return Ok(false);
+        }
+        let now = self.clock.unix_seconds();
+        let db = &self.db;
+        db.store
+            .read(|t| {
+                for name in names {
+                    let ident = if name.parse::<std::net::IpAddr>().is_ok() {
+                        types::Identifier::ip(name.clone())
+                    } else {
+                        types::Identifier::dns(name.clone())
+                    };
+                    let (base, wildcard) = state::authz_identifier(&ident);
+                    let keys = [
+                        Some(authz_reuse_key(account, &base, wildcard)),
+                        wildcard.then(|| authz_reuse_key(account, &base, false)),
+                    ];
+                    let mut held = false;
+                    for key in keys.iter().flatten() {
+                        if let Some(id) = t.get(&db.valid_authzs, key)? {
+                            held |= t.get(&db.authzs, &id)?.is_some_and(|a| {
+                                a.account == *account && a.state().status_at(now) == types::AuthorizationStatus::Valid
+                            });
+                        }
+                    }
+                    if !held {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            })
+            .map_err(|e| internal("reading authorizations", e))
     }
 
     /// renewalInfo (RFC 9773 §4.1).
@@ -143,6 +199,16 @@ impl Acme {
         };
         Ok(Reply::json(StatusCode::OK, &info).retry_after(Some(6 * 3600)))
     }
+}
+
+/// Whether a revocation for `asked` may follow one recorded for `recorded`:
+/// only to raise the reason to keyCompromise (1).
+fn may_raise(recorded: u8, asked: u8) -> bool {
+    asked == 1 && recorded != 1
+}
+
+fn already_revoked() -> Problem {
+    Problem::new(ProblemType::AlreadyRevoked, "the certificate is already revoked")
 }
 
 /// The identifiers a certificate names (lowercased DNS names and IP text).

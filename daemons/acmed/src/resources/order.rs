@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use der::Decode;
 use hyper::StatusCode;
 use signet_acme::types::{self, AuthorizationStatus, ChallengeStatus, NewOrder, OrderStatus};
-use signet_acme::{state, validate, Jwk, Problem, ProblemType};
+use signet_acme::{policy, state, validate, Jwk, Problem, ProblemType};
 use signet_ca::SanEntry;
 use x509_cert::Certificate;
 
@@ -36,7 +36,7 @@ impl Acme {
         let mut idents = Vec::new();
         let mut refusals = Vec::new();
         for id in &p.identifiers {
-            match validate::identifier(id) {
+            match validate::identifier(id).and_then(|n| policy::issuable(&n).map(|()| n)) {
                 Ok(n) => {
                     if !idents.contains(&n) {
                         idents.push(n);

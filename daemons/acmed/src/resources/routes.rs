@@ -42,43 +42,37 @@ impl Acme {
             (Method::GET | Method::HEAD, p) if p.starts_with("/acme/renewal-info/") => {
                 self.renewal_info(&p["/acme/renewal-info/".len()..])
             }
-            (Method::POST, _) => self.post(&path, req).await,
-            (_, p) if self.is_acme_path(p) => Err(problem_with_status(
+            (Method::POST, p) if !Self::is_get_only(p) => self.post(&path, req).await,
+            // A resource that exists, asked with the wrong method: 405; anything else 404.
+            (Method::POST, p) => {
+                let _ = read_body(req.into_body(), self.cfg.max_body_bytes).await;
+                Err(problem_with_status(ProblemType::Malformed, 405, format!("POST is not allowed on {p}")))
+            }
+            (_, p) if post_rule(p).is_some() => Err(problem_with_status(
                 ProblemType::Malformed,
                 405,
                 format!("{method} is not allowed on {p}; ACME resources take POST"),
+            )),
+            (_, p) if Self::is_get_only(p) => Err(problem_with_status(
+                ProblemType::Malformed,
+                405,
+                format!("{method} is not allowed on {p}; it takes GET"),
             )),
             _ => Err(problem_with_status(ProblemType::Malformed, 404, format!("no resource at {path}"))),
         };
         self.respond(answer, &method)
     }
 
-    fn is_acme_path(&self, p: &str) -> bool {
-        p.starts_with("/acme/") || p == "/directory"
+    /// The resources answered to GET only (the directory, newNonce, the issuer's certificate, ARI).
+    fn is_get_only(p: &str) -> bool {
+        matches!(p, "/directory" | "/acme/new-nonce" | "/acme/issuer-cert") || p.starts_with("/acme/renewal-info/")
     }
 
     async fn post(self: &Arc<Self>, path: &str, req: Request<Body>) -> Answer {
         let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        let rule = match segs.as_slice() {
-            ["acme", "new-account"] => KeyRule::Jwk,
-            ["acme", "revoke-cert"] => KeyRule::Either,
-            ["acme", "new-order" | "key-change"]
-            | ["acme", "acct", _]
-            | ["acme", "acct", _, "orders"]
-            | ["acme", "order", _]
-            | ["acme", "order", _, "finalize"]
-            | ["acme", "authz", _]
-            | ["acme", "chall", _, _]
-            | ["acme", "cert", _]
-            | ["acme", "cert", _, _] => KeyRule::Kid,
-            _ => {
-                let _ = read_body(req.into_body(), self.cfg.max_body_bytes).await;
-                return Err(problem_with_status(
-                    ProblemType::Malformed,
-                    if self.is_acme_path(path) { 404 } else { 405 },
-                    format!("no ACME resource takes POST at {path}"),
-                ));
-            }
+        let Some(rule) = post_rule(path) else {
+            let _ = read_body(req.into_body(), self.cfg.max_body_bytes).await;
+            return Err(problem_with_status(ProblemType::Malformed, 404, format!("no resource at {path}")));
         };
         let authed = self.authenticate(path, rule, req).await?;
         match segs.as_slice() {
@@ -97,4 +91,23 @@ impl Acme {
             _ => Err(problem_with_status(ProblemType::Malformed, 404, format!("no resource at {path}"))),
         }
     }
+}
+
+/// The key reference a POST to `path` takes; `None` when no resource there takes POST.
+fn post_rule(path: &str) -> Option<KeyRule> {
+    let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    Some(match segs.as_slice() {
+        ["acme", "new-account"] => KeyRule::Jwk,
+        ["acme", "revoke-cert"] => KeyRule::Either,
+        ["acme", "new-order" | "key-change"]
+        | ["acme", "acct", _]
+        | ["acme", "acct", _, "orders"]
+        | ["acme", "order", _]
+        | ["acme", "order", _, "finalize"]
+        | ["acme", "authz", _]
+        | ["acme", "chall", _, _]
+        | ["acme", "cert", _]
+        | ["acme", "cert", _, _] => KeyRule::Kid,
+        _ => return None,
+    })
 }
