@@ -15,6 +15,7 @@ use signet_ipc::SigndClient;
 pub mod acme;
 pub mod ctlog;
 pub mod pki;
+pub mod smallfs;
 pub mod testdns;
 
 /// Where the workspace's binaries are: `SIGNET_BIN_DIR`, else beside the test

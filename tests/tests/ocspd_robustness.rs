@@ -13,6 +13,7 @@ use base64::Engine;
 use signet_ipc::{block_on, ErrorKind, IssuedCert};
 use signet_tests::pki::Pki;
 use signet_tests::run;
+use signet_tests::smallfs::SmallFs;
 
 /// The request file as a URL-encoded base64 GET path segment.
 fn get_segment(req: &Path) -> String {
@@ -271,53 +272,6 @@ fn several_certificates_in_one_request_are_each_answered() {
     let (_, _, metrics) = pki.http_get("/metrics");
     let metrics = String::from_utf8(metrics).unwrap();
     assert!(metrics.contains("ocsp_responses_total{daemon=\"ocspd\",outcome=\"several\"}"), "{metrics}");
-}
-
-/// A small tmpfs mounted over a directory (its files copied in), to fill up;
-/// unmounted (lazily: ocspd may still hold files) on drop.
-struct SmallFs {
-    dir: PathBuf,
-}
-
-impl SmallFs {
-    /// None where this process may not mount (not root, no CAP_SYS_ADMIN).
-    fn over(dir: &Path, size: &str) -> Option<Self> {
-        let saved = dir.with_extension("before-tmpfs");
-        std::fs::rename(dir, &saved).unwrap();
-        std::fs::create_dir(dir).unwrap();
-        let (st, _, err) =
-            run(Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir));
-        if !st.success() {
-            eprintln!("cannot mount a tmpfs ({err}); skipping");
-            std::fs::remove_dir(dir).unwrap();
-            std::fs::rename(&saved, dir).unwrap();
-            return None;
-        }
-        for f in std::fs::read_dir(&saved).unwrap() {
-            let f = f.unwrap();
-            std::fs::copy(f.path(), dir.join(f.file_name())).unwrap();
-        }
-        Some(Self { dir: dir.to_owned() })
-    }
-
-    /// Fills the filesystem to the last byte.
-    fn fill(&self) {
-        let (_, _, err) = run(Command::new("dd")
-            .arg("if=/dev/zero")
-            .arg(format!("of={}", self.dir.join("filler").display()))
-            .arg("bs=4k"));
-        assert!(err.contains("No space left"), "{err}");
-    }
-
-    fn free(&self) {
-        std::fs::remove_file(self.dir.join("filler")).unwrap();
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
-    }
 }
 
 /// Records new certificates until ocspd refuses one; returns the refusal.

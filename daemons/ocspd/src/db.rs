@@ -25,8 +25,7 @@
 //! marker simply gets a new delta base at the next publication.
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -161,75 +160,11 @@ pub enum CrlKind {
     Delta,
 }
 
-/// Free space on the store's filesystem that ends an episode of writes
-/// refused for lack of space: well above what one commit needs.
-const ROOM_AGAIN_BYTES: u64 = 1 << 20;
+pub use signet_store::{SpaceEvent, SpaceWatch};
 
-/// Writes refused for lack of space are logged once per episode, not per
-/// write: the first refusal logs an error; the episode ends at the first
-/// successful write after the filesystem has room again (at least
-/// [`ROOM_AGAIN_BYTES`] free), logged too; a new refusal then logs anew.
-/// (On a nearly full disk some writes still succeed in pages LMDB frees and
-/// reuses, so a success alone does not end the episode.)
-#[derive(Debug)]
-pub struct SpaceWatch {
-    dir: PathBuf,
-    full: AtomicBool,
-}
-
-/// What a write's outcome changed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SpaceEvent {
-    /// The first write refused for lack of space (logged).
-    Full,
-    /// The first successful write after that, with room again (logged).
-    Writable,
-}
-
-impl SpaceWatch {
-    /// Watches the store in `dir`.
-    pub fn new(dir: &Path) -> Self {
-        Self { dir: dir.to_owned(), full: AtomicBool::new(false) }
-    }
-
-    /// Notes a write's outcome; logs and returns what changed.
-    pub fn note<R>(&self, outcome: &Result<R, StoreError>) -> Option<SpaceEvent> {
-        match outcome {
-            Err(e @ (StoreError::NoSpace { .. } | StoreError::MapFull)) => {
-                if self.full.swap(true, Ordering::AcqRel) {
-                    return None;
-                }
-                tracing::error!(
-                    dir = %self.dir.display(),
-                    error = %e,
-                    "the store refuses writes for lack of space: recording, revoking and releasing certificates                      and storing new responses and CRLs fail until space is freed; what is already signed is                      still served (logged once until writes succeed again)"
-                );
-                Some(SpaceEvent::Full)
-            }
-            Ok(_) if self.full.load(Ordering::Acquire) && self.has_room() => {
-                if !self.full.swap(false, Ordering::AcqRel) {
-                    return None;
-                }
-                tracing::info!(dir = %self.dir.display(), "the store accepts writes again");
-                Some(SpaceEvent::Writable)
-            }
-            _ => None,
-        }
-    }
-
-    /// Whether the store refuses writes for lack of space, as far as known.
-    pub fn is_full(&self) -> bool {
-        self.full.load(Ordering::Acquire)
-    }
-
-    /// Whether the filesystem has room (unknown counts as room).
-    #[allow(clippy::useless_conversion, reason = "fsblkcnt_t and c_ulong are 32 bits on some targets")]
-    fn has_room(&self) -> bool {
-        nix::sys::statvfs::statvfs(&self.dir)
-            .map(|s| u64::from(s.blocks_available()).saturating_mul(u64::from(s.fragment_size())) >= ROOM_AGAIN_BYTES)
-            .unwrap_or(true)
-    }
-}
+/// What a full store stops, for [`SpaceWatch`]'s log line.
+const FULL_CONSEQUENCE: &str = "recording, revoking and releasing certificates and storing new responses and CRLs \
+     fail until space is freed; what is already signed is still served";
 
 /// The tables.
 #[derive(Clone, Debug)]
@@ -318,7 +253,7 @@ impl Db {
             released: store.table("released")?,
             base_holds: store.table("base_holds")?,
             store,
-            space: Arc::new(SpaceWatch::new(dir)),
+            space: Arc::new(SpaceWatch::new(dir, FULL_CONSEQUENCE)),
         })
     }
 
@@ -693,10 +628,10 @@ mod tests {
     #[test]
     fn a_full_store_is_logged_once_per_episode() {
         let dir = tempfile::tempdir().unwrap();
-        let watch = SpaceWatch::new(dir.path());
+        let watch = SpaceWatch::new(dir.path(), "nothing");
         let full = || Err::<(), _>(StoreError::NoSpace { operation: "commit" });
         let other = || Err::<(), _>(StoreError::Lmdb { operation: "commit", detail: "I/O error".into() });
-        assert_eq!(watch.note(&Ok(())), None);
+        assert_eq!(watch.note(&Ok::<(), StoreError>(())), None);
         assert_eq!(watch.note(&other()), None);
         assert_eq!(watch.note(&full()), Some(SpaceEvent::Full));
         assert!(watch.is_full());
@@ -705,9 +640,9 @@ mod tests {
             assert_eq!(watch.note(&other()), None);
         }
         // A temp dir has room: the next success ends the episode, once.
-        assert_eq!(watch.note(&Ok(())), Some(SpaceEvent::Writable));
+        assert_eq!(watch.note(&Ok::<(), StoreError>(())), Some(SpaceEvent::Writable));
         assert!(!watch.is_full());
-        assert_eq!(watch.note(&Ok(())), None);
+        assert_eq!(watch.note(&Ok::<(), StoreError>(())), None);
         // A new episode is logged anew; the map being full counts too.
         assert_eq!(watch.note(&Err::<(), _>(StoreError::MapFull)), Some(SpaceEvent::Full));
         assert_eq!(watch.note(&full()), None);

@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use crossbeam_channel::{Receiver, Sender};
 use serde::{Deserialize, Serialize};
-use signet_ipc::{AuditQuery, AuditRecord, IpcError, PeerCredentials};
-use signet_store::{Store, StoreError, Table};
+use signet_ipc::{AuditQuery, AuditRecord, ErrorKind, IpcError, PeerCredentials};
+use signet_store::{SpaceWatch, Store, StoreError, Table};
 use signet_types::Clock;
 
 /// The most records committed in one transaction.
@@ -110,9 +110,15 @@ pub struct AuditLog {
     /// The group-commit writer; `None` commits inline.
     jobs: Option<Sender<Job>>,
     count: Arc<AtomicU64>,
+    /// A full filesystem, logged once.
+    space: Arc<SpaceWatch>,
     /// Stamps new entries.
     clock: Clock,
 }
+
+/// What a full store stops, for [`SpaceWatch`]'s log line.
+const FULL_CONSEQUENCE: &str = "signatures cannot be audited, so every signing call is refused (no-space) until \
+     space is freed; health, key listing and public keys are still answered";
 
 /// How [`AuditLog::append`] commits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,19 +135,20 @@ impl AuditLog {
     pub fn open(store: &Store, mode: CommitMode, clock: Clock) -> Result<Self, StoreError> {
         let table = store.table::<u64, Entry>("audit")?;
         let count = Arc::new(AtomicU64::new(store.read(|txn| txn.len(&table))?));
+        let space = Arc::new(SpaceWatch::new(store.path(), FULL_CONSEQUENCE));
         let jobs = match mode {
             CommitMode::Inline => None,
             CommitMode::Group => {
                 let (tx, rx) = crossbeam_channel::unbounded();
-                let (writer_store, writer_count) = (store.clone(), count.clone());
+                let (writer_store, writer_count, writer_space) = (store.clone(), count.clone(), space.clone());
                 std::thread::Builder::new()
                     .name("audit-writer".into())
-                    .spawn(move || writer(writer_store, table, rx, writer_count))
+                    .spawn(move || writer(writer_store, table, rx, writer_count, &writer_space))
                     .map_err(StoreError::FlushThread)?;
                 Some(tx)
             }
         };
-        Ok(Self { store: store.clone(), table, jobs, count, clock })
+        Ok(Self { store: store.clone(), table, jobs, count, space, clock })
     }
 
     /// An entry stamped now, for `peer` acting in `role`.
@@ -153,7 +160,7 @@ impl AuditLog {
     /// mode: before returning).
     pub fn append(&self, entries: Vec<Entry>, done: Done) {
         match &self.jobs {
-            None => done(commit(&self.store, self.table, &[&entries], &self.count)),
+            None => done(commit(&self.store, self.table, &[&entries], &self.count, &self.space)),
             Some(jobs) => {
                 if let Err(crossbeam_channel::SendError(job)) = jobs.send(Job { entries, done }) {
                     (job.done)(Err(IpcError::internal("the audit writer has stopped")));
@@ -195,7 +202,7 @@ impl AuditLog {
     }
 }
 
-fn writer(store: Store, table: Table<u64, Entry>, jobs: Receiver<Job>, count: Arc<AtomicU64>) {
+fn writer(store: Store, table: Table<u64, Entry>, jobs: Receiver<Job>, count: Arc<AtomicU64>, space: &SpaceWatch) {
     while let Ok(first) = jobs.recv() {
         let mut group = vec![first];
         let mut records = group[0].entries.len();
@@ -209,7 +216,7 @@ fn writer(store: Store, table: Table<u64, Entry>, jobs: Receiver<Job>, count: Ar
             }
         }
         let batches: Vec<&[Entry]> = group.iter().map(|j| j.entries.as_slice()).collect();
-        let result = commit(&store, table, &batches, &count);
+        let result = commit(&store, table, &batches, &count, space);
         for job in group {
             (job.done)(result.clone());
         }
@@ -217,7 +224,13 @@ fn writer(store: Store, table: Table<u64, Entry>, jobs: Receiver<Job>, count: Ar
 }
 
 /// Commits `batches` in one transaction, numbering the entries in order.
-fn commit(store: &Store, table: Table<u64, Entry>, batches: &[&[Entry]], count: &AtomicU64) -> Result<(), IpcError> {
+fn commit(
+    store: &Store,
+    table: Table<u64, Entry>,
+    batches: &[&[Entry]],
+    count: &AtomicU64,
+    space: &SpaceWatch,
+) -> Result<(), IpcError> {
     let records: usize = batches.iter().map(|b| b.len()).sum();
     let result = store.write(|txn| {
         let first = txn.next_u64_key(&table)?;
@@ -226,10 +239,15 @@ fn commit(store: &Store, table: Table<u64, Entry>, batches: &[&[Entry]], count: 
         }
         Ok(())
     });
+    space.note(&result);
     match result {
         Ok(()) => {
             count.fetch_add(records as u64, Ordering::Relaxed);
             Ok(())
+        }
+        // Logged once by the SpaceWatch, not per call.
+        Err(e @ (StoreError::NoSpace { .. } | StoreError::MapFull)) => {
+            Err(IpcError::new(ErrorKind::Unavailable, format!("audit log: {e}: the signature is refused")))
         }
         Err(e) => {
             tracing::error!(error = %e, records, "audit commit failed; refusing the operations it recorded");

@@ -21,6 +21,7 @@ use std::thread::{JoinHandle, ThreadId};
 use futures_channel::oneshot;
 use lmdb::{Environment, Transaction};
 
+use crate::reserve::Reserve;
 use crate::txn::WriteTxn;
 use crate::StoreError;
 
@@ -84,20 +85,25 @@ pub(crate) struct GroupWriter {
 
 impl GroupWriter {
     /// Starts the thread. Nested transactions are not available with
-    /// `MDB_WRITEMAP`; then (`nested == false`) each write gets its own
-    /// transaction, still off the caller's thread.
-    pub(crate) fn start(env: Arc<Environment>, store_id: u64, nested: bool) -> Result<Self, StoreError> {
+    /// `MDB_WRITEMAP` (a store with a `reserve`); then each write gets its own
+    /// transaction, still off the caller's thread, after the reserve is checked.
+    pub(crate) fn start(
+        env: Arc<Environment>,
+        store_id: u64,
+        reserve: Option<Arc<Reserve>>,
+    ) -> Result<Self, StoreError> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || {
                 while let Ok(first) = queue.recv() {
                     let mut group = vec![first];
-                    if nested {
-                        group.extend(queue.try_iter().take(MAX_GROUP - 1));
-                        commit_group(&env, store_id, group);
-                    } else {
-                        commit_each(&env, store_id, group);
+                    match &reserve {
+                        None => {
+                            group.extend(queue.try_iter().take(MAX_GROUP - 1));
+                            commit_group(&env, store_id, group);
+                        }
+                        Some(reserve) => commit_each(&env, store_id, reserve, group),
                     }
                 }
             })
@@ -180,8 +186,12 @@ fn commit_group(env: &Environment, store_id: u64, group: Vec<Job>) {
     finishers.into_iter().for_each(|f| f(committed));
 }
 
-fn commit_each(env: &Environment, store_id: u64, group: Vec<Job>) {
+fn commit_each(env: &Environment, store_id: u64, reserve: &Reserve, group: Vec<Job>) {
     for job in group {
+        if let Err(e) = reserve.ensure(env) {
+            job.fail(e);
+            continue;
+        }
         let txn = match env.begin_rw_txn() {
             Ok(txn) => txn,
             Err(e) => {

@@ -26,11 +26,13 @@
 mod error;
 mod group;
 mod key;
+mod reserve;
 mod store;
 mod txn;
 
 pub use error::StoreError;
 pub use key::Key;
+pub use reserve::{SpaceEvent, SpaceWatch, ROOM_AGAIN_BYTES};
 pub use store::{Durability, Store, StoreOptions};
 pub use txn::{ReadTxn, Table, WriteTxn, MAX_KEY_LEN};
 

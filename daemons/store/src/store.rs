@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::group::GroupWriter;
+use crate::reserve::Reserve;
 use crate::txn::{optional, ReadTxn, WriteTxn};
 use crate::{Key, StoreError, Table};
 
@@ -144,6 +145,7 @@ impl Store {
             .map_err(StoreError::lmdb("open environment"))?;
         let env = Arc::new(env);
         check_meta(&env, &opts)?;
+        let reserve = if opts.write_map { Some(Arc::new(Reserve::open(&registration.path, &env)?)) } else { None };
 
         let flusher = match opts.durability {
             Durability::Sync => None,
@@ -153,13 +155,18 @@ impl Store {
             inner: Arc::new(Inner {
                 id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
                 application: opts.application,
-                write_map: opts.write_map,
+                reserve,
                 env,
                 writer: OnceLock::new(),
                 flusher,
                 _registration: registration,
             }),
         })
+    }
+
+    /// The store's directory (canonical).
+    pub fn path(&self) -> &Path {
+        &self.inner._registration.path
     }
 
     /// Returns the handle for table `name`, creating it if missing.
@@ -207,6 +214,9 @@ impl Store {
     where
         E: From<StoreError>,
     {
+        if let Some(reserve) = &self.inner.reserve {
+            reserve.ensure(&self.inner.env).map_err(StoreError::lmdb("reserve space"))?;
+        }
         let txn = self.inner.env.begin_rw_txn().map_err(StoreError::lmdb("begin write"))?;
         let mut txn = WriteTxn::new(txn, self.inner.id);
         let out = f(&mut txn)?;
@@ -236,7 +246,7 @@ impl Store {
     {
         let inner = &self.inner;
         let writer = inner.writer.get_or_init(|| {
-            GroupWriter::start(Arc::clone(&inner.env), inner.id, !inner.write_map).map_err(|e| e.to_string())
+            GroupWriter::start(Arc::clone(&inner.env), inner.id, inner.reserve.clone()).map_err(|e| e.to_string())
         });
         let submitted = match writer {
             Ok(writer) => Ok(writer.submit(f)),
@@ -279,7 +289,8 @@ static OPEN_PATHS: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
 struct Inner {
     id: u64,
     application: &'static str,
-    write_map: bool,
+    /// Disk space reserved ahead of writes through the map (with `write_map`).
+    reserve: Option<Arc<Reserve>>,
     // Field order is drop order: stop the writer thread (it commits what is
     // queued), then the flusher (it syncs one last time), close the
     // environment once its Arc count reaches zero, then release the path so
