@@ -186,20 +186,28 @@ impl Scheduler {
             duration_us: outcome.duration.as_micros() as u64,
             message: outcome.message.clone(),
         };
-        let (stored, event) = {
-            let mut status = check.status();
-            let event = transition(&mut status.stored, outcome.ok, now_ms, &check.schedule);
-            status.stored.last_run_ms = now_ms;
-            status.stored.last = Some(raw.clone());
-            status.recent.push_back((now_ms, raw.ok, raw.duration_us));
-            while status.recent.len() > RECENT {
-                status.recent.pop_front();
-            }
-            status.gauges.clone_from(&outcome.gauges);
-            (status.stored.clone(), event)
-        };
+        // The new status is worked out on a copy and shown (API, page, metrics) only once it is
+        // committed: what was shown survives a crash.
+        let mut next = check.status().clone();
+        let event = transition(&mut next.stored, outcome.ok, now_ms, &check.schedule);
+        next.stored.last_run_ms = now_ms;
+        next.stored.last = Some(raw.clone());
+        if event.is_some() {
+            next.stored.last_alert_ms = now_ms;
+        }
+        next.recent.push_back((now_ms, raw.ok, raw.duration_us));
+        while next.recent.len() > RECENT {
+            next.recent.pop_front();
+        }
+        next.gauges.clone_from(&outcome.gauges);
+        if let Err(e) = self.history.record(check.id, &check.name, now_ms, raw, next.stored.clone()).await {
+            tracing::error!(check = %check.name, error = %e, "cannot store the result");
+        }
+        let (state, since_ms, last_alert_ms) = (next.stored.state, next.stored.since_ms, next.stored.last_alert_ms);
+        *check.status() = next;
+        self.metrics.observe(&check.name, &outcome, state);
+
         let alerts = self.alerts.read().unwrap_or_else(PoisonError::into_inner).clone();
-        let (state, since_ms) = (stored.state, stored.since_ms);
         let make = |kind: EventKind| Event {
             check: check.name.clone(),
             kind: check.config.kind.as_str(),
@@ -209,24 +217,16 @@ impl Scheduler {
             time: now_ms / 1000,
             since: since_ms / 1000,
         };
-        let mut stored = stored;
         match event {
             Some(kind) => {
                 tracing::warn!(check = %check.name, event = ?kind, message = %outcome.message, "state changed");
                 alerts.send(&make(kind));
-                stored.last_alert_ms = now_ms;
             }
-            None if stored.state == State::Down
-                && alerts.remind(&make(EventKind::Reminder), now_ms, stored.last_alert_ms) =>
-            {
-                stored.last_alert_ms = now_ms;
+            None if state == State::Down && alerts.remind(&make(EventKind::Reminder), now_ms, last_alert_ms) => {
+                // Stored with the next result.
+                check.status().stored.last_alert_ms = now_ms;
             }
             None => {}
-        }
-        check.status().stored.last_alert_ms = stored.last_alert_ms;
-        self.metrics.observe(&check.name, &outcome, stored.state);
-        if let Err(e) = self.history.record(check.id, &check.name, now_ms, raw, stored).await {
-            tracing::error!(check = %check.name, error = %e, "cannot store the result");
         }
     }
 }
