@@ -490,3 +490,138 @@ up_after = 2
     assert!(probed.log().contains("reload failed"), "{}", probed.log());
     assert_eq!(probed.get("/api/checks/nginx_tcp").0, 200);
 }
+
+/// PEM → base64 DER of the first certificate.
+fn pem_b64(path: &Path) -> String {
+    let pem = std::fs::read_to_string(path).unwrap();
+    let body: String = pem
+        .lines()
+        .skip_while(|l| !l.starts_with("-----BEGIN CERTIFICATE"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("-----END"))
+        .collect();
+    body
+}
+
+#[test]
+fn probed_pki_checks_against_ocspd_and_ctlogd() {
+    // CRLs valid for 10 minutes: a check wanting an hour of margin finds them stale.
+    let mut pki = signet_tests::pki::Pki::start_with("crl_validity_seconds = 600\n");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (good, _) = pki.issue("good.test");
+    let (revoked, revoked_serial) = pki.issue("revoked.test");
+    let (later, later_serial) = pki.issue("later.test");
+    let (st, out, err) = signet_tests::run(pki.signetctl().args(["cert", "revoke", &revoked_serial]));
+    assert!(st.success(), "{out}{err}");
+    let dir_path = pki.dir.clone();
+    let root = pki.ca("root.pem");
+    let ct = signet_tests::ctlog::CtLog::start(&mut pki.signd, &dir_path, "probelog", &root);
+    let issuer = pki.ca("issuing.pem");
+    let port = free_port();
+    let config = format!(
+        r#"state_dir = {state:?}
+listen = "127.0.0.1:{port}"
+[defaults]
+interval = "300ms"
+timeout = "3s"
+jitter = "0s"
+
+[checks.ocsp_good]
+kind = "ocsp"
+certificate = {good:?}
+issuer = {issuer:?}
+min_margin = "1m"
+
+[checks.ocsp_revoked]
+kind = "ocsp"
+certificate = {revoked:?}
+issuer = {issuer:?}
+
+[checks.ocsp_later]
+kind = "ocsp"
+certificate = {later:?}
+issuer = {issuer:?}
+
+[checks.crl_fresh]
+kind = "crl"
+url = "{crl}"
+issuer = {issuer:?}
+min_margin = "1m"
+max_age = "1h"
+
+[checks.crl_stale]
+kind = "crl"
+url = "{crl}"
+issuer = {issuer:?}
+min_margin = "1h"
+
+[checks.ct_log]
+kind = "ct"
+url = "{ct_url}"
+public_key = "{ct_key}"
+max_age = "1m"
+"#,
+        state = d.join("state"),
+        crl = pki.url("/crl/demo.crl"),
+        ct_url = ct.url(),
+        ct_key = ct.public_key_b64(),
+    );
+    let probed = Probed::start(d, &config, port);
+    let settle = |name: &str, state: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while probed.state(name) != state {
+            assert!(Instant::now() < deadline, "{name} not {state}: {}", probed.check(name));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        probed.check(name)
+    };
+    let g = settle("ocsp_good", "up");
+    assert!(g["last"]["message"].as_str().unwrap().contains("signature verified"), "{g}");
+    let r = settle("ocsp_revoked", "down");
+    assert!(r["last"]["message"].as_str().unwrap().contains("revoked"), "{r}");
+    settle("ocsp_later", "up");
+    let c = settle("crl_fresh", "up");
+    assert!(c["last"]["message"].as_str().unwrap().contains("CRL number"), "{c}");
+    let s = settle("crl_stale", "down");
+    assert!(s["last"]["message"].as_str().unwrap().contains("margin"), "{s}");
+    settle("ct_log", "up");
+
+    // A revocation takes the OCSP check down and gives the CRL a higher number.
+    let (st, out, err) = signet_tests::run(pki.signetctl().args(["cert", "revoke", &later_serial]));
+    assert!(st.success(), "{out}{err}");
+    settle("ocsp_later", "down");
+    assert_eq!(probed.state("crl_fresh"), "up");
+
+    // The log grows: the next checkpoint is verified consistent with the last from the tiles.
+    let chain = serde_json::json!({ "chain": [pem_b64(&good), pem_b64(&issuer)] }).to_string();
+    let out = Command::new("curl")
+        .args(["-s", "-f", "-X", "POST", "-H", "content-type: application/json", "--data", &chain])
+        .arg(format!("{}ct/v1/add-chain", ct.url()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "add-chain: {}", String::from_utf8_lossy(&out.stdout));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let v = probed.check("ct_log");
+        let msg = v["last"]["message"].as_str().unwrap_or_default().to_owned();
+        if msg.contains("consistent with") {
+            assert_eq!(v["state"], "up");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no consistency check: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let (_, metrics) = probed.get("/metrics");
+    for line in [
+        "probe_ocsp_status{daemon=\"probed\",check=\"ocsp_good\"} 0",
+        "probe_ocsp_status{daemon=\"probed\",check=\"ocsp_revoked\"} 1",
+        "probe_success{daemon=\"probed\",check=\"crl_stale\"} 0",
+        "probe_ct_tree_size{daemon=\"probed\",check=\"ct_log\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
+    assert!(metrics.contains("probe_crl_number{daemon=\"probed\",check=\"crl_fresh\"}"), "{metrics}");
+    assert!(metrics.contains("probe_ocsp_next_update_seconds{daemon=\"probed\",check=\"ocsp_good\"}"), "{metrics}");
+}
