@@ -391,6 +391,23 @@ impl CheckConfig {
                 need(self.url.is_some(), "url")?;
                 need(self.public_key.is_some(), "public_key")?;
                 url_scheme(&["http", "https"])?;
+                if let Some(key) = &self.public_key {
+                    use base64::Engine;
+                    let der = base64::engine::general_purpose::STANDARD
+                        .decode(key.trim())
+                        .map_err(|e| format!("check `{name}`: public_key: {e}"))?;
+                    signet_ct::LogKey::from_spki_der(&der).map_err(|e| format!("check `{name}`: public_key: {e}"))?;
+                }
+            }
+        }
+        if let (Kind::Ocsp, None, Some(path)) = (self.kind, &self.url, &self.certificate) {
+            let pem = std::fs::read(path).map_err(|e| format!("check `{name}`: {}: {e}", path.display()))?;
+            let has_aia = openssl::x509::X509::from_pem(&pem)
+                .ok()
+                .and_then(|c| c.ocsp_responders().ok())
+                .is_some_and(|r| !r.is_empty());
+            if !has_aia {
+                return bad("the certificate names no OCSP responder (AIA); give `url`");
             }
         }
         for path in [&self.ca_file, &self.certificate, &self.issuer].into_iter().flatten() {
@@ -580,6 +597,9 @@ mod tests {
         assert!(c.check_config().unwrap_err().contains("http or https"));
         let c = parse(&format!("{BASE}[checks.a]\nkind = \"dns\"\nname = \"x\"\nrecord_type = \"QQ\"\n")).unwrap();
         assert!(c.check_config().unwrap_err().contains("record_type"));
+        let c =
+            parse(&format!("{BASE}[checks.a]\nkind = \"ct\"\nurl = \"http://x/\"\npublic_key = \"AAAA\"\n")).unwrap();
+        assert!(c.check_config().unwrap_err().contains("public_key"));
         let c = parse(&format!("{BASE}[[webhooks]]\nurl = \"http://h/\"\nchecks = [\"nope\"]\n")).unwrap();
         assert!(c.check_config().unwrap_err().contains("nope"));
     }
