@@ -210,6 +210,7 @@ fn serve_one(mut conn: TcpStream, switch_on: &AtomicBool, hooks: &Mutex<Vec<(Str
             ("200 OK", "slow but fine\n")
         }
         "/wrong" => ("200 OK", "goodbye\n"),
+        "/json" => ("200 OK", "{\"status\": \"ok\", \"queue\": {\"depth\": 3}}"),
         "/switch" if switch_on.load(Ordering::SeqCst) => ("200 OK", "switch on\n"),
         "/switch" => ("503 Service Unavailable", "switch off\n"),
         "/hook" | "/slack" => {
@@ -349,6 +350,21 @@ kind = "http"
 url = "{wrong}"
 expect_body = "hello"
 
+[checks.json]
+kind = "http"
+url = "{json}"
+expect_json = {{ "/status" = "ok", "/queue/depth" = 3 }}
+
+[checks.json_wrong]
+kind = "http"
+url = "{json}"
+expect_json = {{ "/queue/depth" = 4 }}
+
+[checks.self_h2c]
+kind = "http"
+url = "http://127.0.0.1:{port}/healthz"
+http_version = "2"
+
 [checks.switch]
 kind = "http"
 url = "{switch}"
@@ -360,6 +376,7 @@ up_after = 2
         slow = server.url("/slow"),
         wrong = server.url("/wrong"),
         switch = server.url("/switch"),
+        json = server.url("/json"),
     );
     let config = format!(
         "state_dir = {:?}\nlisten = \"127.0.0.1:{port}\"\nrefresh_seconds = 5\n\
@@ -381,6 +398,9 @@ up_after = 2
         ("slow", "down"),
         ("wrong_body", "down"),
         ("switch", "up"),
+        ("json", "up"),
+        ("json_wrong", "down"),
+        ("self_h2c", "up"),
     ];
     for (name, state) in expected {
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -395,7 +415,10 @@ up_after = 2
     assert!(probed.check("wrong_body")["last"]["message"].as_str().unwrap().contains("does not contain"));
     assert!(probed.check("closed_port")["last"]["message"].as_str().unwrap().contains("connect"));
     let list: Value = serde_json::from_str(&probed.get("/api/checks").1).unwrap();
-    assert_eq!(list["checks"].as_array().unwrap().len(), 7);
+    assert_eq!(list["checks"].as_array().unwrap().len(), 10);
+    // h2c by prior knowledge, against probed's own scaffold.
+    assert!(probed.check("self_h2c")["last"]["message"].as_str().unwrap().contains("HTTP/2"));
+    assert!(probed.check("json_wrong")["last"]["message"].as_str().unwrap().contains("/queue/depth is 3"));
     assert_eq!(probed.get("/api/checks/nope").0, 404);
 
     // Metrics in blackbox_exporter's names.
@@ -430,10 +453,10 @@ up_after = 2
     wait_for(Duration::from_secs(10), "resolved alert", || server.events("switch").len() == 2);
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(server.events("switch"), ["down", "resolved"]);
-    for name in ["closed_port", "slow", "wrong_body"] {
+    for name in ["closed_port", "slow", "wrong_body", "json_wrong"] {
         assert_eq!(server.events(name), ["down"], "{name}");
     }
-    for name in ["nginx_http", "nginx_https", "nginx_tls"] {
+    for name in ["nginx_http", "nginx_https", "nginx_tls", "json", "self_h2c"] {
         assert!(server.events(name).is_empty(), "{name}");
     }
     let down = server.alerts().into_iter().find(|(p, v)| p == "/hook" && v["check"] == "closed_port").unwrap().1;

@@ -215,6 +215,9 @@ pub struct CheckConfig {
     /// http: response headers that must be present and contain the given value.
     #[serde(default)]
     pub expect_headers: BTreeMap<String, String>,
+    /// http: values the body, parsed as JSON, must hold at JSON pointers (`{ "/status" = "ok" }`).
+    #[serde(default)]
+    pub expect_json: BTreeMap<String, serde_json::Value>,
     /// http: the longest a successful answer may take.
     #[serde(default, deserialize_with = "opt_duration")]
     pub max_latency: Option<Duration>,
@@ -347,6 +350,9 @@ impl CheckConfig {
                     if hyper::Method::from_bytes(m.as_bytes()).is_err() {
                         return bad(&format!("method `{m}` is not an HTTP method"));
                     }
+                }
+                if let Some(p) = self.expect_json.keys().find(|p| !p.is_empty() && !p.starts_with('/')) {
+                    return bad(&format!("expect_json key `{p}` is not a JSON pointer (\"/a/0/b\")"));
                 }
                 for code in &self.expect_status {
                     if !(100..=599).contains(code) {

@@ -80,6 +80,7 @@ pub struct HttpProbe {
     expect_body: Option<String>,
     expect_body_regex: Option<regex::Regex>,
     expect_headers: Vec<(HeaderName, String)>,
+    expect_json: Vec<(String, serde_json::Value)>,
     max_latency: Option<Duration>,
 }
 
@@ -112,6 +113,7 @@ impl HttpProbe {
             expect_body: c.expect_body.clone(),
             expect_body_regex: c.expect_body_regex.as_ref().map(|p| p.0.clone()),
             expect_headers,
+            expect_json: c.expect_json.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             max_latency: c.max_latency,
         })
     }
@@ -168,6 +170,17 @@ impl HttpProbe {
                 Some(v) if v.contains(want.as_str()) => {}
                 Some(v) => return Err(report(format!("header {name}: {v:?} does not contain {want:?}"))),
                 None => return Err(report(format!("no header {name}"))),
+            }
+        }
+        if !self.expect_json.is_empty() {
+            let json: serde_json::Value =
+                serde_json::from_slice(&body).map_err(|e| report(format!("status {status}, body is not JSON: {e}")))?;
+            for (pointer, want) in &self.expect_json {
+                match json.pointer(pointer) {
+                    Some(v) if v == want => {}
+                    Some(v) => return Err(report(format!("JSON {pointer} is {v}, expected {want}"))),
+                    None => return Err(report(format!("JSON {pointer} is missing"))),
+                }
             }
         }
         if let Some(max) = self.max_latency {
