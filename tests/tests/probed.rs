@@ -4,7 +4,7 @@
 //! alert per state change and one resolved message. States are read through `/api/checks`,
 //! `/metrics` and the status page; then probed is killed with SIGKILL and restarted: the history
 //! is there, no alert is repeated, the checks resume. A SIGHUP reload keeps the history of the
-//! checks that survive it.
+//! checks that survive it. The PKI checks run against the appliance's own ocspd, ctlogd and signd.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -541,6 +541,11 @@ fn probed_pki_checks_against_ocspd_and_ctlogd() {
     let root = pki.ca("root.pem");
     let ct = signet_tests::ctlog::CtLog::start(&mut pki.signd, &dir_path, "probelog", &root);
     let issuer = pki.ca("issuing.pem");
+    // A probe key in signd: probed signs a test message with it each run.
+    signet_ipc::block_on(
+        pki.signd.client().generate_key(pki.signd.spec("probe-key", signet_ipc::KeyAlgorithm::EcP256)),
+    )
+    .unwrap();
     let port = free_port();
     let config = format!(
         r#"state_dir = {state:?}
@@ -579,6 +584,16 @@ url = "{crl}"
 issuer = {issuer:?}
 min_margin = "1h"
 
+[checks.signd]
+kind = "signd"
+socket = {signd:?}
+key = "probe-key"
+
+[checks.signd_no_key]
+kind = "signd"
+socket = {signd:?}
+key = "no-such-key"
+
 [checks.ct_log]
 kind = "ct"
 url = "{ct_url}"
@@ -589,6 +604,7 @@ max_age = "1m"
         crl = pki.url("/crl/demo.crl"),
         ct_url = ct.url(),
         ct_key = ct.public_key_b64(),
+        signd = pki.signd.socket,
     );
     let probed = Probed::start(d, &config, port);
     let settle = |name: &str, state: &str| {
@@ -609,6 +625,9 @@ max_age = "1m"
     let s = settle("crl_stale", "down");
     assert!(s["last"]["message"].as_str().unwrap().contains("margin"), "{s}");
     settle("ct_log", "up");
+    let sd = settle("signd", "up");
+    assert!(sd["last"]["message"].as_str().unwrap().contains("verified"), "{sd}");
+    settle("signd_no_key", "down");
 
     // A revocation takes the OCSP check down and gives the CRL a higher number.
     let (st, out, err) = signet_tests::run(pki.signetctl().args(["cert", "revoke", &later_serial]));
@@ -645,6 +664,7 @@ max_age = "1m"
     ] {
         assert!(metrics.contains(line), "{line} in {metrics}");
     }
+    assert!(metrics.contains("probe_signd_sign_seconds{daemon=\"probed\",check=\"signd\"}"), "{metrics}");
     assert!(metrics.contains("probe_crl_number{daemon=\"probed\",check=\"crl_fresh\"}"), "{metrics}");
     assert!(metrics.contains("probe_ocsp_next_update_seconds{daemon=\"probed\",check=\"ocsp_good\"}"), "{metrics}");
 }

@@ -14,7 +14,7 @@
 //! up_after = 1                           # successful runs in a row before it is up again
 //!
 //! [checks.web]
-//! kind = "http"                          # http | tcp | tls | dns | ocsp | crl | ct
+//! kind = "http"                          # http | tcp | tls | dns | ocsp | crl | ct | signd
 //! url = "https://www.example.net/"
 //! expect_status = [200]
 //! expect_body = "Welcome"
@@ -129,6 +129,8 @@ pub enum Kind {
     Crl,
     /// A CT log's checkpoint: signature, age, growth, consistency.
     Ct,
+    /// signd's health and a test signature's latency through a probe key.
+    Signd,
 }
 
 impl Kind {
@@ -142,6 +144,7 @@ impl Kind {
             Kind::Ocsp => "ocsp",
             Kind::Crl => "crl",
             Kind::Ct => "ct",
+            Kind::Signd => "signd",
         }
     }
 }
@@ -276,6 +279,16 @@ pub struct CheckConfig {
     /// ct: the log's public key, base64 DER SubjectPublicKeyInfo.
     #[serde(default)]
     pub public_key: Option<String>,
+
+    /// signd: its socket.
+    #[serde(default)]
+    pub socket: Option<PathBuf>,
+    /// signd: the probe key a test message is signed with (default: only signd's health).
+    #[serde(default)]
+    pub key: Option<String>,
+    /// signd: the role the signature is asked in (default: the caller's first role).
+    #[serde(default)]
+    pub role: Option<String>,
 }
 
 fn yes() -> bool {
@@ -393,6 +406,7 @@ impl CheckConfig {
                 need(self.issuer.is_some(), "issuer")?;
                 url_scheme(&["http", "https"])?;
             }
+            Kind::Signd => need(self.socket.is_some(), "socket")?,
             Kind::Ct => {
                 need(self.url.is_some(), "url")?;
                 need(self.public_key.is_some(), "public_key")?;

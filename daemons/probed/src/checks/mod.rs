@@ -10,6 +10,7 @@ pub mod ct;
 pub mod http;
 pub mod net;
 pub mod pki;
+pub mod signd;
 
 /// A gauge a check sets beside `probe_success` and `probe_duration_seconds`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -39,11 +40,15 @@ pub enum Gauge {
     CtTreeSize,
     /// Seconds since the checkpoint's timestamp (ct).
     CtCheckpointAge,
+    /// Seconds a test signature took (signd).
+    SigndSignLatency,
+    /// Keys signd could not load or check (signd).
+    SigndKeysUnavailable,
 }
 
 impl Gauge {
     /// Every gauge, for registration.
-    pub const ALL: [Gauge; 12] = [
+    pub const ALL: [Gauge; 14] = [
         Gauge::SslEarliestCertExpiry,
         Gauge::HttpStatusCode,
         Gauge::HttpVersion,
@@ -56,6 +61,8 @@ impl Gauge {
         Gauge::CrlEntries,
         Gauge::CtTreeSize,
         Gauge::CtCheckpointAge,
+        Gauge::SigndSignLatency,
+        Gauge::SigndKeysUnavailable,
     ];
 
     /// The metric name and its help text.
@@ -77,6 +84,8 @@ impl Gauge {
             Gauge::CtCheckpointAge => {
                 ("probe_ct_checkpoint_age_seconds", "Seconds since the CT checkpoint's timestamp")
             }
+            Gauge::SigndSignLatency => ("probe_signd_sign_seconds", "Seconds a test signature through signd took"),
+            Gauge::SigndKeysUnavailable => ("probe_signd_keys_unavailable", "Keys signd could not load or check"),
         }
     }
 }
@@ -137,6 +146,8 @@ pub enum Probe {
     Crl(pki::CrlProbe),
     /// kind = "ct".
     Ct(ct::CtProbe),
+    /// kind = "signd".
+    Signd(signd::SigndProbe),
 }
 
 impl std::fmt::Debug for Probe {
@@ -149,6 +160,7 @@ impl std::fmt::Debug for Probe {
             Probe::Ocsp(_) => "Probe::Ocsp",
             Probe::Crl(_) => "Probe::Crl",
             Probe::Ct(_) => "Probe::Ct",
+            Probe::Signd(_) => "Probe::Signd",
         })
     }
 }
@@ -164,6 +176,7 @@ impl Probe {
             Kind::Ocsp => Probe::Ocsp(pki::OcspProbe::new(c)?),
             Kind::Crl => Probe::Crl(pki::CrlProbe::new(c)?),
             Kind::Ct => Probe::Ct(ct::CtProbe::new(c)?),
+            Kind::Signd => Probe::Signd(signd::SigndProbe::new(c)?),
         })
     }
 
@@ -177,6 +190,7 @@ impl Probe {
             Probe::Ocsp(p) => p.run().await,
             Probe::Crl(p) => p.run().await,
             Probe::Ct(p) => p.run().await,
+            Probe::Signd(p) => p.run().await,
         }
     }
 
