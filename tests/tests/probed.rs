@@ -606,8 +606,8 @@ max_age = "1m"
         ct_key = ct.public_key_b64(),
         signd = pki.signd.socket,
     );
-    let probed = Probed::start(d, &config, port);
-    let settle = |name: &str, state: &str| {
+    let mut probed = Probed::start(d, &config, port);
+    let settle = |probed: &Probed, name: &str, state: &str| {
         let deadline = Instant::now() + Duration::from_secs(20);
         while probed.state(name) != state {
             assert!(Instant::now() < deadline, "{name} not {state}: {}", probed.check(name));
@@ -615,24 +615,24 @@ max_age = "1m"
         }
         probed.check(name)
     };
-    let g = settle("ocsp_good", "up");
+    let g = settle(&probed, "ocsp_good", "up");
     assert!(g["last"]["message"].as_str().unwrap().contains("signature verified"), "{g}");
-    let r = settle("ocsp_revoked", "down");
+    let r = settle(&probed, "ocsp_revoked", "down");
     assert!(r["last"]["message"].as_str().unwrap().contains("revoked"), "{r}");
-    settle("ocsp_later", "up");
-    let c = settle("crl_fresh", "up");
+    settle(&probed, "ocsp_later", "up");
+    let c = settle(&probed, "crl_fresh", "up");
     assert!(c["last"]["message"].as_str().unwrap().contains("CRL number"), "{c}");
-    let s = settle("crl_stale", "down");
+    let s = settle(&probed, "crl_stale", "down");
     assert!(s["last"]["message"].as_str().unwrap().contains("margin"), "{s}");
-    settle("ct_log", "up");
-    let sd = settle("signd", "up");
+    settle(&probed, "ct_log", "up");
+    let sd = settle(&probed, "signd", "up");
     assert!(sd["last"]["message"].as_str().unwrap().contains("verified"), "{sd}");
-    settle("signd_no_key", "down");
+    settle(&probed, "signd_no_key", "down");
 
     // A revocation takes the OCSP check down and gives the CRL a higher number.
     let (st, out, err) = signet_tests::run(pki.signetctl().args(["cert", "revoke", &later_serial]));
     assert!(st.success(), "{out}{err}");
-    settle("ocsp_later", "down");
+    settle(&probed, "ocsp_later", "down");
     assert_eq!(probed.state("crl_fresh"), "up");
 
     // The log grows: the next checkpoint is verified consistent with the last from the tiles.
@@ -655,12 +655,38 @@ max_age = "1m"
         std::thread::sleep(Duration::from_millis(100));
     }
 
+    // kill -9: the CT check remembers the last tree it verified (committed with its result), so
+    // the log's next growth is checked for consistency with it after the restart.
+    // The log grows while probed is down: the first run after the restart must check it.
+    probed.kill9();
+    let chain = serde_json::json!({ "chain": [pem_b64(&revoked), pem_b64(&issuer)] }).to_string();
+    let out = Command::new("curl")
+        .args(["-s", "-f", "-X", "POST", "-H", "content-type: application/json", "--data", &chain])
+        .arg(format!("{}ct/v1/add-chain", ct.url()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "add-chain: {}", String::from_utf8_lossy(&out.stdout));
+    wait_for(Duration::from_secs(10), "tree size 2", || {
+        String::from_utf8_lossy(&ct.get("checkpoint").1).lines().nth(1) == Some("2")
+    });
+    probed.spawn();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let v = probed.check("ct_log");
+        if v["last"]["message"].as_str().unwrap_or_default().contains("(+1, consistent with 1 ") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no consistency check after the restart: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    settle(&probed, "crl_fresh", "up");
+
     let (_, metrics) = probed.get("/metrics");
     for line in [
         "probe_ocsp_status{daemon=\"probed\",check=\"ocsp_good\"} 0",
         "probe_ocsp_status{daemon=\"probed\",check=\"ocsp_revoked\"} 1",
         "probe_success{daemon=\"probed\",check=\"crl_stale\"} 0",
-        "probe_ct_tree_size{daemon=\"probed\",check=\"ct_log\"} 1",
+        "probe_ct_tree_size{daemon=\"probed\",check=\"ct_log\"} 2",
     ] {
         assert!(metrics.contains(line), "{line} in {metrics}");
     }

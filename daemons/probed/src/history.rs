@@ -108,6 +108,9 @@ pub struct StoredState {
     pub last_run_ms: u64,
     /// The last run's result.
     pub last: Option<RawResult>,
+    /// What the check remembers between runs (a CRL's number, a CT log's last tree), as the
+    /// check encodes it.
+    pub memo: Option<Vec<u8>>,
 }
 
 /// probed's store.

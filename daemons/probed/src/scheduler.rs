@@ -161,6 +161,10 @@ impl Scheduler {
     }
 
     async fn run_check(self: Arc<Self>, check: Arc<Check>, probe: Probe) {
+        let memo = check.status().stored.memo.clone();
+        if let Some(memo) = memo {
+            probe.restore(&memo);
+        }
         let s = check.schedule.clone();
         let mut next = Instant::now() + jitter(s.jitter);
         loop {
@@ -173,13 +177,13 @@ impl Scheduler {
                 () = check.cancel.cancelled() => return,
                 o = probe.run(s.timeout, s.retries) => o,
             };
-            self.complete(&check, outcome).await;
+            self.complete(&check, outcome, probe.memo()).await;
             next = (started + s.interval + jitter(s.jitter)).max(Instant::now());
         }
     }
 
     /// Applies a run's outcome: flap suppression, the store, metrics, alerts.
-    async fn complete(&self, check: &Check, outcome: Outcome) {
+    async fn complete(&self, check: &Check, outcome: Outcome, memo: Option<Vec<u8>>) {
         let now_ms = unix_ms();
         let raw = RawResult {
             ok: outcome.ok,
@@ -192,6 +196,7 @@ impl Scheduler {
         let event = transition(&mut next.stored, outcome.ok, now_ms, &check.schedule);
         next.stored.last_run_ms = now_ms;
         next.stored.last = Some(raw.clone());
+        next.stored.memo = memo;
         if event.is_some() {
             next.stored.last_alert_ms = now_ms;
         }

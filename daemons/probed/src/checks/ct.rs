@@ -56,6 +56,24 @@ impl CtProbe {
         })
     }
 
+    /// The last verified tree: size (8 bytes, big-endian) and root.
+    pub fn memo(&self) -> Option<Vec<u8>> {
+        let last = *self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        last.map(|(size, root)| [size.to_be_bytes().as_slice(), root.as_slice()].concat())
+    }
+
+    /// Restores the last verified tree.
+    pub fn restore(&self, memo: &[u8]) {
+        if memo.len() != 40 {
+            return;
+        }
+        let (size, root) = memo.split_at(8);
+        if let (Ok(size), Ok(root)) = (<[u8; 8]>::try_from(size), Hash::try_from(root)) {
+            *self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                Some((u64::from_be_bytes(size), root));
+        }
+    }
+
     /// One look at the log.
     pub async fn run(&self) -> Probed {
         let url = format!("{}checkpoint", self.prefix);

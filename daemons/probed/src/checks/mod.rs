@@ -180,6 +180,24 @@ impl Probe {
         })
     }
 
+    /// What the check remembers between runs, to be kept across restarts (see [`Probe::restore`]).
+    pub fn memo(&self) -> Option<Vec<u8>> {
+        match self {
+            Probe::Crl(p) => p.memo(),
+            Probe::Ct(p) => p.memo(),
+            _ => None,
+        }
+    }
+
+    /// Gives the check back what [`Probe::memo`] returned before a restart or reload.
+    pub fn restore(&self, memo: &[u8]) {
+        match self {
+            Probe::Crl(p) => p.restore(memo),
+            Probe::Ct(p) => p.restore(memo),
+            _ => {}
+        }
+    }
+
     /// One attempt, without a time limit.
     pub async fn attempt(&self) -> Probed {
         match self {

@@ -197,6 +197,16 @@ impl CrlProbe {
         })
     }
 
+    /// The highest CRL number seen, big-endian.
+    pub fn memo(&self) -> Option<Vec<u8>> {
+        self.last_number.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Restores the highest CRL number seen.
+    pub fn restore(&self, memo: &[u8]) {
+        *self.last_number.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(memo.to_vec());
+    }
+
     /// One fetch: signature, freshness, number.
     pub async fn run(&self) -> Probed {
         let (status, body) = fetch(&self.client, &self.url, None).await.map_err(Report::msg)?;
