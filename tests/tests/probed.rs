@@ -421,6 +421,24 @@ up_after = 2
     assert!(probed.check("json_wrong")["last"]["message"].as_str().unwrap().contains("/queue/depth is 3"));
     assert_eq!(probed.get("/api/checks/nope").0, 404);
 
+    // signetctl probe: the same checks, run once from the same config.
+    let ctl = |args: &[&str]| {
+        signet_tests::run(Command::new(bin("signetctl")).arg("probe").args(args).arg("--config").arg(&probed.config))
+    };
+    let (st, out, err) = ctl(&["run", "nginx_https"]);
+    assert!(st.success() && out.contains("nginx_https: ok") && out.contains("HTTP/2"), "{out}{err}");
+    let (st, out, err) = ctl(&["run", "closed_port"]);
+    assert_eq!(st.code(), Some(1), "{out}{err}");
+    assert!(out.contains("closed_port: FAILED") && err.contains("failed"), "{out}{err}");
+    let (st, out, _) = ctl(&["run", "nginx_tls", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(st.success() && v["ok"] == true && v["gauges"]["probe_ssl_earliest_cert_expiry"].is_number(), "{v}");
+    assert_eq!(ctl(&["run", "nope"]).0.code(), Some(4));
+    let (st, out, _) = ctl(&["list", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(st.success());
+    assert_eq!(v["checks"].as_array().unwrap().len(), 10, "{v}");
+
     // Metrics in blackbox_exporter's names.
     let (_, metrics) = probed.get("/metrics");
     assert!(metrics.contains("probe_success{daemon=\"probed\",check=\"nginx_http\"} 1"), "{metrics}");
