@@ -596,6 +596,18 @@ issuer = {issuer:?}
 min_margin = "1m"
 max_age = "1h"
 
+[checks.crl_shard]
+kind = "crl"
+url = "{crl_shard}"
+issuer = {issuer:?}
+min_margin = "1m"
+
+[checks.crl_delta]
+kind = "crl"
+url = "{crl_delta}"
+issuer = {issuer:?}
+min_margin = "1m"
+
 [checks.crl_stale]
 kind = "crl"
 url = "{crl}"
@@ -620,6 +632,8 @@ max_age = "1m"
 "#,
         state = d.join("state"),
         crl = pki.url("/crl/demo.crl"),
+        crl_shard = pki.url("/crl/demo/0.crl"),
+        crl_delta = pki.url("/crl/demo/delta.crl"),
         ct_url = ct.url(),
         ct_key = ct.public_key_b64(),
         signd = pki.signd.socket,
@@ -640,6 +654,9 @@ max_age = "1m"
     settle(&probed, "ocsp_later", "up");
     let c = settle(&probed, "crl_fresh", "up");
     assert!(c["last"]["message"].as_str().unwrap().contains("CRL number"), "{c}");
+    settle(&probed, "crl_shard", "up");
+    let delta = settle(&probed, "crl_delta", "up");
+    assert!(delta["last"]["message"].as_str().unwrap().contains("delta CRL"), "{delta}");
     let s = settle(&probed, "crl_stale", "down");
     assert!(s["last"]["message"].as_str().unwrap().contains("margin"), "{s}");
     settle(&probed, "ct_log", "up");

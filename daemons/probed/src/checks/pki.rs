@@ -232,6 +232,14 @@ impl CrlProbe {
             .find(|e| e.extn_id == const_oid::db::rfc5280::ID_CE_CRL_NUMBER)
             .and_then(|e| der::asn1::Uint::from_der(e.extn_value.as_bytes()).ok())
             .map(|n| n.as_bytes().iter().copied().skip_while(|b| *b == 0).collect::<Vec<u8>>());
+        // A delta CRL names the number of its base CRL.
+        let delta_base = tbs
+            .crl_extensions
+            .iter()
+            .flatten()
+            .find(|e| e.extn_id == const_oid::db::rfc5280::ID_CE_DELTA_CRL_INDICATOR)
+            .and_then(|e| der::asn1::Uint::from_der(e.extn_value.as_bytes()).ok())
+            .map(|n| n.as_bytes().iter().fold(0u128, |acc, b| acc.wrapping_shl(8) | u128::from(*b)));
         let mut report = Report::msg("").gauge(Gauge::CrlEntries, entries as f64);
         if let Some(next) = next_update {
             report = report.gauge(Gauge::CrlNextUpdate, (next - now_unix()) as f64);
@@ -256,8 +264,9 @@ impl CrlProbe {
             report.message = e;
             return Err(report);
         }
+        let what = delta_base.map_or_else(|| "CRL".to_owned(), |b| format!("delta CRL (base {b})"));
         report.message = format!(
-            "CRL number {shown}, {entries} entries, signature verified, next update in {}",
+            "{what} number {shown}, {entries} entries, signature verified, next update in {}",
             next_update.map_or_else(|| "(none)".to_owned(), |n| format!("{}s", n - now_unix()))
         );
         Ok(report)
