@@ -35,8 +35,13 @@ pub struct Check {
     pub schedule: Schedule,
     /// What changes run by run (shared with the check's successor after a reload).
     pub status: Arc<Mutex<Status>>,
+    /// Uptime over 24 h, 7 d and 30 d, and when it was computed (unix ms).
+    uptime: Mutex<Option<(u64, [Option<f64>; 3])>>,
     cancel: CancellationToken,
 }
+
+/// How long a computed uptime is shown before it is computed again from the aggregates.
+const UPTIME_TTL_MS: u64 = 60_000;
 
 /// A check's state between runs.
 #[derive(Clone, Debug, Default)]
@@ -50,6 +55,22 @@ pub struct Status {
 }
 
 impl Check {
+    /// Uptime in percent over 24 hours, 7 days and 30 days (None: no runs), from `history`'s
+    /// aggregates, computed at most once a minute (a page of thousands of checks stays cheap).
+    pub fn uptime(&self, history: &History) -> [Option<f64>; 3] {
+        let now = unix_ms();
+        let mut cached = self.uptime.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, up)) = *cached {
+            if now.saturating_sub(at) < UPTIME_TTL_MS {
+                return up;
+            }
+        }
+        const DAY_MS: u64 = 86_400_000;
+        let up = [DAY_MS, 7 * DAY_MS, 30 * DAY_MS].map(|w| history.uptime(self.id, now, w).ok().flatten());
+        *cached = Some((now, up));
+        up
+    }
+
     /// The status, locked.
     pub fn status(&self) -> MutexGuard<'_, Status> {
         self.status.lock().unwrap_or_else(PoisonError::into_inner)
@@ -138,6 +159,7 @@ impl Scheduler {
                 config,
                 schedule,
                 status,
+                uptime: Mutex::new(None),
                 cancel: self.shutdown.child_token(),
             });
             self.metrics.set_state(&name, check.status().stored.state);

@@ -15,9 +15,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 use signet_runtime::http::{text_response, Handler};
 
-use crate::scheduler::{unix_ms, Check, Scheduler};
-
-const DAY_MS: u64 = 86_400_000;
+use crate::scheduler::{Check, Scheduler};
 
 /// One check as the API shows it.
 #[derive(Debug, Serialize)]
@@ -79,9 +77,7 @@ pub struct RunView {
 /// The view of `check` now.
 pub fn view(scheduler: &Scheduler, check: &Check) -> CheckView {
     let status = check.status().clone();
-    let now = unix_ms();
-    let h = scheduler.history();
-    let uptime = |w: u64| h.uptime(check.id, now, w).ok().flatten();
+    let [day, week, month] = check.uptime(scheduler.history());
     let s = &status.stored;
     CheckView {
         name: check.name.clone(),
@@ -97,7 +93,7 @@ pub fn view(scheduler: &Scheduler, check: &Check) -> CheckView {
             duration_seconds: r.duration_us as f64 / 1e6,
             message: Some(r.message.clone()),
         }),
-        uptime: Uptime { day: uptime(DAY_MS), week: uptime(7 * DAY_MS), month: uptime(30 * DAY_MS) },
+        uptime: Uptime { day, week, month },
         interval_seconds: check.schedule.interval.as_secs_f64(),
         gauges: status.gauges.iter().map(|(g, v)| (g.metric().0.to_owned(), serde_json::json!(v))).collect(),
         recent: status
