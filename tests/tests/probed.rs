@@ -729,3 +729,35 @@ max_age = "1m"
     assert!(metrics.contains("probe_crl_number{daemon=\"probed\",check=\"crl_fresh\"}"), "{metrics}");
     assert!(metrics.contains("probe_ocsp_next_update_seconds{daemon=\"probed\",check=\"ocsp_good\"}"), "{metrics}");
 }
+
+#[test]
+fn probed_runs_two_thousand_checks_on_a_few_threads() {
+    // Thousands of checks are tasks on one runtime, not threads.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            drop(conn);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut config = format!(
+        "state_dir = {:?}\nlisten = \"127.0.0.1:{port}\"\n[defaults]\ninterval = \"1s\"\njitter = \"1s\"\ntimeout = \"2s\"\n",
+        dir.path().join("state")
+    );
+    for i in 0..2000 {
+        config.push_str(&format!("[checks.tcp{i:04}]\nkind = \"tcp\"\naddress = \"127.0.0.1:{target}\"\n"));
+    }
+    let probed = Probed::start(dir.path(), &config, port);
+    wait_for(Duration::from_secs(30), "2000 checks up", || {
+        let (_, metrics) = probed.get("/metrics");
+        metrics.lines().filter(|l| l.starts_with("probe_state{") && l.ends_with(" 1")).count() == 2000
+    });
+    let pid = probed.child.as_ref().unwrap().id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let threads: usize = status.lines().find_map(|l| l.strip_prefix("Threads:")).unwrap().trim().parse().unwrap();
+    assert!(threads < 64, "{threads} threads for 2000 checks");
+    let list: Value = serde_json::from_str(&probed.get("/api/checks").1).unwrap();
+    assert_eq!(list["checks"].as_array().unwrap().len(), 2000);
+}
