@@ -1,5 +1,5 @@
 //! probed against real servers the test starts: Debian's nginx over HTTP and HTTPS (HTTP/2 by
-//! ALPN; a certificate made with the openssl CLI), a closed port, a slow endpoint, a wrong body
+//! ALPN; a certificate made with the openssl CLI), signet-testdns, a closed port, a slow endpoint, a wrong body
 //! and an endpoint the test turns off and on, with a webhook receiver that must get exactly one
 //! alert per state change and one resolved message. States are read through `/api/checks`,
 //! `/metrics` and the status page; then probed is killed with SIGKILL and restarted: the history
@@ -311,6 +311,7 @@ fn probed_checks_real_servers_alerts_and_survives_kill9() {
     let (ca, cert, key) = make_certs(d);
     let nginx = Nginx::start(d, &cert, &key);
     let server = TestServer::start();
+    let dns = signet_tests::testdns::TestDns::start(&d.join("zone"), "www.probe.test A 127.0.0.1\n");
     let closed = free_port();
     let port = free_port();
     let checks = format!(
@@ -365,6 +366,23 @@ kind = "http"
 url = "http://127.0.0.1:{port}/healthz"
 http_version = "2"
 
+[checks.dns_a]
+kind = "dns"
+name = "www.probe.test"
+resolver = "{dns}"
+expect = ["127.0.0.1"]
+
+[checks.dns_wrong]
+kind = "dns"
+name = "www.probe.test"
+resolver = "{dns}"
+expect = ["10.0.0.1"]
+
+[checks.dns_missing]
+kind = "dns"
+name = "nothing.probe.test"
+resolver = "{dns}"
+
 [checks.switch]
 kind = "http"
 url = "{switch}"
@@ -377,6 +395,7 @@ up_after = 2
         wrong = server.url("/wrong"),
         switch = server.url("/switch"),
         json = server.url("/json"),
+        dns = dns.addr(),
     );
     let config = format!(
         "state_dir = {:?}\nlisten = \"127.0.0.1:{port}\"\nrefresh_seconds = 5\n\
@@ -401,6 +420,9 @@ up_after = 2
         ("json", "up"),
         ("json_wrong", "down"),
         ("self_h2c", "up"),
+        ("dns_a", "up"),
+        ("dns_wrong", "down"),
+        ("dns_missing", "down"),
     ];
     for (name, state) in expected {
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -415,7 +437,7 @@ up_after = 2
     assert!(probed.check("wrong_body")["last"]["message"].as_str().unwrap().contains("does not contain"));
     assert!(probed.check("closed_port")["last"]["message"].as_str().unwrap().contains("connect"));
     let list: Value = serde_json::from_str(&probed.get("/api/checks").1).unwrap();
-    assert_eq!(list["checks"].as_array().unwrap().len(), 10);
+    assert_eq!(list["checks"].as_array().unwrap().len(), 13);
     // h2c by prior knowledge, against probed's own scaffold.
     assert!(probed.check("self_h2c")["last"]["message"].as_str().unwrap().contains("HTTP/2"));
     assert!(probed.check("json_wrong")["last"]["message"].as_str().unwrap().contains("/queue/depth is 3"));
@@ -437,7 +459,7 @@ up_after = 2
     let (st, out, _) = ctl(&["list", "--json"]);
     let v: Value = serde_json::from_str(&out).unwrap();
     assert!(st.success());
-    assert_eq!(v["checks"].as_array().unwrap().len(), 10, "{v}");
+    assert_eq!(v["checks"].as_array().unwrap().len(), 13, "{v}");
 
     // Metrics in blackbox_exporter's names.
     let (_, metrics) = probed.get("/metrics");
@@ -471,10 +493,10 @@ up_after = 2
     wait_for(Duration::from_secs(10), "resolved alert", || server.events("switch").len() == 2);
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(server.events("switch"), ["down", "resolved"]);
-    for name in ["closed_port", "slow", "wrong_body", "json_wrong"] {
+    for name in ["closed_port", "slow", "wrong_body", "json_wrong", "dns_wrong", "dns_missing"] {
         assert_eq!(server.events(name), ["down"], "{name}");
     }
-    for name in ["nginx_http", "nginx_https", "nginx_tls", "json", "self_h2c"] {
+    for name in ["nginx_http", "nginx_https", "nginx_tls", "json", "self_h2c", "dns_a"] {
         assert!(server.events(name).is_empty(), "{name}");
     }
     let down = server.alerts().into_iter().find(|(p, v)| p == "/hook" && v["check"] == "closed_port").unwrap().1;
