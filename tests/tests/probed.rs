@@ -474,6 +474,12 @@ up_after = 2
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
     assert!((expiry - now - 20.0 * 86_400.0).abs() < 3_600.0, "{expiry} vs {now}");
     assert!(metrics.contains("probe_duration_seconds{daemon=\"probed\",check=\"slow\"}"), "{metrics}");
+    // HTTPS checks report the chain's expiry too, as blackbox_exporter does.
+    assert!(
+        metrics
+            .contains(&format!("probe_ssl_earliest_cert_expiry{{daemon=\"probed\",check=\"nginx_https\"}} {expiry}")),
+        "{metrics}"
+    );
 
     // The status page: every check with its state, nothing fetched from elsewhere.
     let (status, page) = probed.get("/");

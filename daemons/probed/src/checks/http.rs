@@ -137,6 +137,7 @@ impl HttpProbe {
         let resp = client.request(req).await.map_err(|e| Report::msg(error_chain(&e)))?;
         let status = resp.status().as_u16();
         let version = if resp.version() == hyper::Version::HTTP_2 { 2.0 } else { 1.1 };
+        let expiry = resp.extensions().get::<PeerExpiry>().copied();
         let (parts, body) = resp.into_parts();
         let body = Limited::new(body, MAX_BODY)
             .collect()
@@ -144,8 +145,13 @@ impl HttpProbe {
             .map_err(|e| Report::msg(format!("reading the body: {e}")))?
             .to_bytes();
         let elapsed = start.elapsed();
-        let report =
-            |m: String| Report::msg(m).gauge(Gauge::HttpStatusCode, status.into()).gauge(Gauge::HttpVersion, version);
+        let report = |m: String| {
+            let r = Report::msg(m).gauge(Gauge::HttpStatusCode, status.into()).gauge(Gauge::HttpVersion, version);
+            match expiry {
+                Some(PeerExpiry(t)) => r.gauge(Gauge::SslEarliestCertExpiry, t as f64),
+                None => r,
+            }
+        };
         let status_ok = if self.expect_status.is_empty() {
             (200..300).contains(&status)
         } else {
@@ -284,11 +290,29 @@ pub enum Stream {
     Tls(Pin<Box<SslStream<TcpStream>>>),
 }
 
+/// The earliest `notAfter` (unix seconds) of the chain a TLS server sent, in each response's
+/// extensions.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerExpiry(pub i64);
+
 impl Connection for Stream {
     fn connected(&self) -> Connected {
         match self {
-            Stream::Tls(s) if s.ssl().selected_alpn_protocol() == Some(b"h2") => Connected::new().negotiated_h2(),
-            _ => Connected::new(),
+            Stream::Plain(_) => Connected::new(),
+            Stream::Tls(s) => {
+                let ssl = s.ssl();
+                let mut c = Connected::new();
+                let earliest = ssl
+                    .peer_cert_chain()
+                    .and_then(|chain| chain.iter().filter_map(|c| super::net::unix_time(c.not_after())).min());
+                if let Some(t) = earliest {
+                    c = c.extra(PeerExpiry(t));
+                }
+                if ssl.selected_alpn_protocol() == Some(b"h2") {
+                    c = c.negotiated_h2();
+                }
+                c
+            }
         }
     }
 }
