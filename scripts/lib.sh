@@ -30,6 +30,8 @@ SIGNET_APT_NEEDS=(
   "perl:perl"
   "valgrind:valgrind"
   "curl:curl"
+  # probed's integration test probes a real nginx over HTTP and HTTPS.
+  "/usr/sbin/nginx:nginx-light"
 )
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

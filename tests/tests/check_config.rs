@@ -320,3 +320,51 @@ fn ctlogd_check_config_refuses_what_start_refuses() {
     );
     assert!(!d.join("state").exists() && !d.join("tiles").exists());
 }
+
+#[test]
+fn probed_check_config_refuses_what_start_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = format!("state_dir = {:?}\nlisten = \"127.0.0.1:0\"\n", d.join("state"));
+    let check = "[checks.web]\nkind = \"http\"\nurl = \"http://127.0.0.1:1/\"\n";
+    accepted(
+        "probed",
+        d,
+        &format!("{base}{check}expect_body_regex = \"^ok$\"\n[[webhooks]]\nurl = \"http://127.0.0.1:2/\"\n"),
+    );
+
+    // Unknown key, bad regex, bad URL: file, line and key.
+    refused(
+        "probed",
+        d,
+        &format!("{base}{check}expect_bdy = \"ok\"\n"),
+        &["probed.toml:6:1:", "unknown key `expect_bdy`"],
+    );
+    refused(
+        "probed",
+        d,
+        &format!("{base}{check}expect_body_regex = \"(unclosed\"\n"),
+        &["probed.toml:6:", "key `expect_body_regex`", "bad regular expression"],
+    );
+    refused(
+        "probed",
+        d,
+        &format!("{base}[checks.web]\nkind = \"http\"\nurl = \"http//no-scheme\"\n"),
+        &["probed.toml:5:", "key `url`", "bad URL"],
+    );
+    refused("probed", d, &format!("{base}[checks.x]\nkind = \"tcp\"\n"), &["check `x`", "needs `address`"]);
+    refused("probed", d, &format!("{base}[checks.x]\nkind = \"gopher\"\n"), &["probed.toml:4:", "gopher"]);
+    refused(
+        "probed",
+        d,
+        &format!("{base}[checks.o]\nkind = \"ocsp\"\ncertificate = {:?}\nissuer = \"/x\"\n", d.join("no-cert.pem")),
+        &["check `o`", "no-cert.pem"],
+    );
+    refused(
+        "probed",
+        d,
+        &format!("{base}{check}[[webhooks]]\nurl = \"http://127.0.0.1:2/\"\nchecks = [\"nope\"]\n"),
+        &["webhooks[0]", "no check named `nope`"],
+    );
+    assert!(!d.join("state").exists());
+}

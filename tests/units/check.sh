@@ -19,7 +19,7 @@ units_dir=$(cd "$here/../../units" && pwd)
 max_exposure=${MAX_EXPOSURE:-2.0}
 
 # The Signet install layout. Only these get stubs: a typo in an ExecStart= path stays missing.
-SIGNET_BINARIES=(/usr/libexec/signet/signd /usr/libexec/signet/ocspd /usr/libexec/signet/acmed /usr/libexec/signet/ctlogd /usr/bin/signetctl)
+SIGNET_BINARIES=(/usr/libexec/signet/signd /usr/libexec/signet/ocspd /usr/libexec/signet/acmed /usr/libexec/signet/ctlogd /usr/libexec/signet/probed /usr/bin/signetctl)
 # What sysusers.d/signet.conf must produce.
 DAEMON_USERS=(signd acmed ocspd ctlogd tokend probed)
 CLIENT_MEMBERS=(acmed ctlogd ocspd probed tokend) # sorted
@@ -184,6 +184,7 @@ install -m 0644 /dev/null "$root/etc/signet/signd.toml" # a world-readable confi
 install -m 0644 /dev/null "$root/etc/signet/ocspd.toml"
 install -m 0644 /dev/null "$root/etc/signet/acmed.toml"
 install -m 0644 /dev/null "$root/etc/signet/ctlogd.toml"
+install -m 0644 /dev/null "$root/etc/signet/probed.toml"
 rc=0
 out=$(systemd-tmpfiles --root="$root" --create 2>&1) || rc=$?
 # stat_names PATH: "mode user group", names resolved through the temp root's passwd/group.
@@ -207,6 +208,7 @@ done <<'EOF'
 /etc/signet/ocspd.toml 640 root ocspd
 /etc/signet/acmed.toml 640 root acmed
 /etc/signet/ctlogd.toml 640 root ctlogd
+/etc/signet/probed.toml 640 root probed
 EOF
 if [[ ${#problems[@]} -eq 0 ]]; then
     pass "tmpfiles.d/signet.conf: /run/signet, /var/lib/signet, /etc/signet/signd.toml"
@@ -272,6 +274,15 @@ need ctlogd.service 'User=ctlogd'
 need ctlogd.service 'StateDirectory=signet/ctlogd'
 need ctlogd.service 'PrivateNetwork=yes'
 need ctlogd.service 'PartOf=signet\.target'
+need probed-http.socket 'FileDescriptorName=probed-http'
+need probed.service 'Type=notify'
+need probed.service 'WatchdogSec=30s'
+need probed.service 'ExecStart=/usr/libexec/signet/probed( .*)?'
+need probed.service 'ExecReload=/bin/kill -HUP \$MAINPID'
+need probed.service 'Sockets=probed-http\.socket'
+need probed.service 'User=probed'
+need probed.service 'StateDirectory=signet/probed'
+need probed.service 'PartOf=signet\.target'
 if [[ ${#problems[@]} -eq 0 ]]; then
     pass "install layout: socket path/name/owner/mode, notify+watchdog, state dir, signet.target"
 else
@@ -323,6 +334,13 @@ if [[ -n $score ]] && le "$score" "$max_exposure"; then
     pass "ctlogd.service exposure $score <= $max_exposure"
 else
     fail "ctlogd.service exposure '${score}' > $max_exposure" "$(grep -E '✗|Overall' <<<"$sec_out")"
+fi
+# probed keeps the host network (probing connects out), like acmed, and fits the bound.
+exposure "$root" probed.service
+if [[ -n $score ]] && le "$score" "$max_exposure"; then
+    pass "probed.service exposure $score <= $max_exposure"
+else
+    fail "probed.service exposure '${score}' > $max_exposure" "$(grep -E '✗|Overall' <<<"$sec_out")"
 fi
 printf '[Unit]\nDescription=unhardened canary\n[Service]\nExecStart=/usr/libexec/signet/signd\n' \
     >"$root/etc/systemd/system/canary-weak.service"

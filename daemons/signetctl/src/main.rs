@@ -21,6 +21,7 @@ mod acme;
 mod ca;
 mod ct;
 mod output;
+mod probe;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -33,7 +34,7 @@ use signet_ipc::{block_on, AuditQuery, ErrorKind, IpcError, KeyAlgorithm, KeySpe
 pub(crate) const EXIT_CODES: &str = "Exit codes: 0 ok; 1 failure (ct: a check failed); 2 bad arguments or request; \
 3 permission denied; 4 unknown key, serial or EAB key id; 5 signd, ocspd, acmed or the CT log unavailable.";
 
-/// Administer Signet: keys, signing, the audit log, certificates, acmed, CT logs.
+/// Administer Signet: keys, signing, the audit log, certificates, acmed, CT logs, probes.
 #[derive(Parser)]
 #[command(version, about, after_help = EXIT_CODES)]
 struct Cli {
@@ -88,6 +89,9 @@ enum Command {
     /// Check a CT log over its public HTTP APIs: checkpoint, tiles, proofs.
     #[command(subcommand, after_help = EXIT_CODES)]
     Ct(ct::CtCommand),
+    /// probed's checks: list them, or run one once and print the result.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Probe(probe::ProbeCommand),
 }
 
 #[derive(Subcommand)]
@@ -301,6 +305,8 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         }
         // HTTP only: the signd client above is never connected.
         Command::Ct(cmd) => ct::run(cmd, &out)?,
+        // No socket either: the checks run here, from probed's config.
+        Command::Probe(cmd) => probe::run(cmd, &out)?,
     }
     Ok(())
 }
