@@ -39,6 +39,10 @@ use signet_runtime::config::DaemonConfig;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// Timeouts and the connection bound of the HTTP listener (`[http]`; see
+    /// `signet_runtime::http::HttpLimits`).
+    #[serde(default)]
+    pub http: signet_runtime::http::HttpLimits,
     /// The LMDB directory.
     pub state_dir: PathBuf,
     /// The HTTP address, unless socket-activated as `probed-http`.
@@ -475,6 +479,7 @@ pub enum WebhookFormat {
 /// What `--check-config`, start and SIGHUP check beyond syntax.
 impl DaemonConfig for Config {
     fn check_config(&self) -> Result<(), String> {
+        self.http.check()?;
         if !self.state_dir.is_absolute() {
             return Err(format!("state_dir {} is not absolute", self.state_dir.display()));
         }

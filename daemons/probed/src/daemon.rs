@@ -62,7 +62,14 @@ async fn serve(config_path: &Path, config: Config, history: Arc<History>) -> Res
 
     let pruner = tokio::spawn(prune(history, shutdown.clone()));
     let web = Arc::new(Web::new(scheduler.clone(), config.refresh_seconds));
-    let http = tokio::spawn(signet_runtime::http::serve(listener, web, metrics, Arc::new(|| true), shutdown.clone()));
+    let http = tokio::spawn(signet_runtime::http::serve(
+        listener,
+        config.http,
+        web,
+        metrics,
+        Arc::new(|| true),
+        shutdown.clone(),
+    ));
     life.on_stop(async move {
         if let Ok(Err(e)) = http.await {
             tracing::warn!(error = %e, "HTTP server ended with an error");

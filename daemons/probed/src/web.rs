@@ -9,10 +9,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use http_body_util::Full;
-use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
+use signet_runtime::http::Body;
 use signet_runtime::http::{text_response, Handler};
 
 use crate::scheduler::{Check, Scheduler};
@@ -153,7 +153,7 @@ impl Web {
 }
 
 impl Handler for Web {
-    fn handle(&self, req: Request<Incoming>) -> BoxFuture<'static, Response<Full<Bytes>>> {
+    fn handle(&self, req: Request<Body>) -> BoxFuture<'static, Response<Full<Bytes>>> {
         let resp = self.answer(req.method(), req.uri().path());
         Box::pin(async move { resp })
     }
