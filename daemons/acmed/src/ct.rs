@@ -14,11 +14,7 @@
 //! log client: hyper-util's pooled client, one per log, over plain TCP or TLS
 //! (OpenSSL, verified against the system's roots or the log's `ca_file`).
 
-use std::future::Future;
-use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -27,9 +23,9 @@ use der::{Decode, Encode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{CONTENT_TYPE, USER_AGENT};
 use hyper::{Request, StatusCode, Uri};
-use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use openssl::ssl::{SslConnector, SslMethod};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -39,10 +35,8 @@ use signet_ct::rfc6962::api::{add_chain_body, AddChainResponse};
 use signet_ct::rfc6962::precert::{issuer_key_hash, poison_extension};
 use signet_ct::rfc6962::sct_list_extension;
 use signet_ct::{LogKey, Sct, SignedEntry};
+use signet_runtime::client::TlsConnector;
 use signet_runtime::metrics::Metrics;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
-use tokio_openssl::SslStream;
 use x509_cert::ext::Extension;
 use x509_cert::TbsCertificate;
 
@@ -200,7 +194,7 @@ struct CtLog {
     add_pre_chain: Uri,
     key: LogKey,
     required: bool,
-    client: Client<LogConnector, Full<Bytes>>,
+    client: Client<TlsConnector, Full<Bytes>>,
 }
 
 /// The configured logs and policy, with their clients.
@@ -238,7 +232,7 @@ impl CtLogs {
             http.set_nodelay(true);
             let client = Client::builder(TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(60))
-                .build(LogConnector { http, tls });
+                .build(TlsConnector::new(http, tls));
             logs.push(CtLog { prefix, add_pre_chain, key, required: l.required, client });
         }
         let metrics = CtMetrics {
@@ -349,88 +343,6 @@ fn tls_connector(ca_file: Option<&std::path::Path>) -> Result<SslConnector, Stri
     }
     b.set_alpn_protos(b"\x08http/1.1").map_err(|e| e.to_string())?;
     Ok(b.build())
-}
-
-/// hyper-util's connector for logs: TCP from its `HttpConnector`, then TLS
-/// for `https:` URIs.
-#[derive(Clone)]
-struct LogConnector {
-    http: HttpConnector,
-    tls: Option<Arc<SslConnector>>,
-}
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-impl tower_service::Service<Uri> for LogConnector {
-    type Response = TokioIo<LogStream>;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.http.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, uri: Uri) -> Self::Future {
-        let mut http = self.http.clone();
-        let tls = self.tls.clone();
-        Box::pin(async move {
-            let https = uri.scheme_str() == Some("https");
-            let host = uri.host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_owned();
-            let tcp = http.call(uri).await?.into_inner();
-            if !https {
-                return Ok(TokioIo::new(LogStream::Plain(tcp)));
-            }
-            let tls = tls.ok_or("an https: URI on a connector without TLS")?;
-            let ssl = tls.configure()?.into_ssl(&host)?;
-            let mut stream = Box::pin(SslStream::new(ssl, tcp)?);
-            stream.as_mut().connect().await?;
-            Ok(TokioIo::new(LogStream::Tls(stream)))
-        })
-    }
-}
-
-/// A connection to a log.
-enum LogStream {
-    Plain(TcpStream),
-    Tls(Pin<Box<SslStream<TcpStream>>>),
-}
-
-impl Connection for LogStream {
-    fn connected(&self) -> Connected {
-        Connected::new()
-    }
-}
-
-impl AsyncRead for LogStream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            LogStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            LogStream::Tls(s) => s.as_mut().poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for LogStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            LogStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            LogStream::Tls(s) => s.as_mut().poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            LogStream::Plain(s) => Pin::new(s).poll_flush(cx),
-            LogStream::Tls(s) => s.as_mut().poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            LogStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            LogStream::Tls(s) => s.as_mut().poll_shutdown(cx),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use signet_ct::rfc6962::precert::{embedded_sct_entry, extension_value, is_precer
 use signet_ct::rfc6962::{scts_from_extension_value, SCT_LIST_OID};
 use signet_ct::DigitallySigned;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_openssl::SslStream;
 use x509_cert::Certificate;
 
 use super::*;

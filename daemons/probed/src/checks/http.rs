@@ -2,25 +2,20 @@
 //! knowledge (h2c), connections reused between runs or one per run, TLS by OpenSSL verified
 //! against a CA bundle. The same client carries webhooks and the PKI checks' fetches.
 
-use std::future::Future;
-use std::io;
 use std::path::Path;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{HeaderMap, Method, Request, Uri};
-use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use openssl::ssl::{SslConnector, SslMethod};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
-use tokio_openssl::SslStream;
+
+use signet_runtime::client::{PeerCertExpiry, TlsConnector};
 
 use super::{Gauge, Probed, Report};
 use crate::config::{CheckConfig, HttpVersion};
@@ -32,7 +27,7 @@ const MAX_BODY: usize = 4 << 20;
 const SYSTEM_ROOTS: &[&str] = &["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"];
 
 /// An HTTP client as a check or a webhook uses it.
-pub type HttpClient = Client<Connector, Full<Bytes>>;
+pub type HttpClient = Client<TlsConnector, Full<Bytes>>;
 
 /// A client speaking `version`, verifying TLS to `ca_file` (or the system's roots), keeping
 /// idle connections for reuse when `reuse`.
@@ -56,7 +51,7 @@ pub fn client(ca_file: Option<&Path>, version: HttpVersion, reuse: bool) -> Resu
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
-    let connector = Connector { http, tls: Arc::new(b.build()) };
+    let connector = TlsConnector::new(http, Some(Arc::new(b.build())));
     let mut builder = Client::builder(TokioExecutor::new());
     builder.pool_max_idle_per_host(if reuse { usize::MAX } else { 0 });
     builder.pool_idle_timeout(Duration::from_secs(90));
@@ -137,7 +132,7 @@ impl HttpProbe {
         let resp = client.request(req).await.map_err(|e| Report::msg(error_chain(&e)))?;
         let status = resp.status().as_u16();
         let version = if resp.version() == hyper::Version::HTTP_2 { 2.0 } else { 1.1 };
-        let expiry = resp.extensions().get::<PeerExpiry>().copied();
+        let expiry = resp.extensions().get::<PeerCertExpiry>().copied();
         let (parts, body) = resp.into_parts();
         let body = Limited::new(body, MAX_BODY)
             .collect()
@@ -148,7 +143,7 @@ impl HttpProbe {
         let report = |m: String| {
             let r = Report::msg(m).gauge(Gauge::HttpStatusCode, status.into()).gauge(Gauge::HttpVersion, version);
             match expiry {
-                Some(PeerExpiry(t)) => r.gauge(Gauge::SslEarliestCertExpiry, t as f64),
+                Some(PeerCertExpiry(t)) => r.gauge(Gauge::SslEarliestCertExpiry, t as f64),
                 None => r,
             }
         };
@@ -236,115 +231,4 @@ pub async fn fetch(
         .map_err(|e| format!("{uri}: reading the body: {e}"))?
         .to_bytes();
     Ok((status, body))
-}
-
-/// hyper-util's connector: TCP from its `HttpConnector`, then TLS for `https:` URIs, HTTP/2
-/// announced to the pool when ALPN chose it.
-#[derive(Clone)]
-pub struct Connector {
-    http: HttpConnector,
-    tls: Arc<SslConnector>,
-}
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-impl tower_service::Service<Uri> for Connector {
-    type Response = TokioIo<Stream>;
-    type Error = BoxError;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.http.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, uri: Uri) -> Self::Future {
-        let mut http = self.http.clone();
-        let tls = self.tls.clone();
-        Box::pin(async move {
-            let https = uri.scheme_str() == Some("https");
-            let host = uri.host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_owned();
-            let tcp = http.call(uri).await?.into_inner();
-            if !https {
-                return Ok(TokioIo::new(Stream::Plain(tcp)));
-            }
-            let ssl = tls.configure()?.into_ssl(&host)?;
-            let mut stream = Box::pin(SslStream::new(ssl, tcp)?);
-            stream.as_mut().connect().await.map_err(|e| {
-                let verify = stream.ssl().verify_result();
-                if verify == openssl::x509::X509VerifyResult::OK {
-                    BoxError::from(format!("TLS handshake: {e}"))
-                } else {
-                    BoxError::from(format!("TLS: certificate verify failed: {verify}"))
-                }
-            })?;
-            Ok(TokioIo::new(Stream::Tls(stream)))
-        })
-    }
-}
-
-/// A connection to a server.
-pub enum Stream {
-    /// Plain TCP.
-    Plain(TcpStream),
-    /// TLS over TCP.
-    Tls(Pin<Box<SslStream<TcpStream>>>),
-}
-
-/// The earliest `notAfter` (unix seconds) of the chain a TLS server sent, in each response's
-/// extensions.
-#[derive(Clone, Copy, Debug)]
-pub struct PeerExpiry(pub i64);
-
-impl Connection for Stream {
-    fn connected(&self) -> Connected {
-        match self {
-            Stream::Plain(_) => Connected::new(),
-            Stream::Tls(s) => {
-                let ssl = s.ssl();
-                let mut c = Connected::new();
-                let earliest = ssl
-                    .peer_cert_chain()
-                    .and_then(|chain| chain.iter().filter_map(|c| super::net::unix_time(c.not_after())).min());
-                if let Some(t) = earliest {
-                    c = c.extra(PeerExpiry(t));
-                }
-                if ssl.selected_alpn_protocol() == Some(b"h2") {
-                    c = c.negotiated_h2();
-                }
-                c
-            }
-        }
-    }
-}
-
-impl AsyncRead for Stream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::Tls(s) => s.as_mut().poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Stream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Stream::Tls(s) => s.as_mut().poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
-            Stream::Tls(s) => s.as_mut().poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Stream::Tls(s) => s.as_mut().poll_shutdown(cx),
-        }
-    }
 }

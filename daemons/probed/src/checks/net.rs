@@ -6,7 +6,6 @@ use hickory_resolver::config::{NameServerConfigGroup, ResolveHosts, ResolverConf
 use hickory_resolver::name_server::TokioConnectionProvider;
 use hickory_resolver::proto::rr::RecordType;
 use hickory_resolver::TokioResolver;
-use openssl::asn1::{Asn1Time, Asn1TimeRef};
 use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use tokio::net::TcpStream;
 use tokio_openssl::SslStream;
@@ -102,12 +101,7 @@ impl TlsProbe {
     }
 }
 
-/// Unix time of an ASN.1 time.
-pub(crate) fn unix_time(t: &Asn1TimeRef) -> Option<i64> {
-    let epoch = Asn1Time::from_unix(0).ok()?;
-    let d = epoch.diff(t).ok()?;
-    Some(i64::from(d.days) * 86_400 + i64::from(d.secs))
-}
+pub(crate) use signet_runtime::client::unix_time;
 
 /// A prepared DNS check.
 pub struct DnsProbe {
