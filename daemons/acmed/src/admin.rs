@@ -250,8 +250,7 @@ pub fn create_key(db: &Db, key_id: &str, note: &str, now: i64) -> Result<(String
     let key = random_for_command_lines(MAC_KEY_BYTES);
     let rec = EabRec { key, created: now, account: None, note: note.to_owned() };
     let inserted = db
-        .store
-        .try_write(|t| -> Result<bool, StoreError> {
+        .write(|t| -> Result<bool, StoreError> {
             if t.get(&db.eab_keys, &key_id)?.is_some() {
                 return Ok(false);
             }
@@ -289,8 +288,8 @@ pub fn show_key(db: &Db, key_id: &str) -> Result<EabRec, IpcError> {
 pub fn delete_key(db: &Db, key_id: &str) -> Result<EabRec, IpcError> {
     check_lookup_key_id(key_id)?;
     let id = key_id.to_owned();
-    db.store
-        .try_write(|t| -> Result<Result<EabRec, IpcError>, StoreError> {
+    db
+        .write(|t| -> Result<Result<EabRec, IpcError>, StoreError> {
             let Some(rec) = t.get(&db.eab_keys, &id)? else {
                 return Ok(Err(not_found(key_id)));
             };
@@ -348,13 +347,12 @@ mod tests {
         assert_eq!(show_key(&db, "").unwrap_err().kind, ErrorKind::InvalidArgument);
 
         // A bound key stays; an unbound one goes.
-        db.store
-            .write(|t| {
-                let mut r = t.get(&db.eab_keys, &named)?.unwrap();
-                r.account = Some([7; 16]);
-                t.put(&db.eab_keys, &named, &r)
-            })
-            .unwrap();
+        db.write(|t| {
+            let mut r = t.get(&db.eab_keys, &named)?.unwrap();
+            r.account = Some([7; 16]);
+            t.put(&db.eab_keys, &named, &r)
+        })
+        .unwrap();
         assert_eq!(delete_key(&db, &named).unwrap_err().kind, ErrorKind::AlreadyExists);
         assert_eq!(delete_key(&db, &id).unwrap().note, "customer 42");
         assert_eq!(delete_key(&db, &id).unwrap_err().kind, ErrorKind::NotFound);

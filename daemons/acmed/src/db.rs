@@ -19,12 +19,13 @@
 //! flush interval).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use signet_acme::state::{AuthzState, OrderState};
 use signet_acme::types::{AccountStatus, AuthorizationStatus, ChallengeStatus, ChallengeType, Identifier, OrderStatus};
-use signet_store::{Durability, Store, StoreError, StoreOptions, Table};
+use signet_store::{Durability, SpaceWatch, Store, StoreError, StoreOptions, Table, WriteTxn};
 
 /// The LMDB application name and schema version.
 pub const STORE_APPLICATION: &str = "acmed";
@@ -178,6 +179,8 @@ pub struct EabRec {
 pub struct Db {
     /// The environment.
     pub store: Store,
+    /// A full filesystem, logged once ([`Db::write`]).
+    pub space: Arc<SpaceWatch>,
     /// See the module table.
     pub accounts: Table<Id, AccountRec>,
     /// See the module table.
@@ -212,10 +215,22 @@ impl Db {
             certs: store.table("certs")?,
             eab_keys: store.table("eab_keys")?,
             valid_authzs: store.table("valid_authzs")?,
+            space: Arc::new(SpaceWatch::new(store.path(), FULL_CONSEQUENCE)),
             store,
         })
     }
+
+    /// [`Store::try_write`], its outcome noted by [`Db::space`] (a full disk is logged once).
+    pub fn write<R>(&self, f: impl FnOnce(&mut WriteTxn<'_>) -> Result<R, StoreError>) -> Result<R, StoreError> {
+        let out = self.store.try_write(f);
+        self.space.note(&out);
+        out
+    }
 }
+
+/// What a full store stops, for [`SpaceWatch`]'s log line.
+const FULL_CONSEQUENCE: &str = "new accounts, orders, authorizations, validations, certificates and revocations \
+     are refused (serverInternal, with Retry-After) until space is freed; what is stored is still served";
 
 /// The key of `account_orders`.
 pub fn account_order_key(account: &Id, order: &Id) -> [u8; 32] {

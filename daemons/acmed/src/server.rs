@@ -88,6 +88,18 @@ pub fn internal(what: &str, e: impl std::fmt::Display) -> Problem {
     Problem::new(ProblemType::ServerInternal, format!("{what}; try again later"))
 }
 
+/// A failed store write: a full disk (logged once by the store's `SpaceWatch`) is named
+/// and worth retrying (`Retry-After`); anything else is [`internal`].
+pub fn store_failure(what: &str, e: signet_store::StoreError) -> Problem {
+    match e {
+        signet_store::StoreError::NoSpace { .. } | signet_store::StoreError::MapFull => {
+            Problem::new(ProblemType::ServerInternal, format!("{what}: the CA's storage is full; try again later"))
+                .retry_after(UNAVAILABLE_RETRY_SECS)
+        }
+        e => internal(what, e),
+    }
+}
+
 /// How long a client is told to wait (`Retry-After`) when signd or ocspd
 /// cannot be reached: about what a restart of either takes.
 pub const UNAVAILABLE_RETRY_SECS: u64 = 10;

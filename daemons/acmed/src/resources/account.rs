@@ -9,7 +9,7 @@ use signet_acme::{state, validate, Problem, ProblemType};
 
 use super::new_id;
 use crate::db::{account_order_key, AccountRec, Id};
-use crate::server::{internal, parse_id, problem_with_status, Answer, Authed, Reply};
+use crate::server::{internal, parse_id, problem_with_status, store_failure, Answer, Authed, Reply};
 use crate::Acme;
 
 impl Acme {
@@ -84,8 +84,7 @@ impl Acme {
             eab_kid: eab.as_ref().map(|(kid, _)| kid.clone()),
         };
         let created = db
-            .store
-            .try_write(|t| -> Result<Result<(), Id>, signet_store::StoreError> {
+            .write(|t| -> Result<Result<(), Id>, signet_store::StoreError> {
                 if let Some(other) = t.get(&db.account_keys, &thumb)? {
                     return Ok(Err(other));
                 }
@@ -104,7 +103,7 @@ impl Acme {
                 t.put(&db.account_keys, &thumb, &id)?;
                 Ok(Ok(()))
             })
-            .map_err(|e| internal("storing the account", e))?;
+            .map_err(|e| store_failure("storing the account", e))?;
         match created {
             Ok(()) => {
                 self.metrics.accounts.inc();
@@ -138,7 +137,7 @@ impl Acme {
         }
         rec.status = state::account_after_update(rec.status, p.status)?;
         let db = &self.db;
-        db.store.write(|t| t.put(&db.accounts, &acct.id, &rec)).map_err(|e| internal("storing the account", e))?;
+        db.write(|t| t.put(&db.accounts, &acct.id, &rec)).map_err(|e| store_failure("storing the account", e))?;
         Ok(Reply::json(StatusCode::OK, &self.account_json(&acct.id, &rec)).at(acct.url.clone()))
     }
 
@@ -172,8 +171,7 @@ impl Acme {
         rec.jwk = new_key.canonical_json();
         let db = &self.db;
         let clash = db
-            .store
-            .try_write(|t| -> Result<Option<Id>, signet_store::StoreError> {
+            .write(|t| -> Result<Option<Id>, signet_store::StoreError> {
                 if let Some(other) = t.get(&db.account_keys, &thumb_new)? {
                     return Ok(Some(other));
                 }
@@ -182,7 +180,7 @@ impl Acme {
                 t.put(&db.accounts, &acct.id, &rec)?;
                 Ok(None)
             })
-            .map_err(|e| internal("storing the new key", e))?;
+            .map_err(|e| store_failure("storing the new key", e))?;
         if let Some(other) = clash {
             let mut p = problem_with_status(ProblemType::Malformed, 409, "the new key is already an account's key");
             // RFC 8555 §7.3.5: 409 with Location naming the account holding the key.

@@ -13,7 +13,7 @@ use signet_acme::validate;
 use super::{forbidden, not_found};
 use crate::challenge::Attempt;
 use crate::db::{authz_reuse_key, ChallengeRec, Id};
-use crate::server::{internal, parse_id, Answer, Authed, Reply};
+use crate::server::{internal, parse_id, store_failure, Answer, Authed, Reply};
 use crate::Acme;
 
 /// How long the challenge POST waits for its validation before answering
@@ -41,7 +41,7 @@ impl Acme {
         if !a.req.is_post_as_get() {
             let p: serde_json::Value = a.req.payload_json()?;
             az.status = state::authz_after_update(p.get("status").and_then(|s| s.as_str()))?;
-            db.store.write(|t| t.put(&db.authzs, &aid, &az)).map_err(|e| internal("storing the authorization", e))?;
+            db.write(|t| t.put(&db.authzs, &aid, &az)).map_err(|e| store_failure("storing the authorization", e))?;
         }
         let now = self.clock.unix_seconds();
         if let Some(idx) = validating {
@@ -145,7 +145,7 @@ impl Acme {
         let outcome = self.validator.validate(&attempt).await;
         self.metrics.validation(kind.as_str(), outcome.is_ok(), started.elapsed());
         let lifetime = self.cfg.authorization_lifetime_seconds as i64;
-        let stored = db.store.try_write(|t| -> Result<Option<ChallengeRec>, signet_store::StoreError> {
+        let stored = db.write(|t| -> Result<Option<ChallengeRec>, signet_store::StoreError> {
             let Some(mut cur) = t.get(&db.authzs, &aid)? else { return Ok(None) };
             let effect = state::validation_effect(
                 cur.status,

@@ -12,7 +12,7 @@ use x509_cert::Certificate;
 
 use super::{forbidden, not_found, ts};
 use crate::db::{authz_reuse_key, Id};
-use crate::server::{internal, ipc_failure, problem_with_status, Answer, Authed, Reply};
+use crate::server::{internal, ipc_failure, problem_with_status, store_failure, Answer, Authed, Reply};
 use crate::Acme;
 
 impl Acme {
@@ -120,18 +120,17 @@ impl Acme {
         })?;
         // What ocspd stored (a concurrent revocation may have raised it further).
         let stored = (status.revoked_unix_secs, status.reason.map_or(reason, |r| r.code()));
-        db.store
-            .write(|t| {
-                if let Some(mut r) = t.get(&db.certs, &serial)? {
-                    // Never lowered: writes of racing revocations may land in any order.
-                    if r.revoked.is_none_or(|(_, old)| may_raise(old, stored.1)) {
-                        r.revoked = Some(stored);
-                        t.put(&db.certs, &serial, &r)?;
-                    }
+        db.write(|t| {
+            if let Some(mut r) = t.get(&db.certs, &serial)? {
+                // Never lowered: writes of racing revocations may land in any order.
+                if r.revoked.is_none_or(|(_, old)| may_raise(old, stored.1)) {
+                    r.revoked = Some(stored);
+                    t.put(&db.certs, &serial, &r)?;
                 }
-                Ok(())
-            })
-            .map_err(|e| internal("storing the revocation", e))?;
+            }
+            Ok(())
+        })
+        .map_err(|e| store_failure("storing the revocation", e))?;
         self.metrics.revocations.inc();
         Ok(Reply::empty(StatusCode::OK))
     }

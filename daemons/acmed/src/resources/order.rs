@@ -12,7 +12,7 @@ use x509_cert::Certificate;
 
 use super::{cert_identifiers, forbidden, new_id, new_token, not_found};
 use crate::db::{account_order_key, authz_reuse_key, AuthzRec, ChallengeRec, Id, OrderRec};
-use crate::server::{internal, parse_id, Answer, Authed, Reply};
+use crate::server::{internal, parse_id, store_failure, Answer, Authed, Reply};
 use crate::Acme;
 
 /// Most identifiers one order may name.
@@ -144,17 +144,16 @@ impl Acme {
             error: None,
             cert_serial: None,
         };
-        db.store
-            .write(|t| {
-                for (id, az) in authz_ids.iter().zip(&authzs) {
-                    if fresh.contains(id) {
-                        t.put(&db.authzs, id, az)?;
-                    }
+        db.write(|t| {
+            for (id, az) in authz_ids.iter().zip(&authzs) {
+                if fresh.contains(id) {
+                    t.put(&db.authzs, id, az)?;
                 }
-                t.put(&db.orders, &order_id, &order)?;
-                t.put(&db.account_orders, &account_order_key(&acct.id, &order_id), &())
-            })
-            .map_err(|e| internal("storing the order", e))?;
+            }
+            t.put(&db.orders, &order_id, &order)?;
+            t.put(&db.account_orders, &account_order_key(&acct.id, &order_id), &())
+        })
+        .map_err(|e| store_failure("storing the order", e))?;
         self.metrics.orders.inc();
         if order.replaces.is_some() {
             self.metrics.replacing.inc();
@@ -221,7 +220,7 @@ impl Acme {
         let (final_order, reply) = match issued {
             Ok(cert) => {
                 let serial = cert.serial.clone();
-                let stored = db.store.try_write(|t| -> Result<Result<OrderRec, ()>, signet_store::StoreError> {
+                let stored = db.write(|t| -> Result<Result<OrderRec, ()>, signet_store::StoreError> {
                     if t.get(&db.certs, &serial)?.is_some() {
                         return Ok(Err(()));
                     }
@@ -253,7 +252,7 @@ impl Acme {
                             format!("serial {} already stored", hex::encode(&serial)),
                         )),
                     ),
-                    Err(e) => (order.clone(), Err(internal("storing the certificate", e))),
+                    Err(e) => (order.clone(), Err(store_failure("storing the certificate", e))),
                 }
             }
             Err(p) => (order.clone(), Err(p)),
@@ -263,7 +262,7 @@ impl Acme {
             // the failure was ours, and becomes invalid when the request was at fault.
             if state::order_after_finalize(order.status, Err(&p.kind)).is_some() {
                 let err_json = String::from_utf8_lossy(&p.to_json()).into_owned();
-                let _ = db.store.write(|t| {
+                let _ = db.write(|t| {
                     if let Some(mut cur) = t.get(&db.orders, &oid)? {
                         if let Some(status) = state::order_after_finalize(cur.status, Err(&p.kind)) {
                             cur.status = status;
