@@ -247,6 +247,10 @@ pub enum Operation {
     List,
     /// Read a key's public half.
     PublicKey,
+    /// Sign JWS signing inputs only (tokend's role): each message must be
+    /// `BASE64URL(header).BASE64URL(payload)` whose header names the key
+    /// (`kid`) and an `alg` that fits it, over a JSON object (crate::jws).
+    SignJws,
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ pub mod backend;
 pub mod config;
 mod dispatch;
 pub mod issuers;
+pub mod jws;
 pub mod keys;
 pub mod logs;
 pub mod policy;

@@ -241,12 +241,19 @@ impl Signer {
     }
 
     /// Everything that must hold before signing with `key_id`.
+    ///
+    /// A role that may not `sign` but may `sign-jws` signs only JWS signing
+    /// inputs for the key (crate::jws): each of `messages` is checked.
     fn check_sign(
         &self,
         key_id: &str,
         scheme: SignatureScheme,
+        messages: &[&[u8]],
     ) -> Result<(Arc<dyn crate::backend::SigningKey>, SignatureScheme), IpcError> {
-        let role = self.check(Operation::Sign)?;
+        let (role, jws_only) = match self.check(Operation::Sign) {
+            Ok(role) => (role, false),
+            Err(refused) => (self.check(Operation::SignJws).map_err(|_| refused)?, true),
+        };
         let key = self.caller.shared.state.keys.require(key_id)?;
         if !role.may_use(key_id, &key.info.roles) {
             return Err(IpcError::denied(format!("role `{}` may not use key `{key_id}`", self.role)));
@@ -257,6 +264,11 @@ impl Signer {
         self.caller.shared.logs.borrow().check_raw_signing(key_id, &self.role)?;
         let handle = key.signer()?.clone();
         let scheme = handle.algorithm().resolve(scheme)?;
+        if jws_only {
+            for m in messages {
+                crate::jws::check_signing_input(m, key_id, handle.algorithm(), scheme)?;
+            }
+        }
         Ok((handle, scheme))
     }
 
@@ -294,7 +306,7 @@ impl SignerService for Signer {
     }
 
     fn sign(&self, key_id: String, scheme: SignatureScheme, message: Vec<u8>) -> LocalResult<Vec<u8>> {
-        let checked = self.check_sign(&key_id, scheme);
+        let checked = self.check_sign(&key_id, scheme, &[&message]);
         let entry = self.entry("sign", &key_id);
         let caller = self.caller.clone();
         async move {
@@ -311,7 +323,11 @@ impl SignerService for Signer {
 
     fn sign_batch(&self, key_id: String, scheme: SignatureScheme, messages: Vec<Vec<u8>>) -> LocalResult<Vec<Vec<u8>>> {
         let checked =
-            if messages.is_empty() { Err(IpcError::invalid("empty batch")) } else { self.check_sign(&key_id, scheme) };
+            if messages.is_empty() {
+            Err(IpcError::invalid("empty batch"))
+        } else {
+            self.check_sign(&key_id, scheme, &messages.iter().map(Vec::as_slice).collect::<Vec<_>>())
+        };
         let template = self.entry("sign-batch", &key_id);
         let caller = self.caller.clone();
         async move {

@@ -1,0 +1,278 @@
+//! Client authentication at the token, introspection and revocation
+//! endpoints (RFC 6749 §2.3, RFC 7523 §2.2 and §3, OIDC Core §9).
+//!
+//! Exactly one method per request: HTTP Basic, `client_secret` in the body,
+//! or a `client_assertion`; a bare `client_id` is a public client. The method
+//! presented must be the one the client registered. Secrets compare in
+//! constant time (over their SHA-256); an assertion's `jti` is committed to
+//! LMDB before the request is answered, so a replay is refused even after a
+//! restart.
+
+use std::collections::BTreeMap;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use openssl::sha::sha256;
+use signet_jose::{Algorithm, CompactJws, Jwks};
+use signet_store::StoreError;
+
+use crate::db::{AuthMethod, ClientRec, Db};
+use crate::error::OAuthError;
+
+/// The assertion type of RFC 7523 §2.2.
+pub const JWT_BEARER_ASSERTION: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+
+/// A request's form parameters; a repeated parameter is refused (RFC 6749 §3.2).
+#[derive(Debug, Default)]
+pub struct Form(BTreeMap<String, String>);
+
+impl Form {
+    /// Parses an `application/x-www-form-urlencoded` body.
+    pub fn parse(body: &[u8]) -> Result<Form, OAuthError> {
+        let mut map = BTreeMap::new();
+        for (k, v) in form_urlencoded::parse(body) {
+            if map.insert(k.clone().into_owned(), v.into_owned()).is_some() {
+                return Err(OAuthError::invalid_request(format!("parameter `{k}` is repeated")));
+            }
+        }
+        Ok(Form(map))
+    }
+
+    /// A parameter (an empty value counts as absent, RFC 6749 §3.1).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str).filter(|v| !v.is_empty())
+    }
+
+    /// A parameter that must be there.
+    pub fn require(&self, name: &str) -> Result<&str, OAuthError> {
+        self.get(name).ok_or_else(|| OAuthError::invalid_request(format!("`{name}` is missing")))
+    }
+}
+
+/// An authenticated (or, for `none`, identified) client.
+#[derive(Clone, Debug)]
+pub struct Client {
+    /// Its id.
+    pub id: String,
+    /// Its record.
+    pub rec: ClientRec,
+}
+
+/// Where the request was sent: the audiences a client assertion may name.
+pub struct Audiences<'a> {
+    /// The issuer identifier.
+    pub issuer: &'a str,
+    /// The endpoint's URL.
+    pub endpoint: &'a str,
+}
+
+/// Authenticates the client of a request with `authorization` (the header)
+/// and `form`, at `now`; `max_assertion` bounds an assertion's lifetime.
+pub async fn authenticate(
+    db: &Db,
+    authorization: Option<&str>,
+    form: &Form,
+    aud: &Audiences<'_>,
+    now: u64,
+    max_assertion: u64,
+) -> Result<Client, OAuthError> {
+    let basic = authorization.map(parse_basic).transpose()?;
+    let post_secret = form.get("client_secret");
+    let assertion = form.get("client_assertion");
+    let presented = usize::from(basic.is_some()) + usize::from(post_secret.is_some()) + usize::from(assertion.is_some());
+    if presented > 1 {
+        return Err(OAuthError::invalid_request("more than one client authentication method"));
+    }
+    if let Some((id, secret)) = basic {
+        if form.get("client_id").is_some_and(|c| c != id) {
+            return Err(OAuthError::invalid_request("client_id differs from the Basic credentials"));
+        }
+        let client = lookup(db, &id)?;
+        return check_secret(client, AuthMethod::ClientSecretBasic, &secret);
+    }
+    if let Some(secret) = post_secret {
+        let client = lookup(db, form.require("client_id")?)?;
+        return check_secret(client, AuthMethod::ClientSecretPost, secret);
+    }
+    if let Some(assertion) = assertion {
+        if form.get("client_assertion_type") != Some(JWT_BEARER_ASSERTION) {
+            return Err(OAuthError::invalid_request(format!("client_assertion_type must be {JWT_BEARER_ASSERTION}")));
+        }
+        return check_assertion(db, assertion, form.get("client_id"), aud, now, max_assertion).await;
+    }
+    let id = form.get("client_id").ok_or_else(|| OAuthError::invalid_client("no client authentication"))?;
+    let client = lookup(db, id)?;
+    if client.rec.auth_method != AuthMethod::None {
+        return Err(OAuthError::invalid_client(format!("client `{id}` must authenticate")));
+    }
+    Ok(client)
+}
+
+/// `Authorization: Basic` with the form-encoded id and secret (RFC 6749 §2.3.1).
+fn parse_basic(header: &str) -> Result<(String, String), OAuthError> {
+    let bad = || OAuthError::invalid_client("malformed Basic credentials");
+    let (scheme, rest) = header.trim().split_once(' ').ok_or_else(bad)?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return Err(OAuthError::invalid_client(format!("unsupported authorization scheme `{scheme}`")));
+    }
+    let decoded = STANDARD.decode(rest.trim()).map_err(|_| bad())?;
+    let text = String::from_utf8(decoded).map_err(|_| bad())?;
+    let (id, secret) = text.split_once(':').ok_or_else(bad)?;
+    let unescape = |s: &str| -> String {
+        form_urlencoded::parse(format!("x={s}").as_bytes()).next().map(|(_, v)| v.into_owned()).unwrap_or_default()
+    };
+    Ok((unescape(id), unescape(secret)))
+}
+
+fn lookup(db: &Db, id: &str) -> Result<Client, OAuthError> {
+    let rec = db
+        .store
+        .read(|txn| txn.get(&db.clients, &id.to_owned()))
+        .map_err(|e| OAuthError::unavailable(format!("store: {e}")))?;
+    // The same answer for an unknown client as for a wrong secret.
+    rec.map(|rec| Client { id: id.to_owned(), rec }).ok_or_else(|| OAuthError::invalid_client("client authentication failed"))
+}
+
+fn check_secret(client: Client, method: AuthMethod, secret: &str) -> Result<Client, OAuthError> {
+    let stored = client.rec.secret_sha256.unwrap_or([0; 32]);
+    let matches = openssl::memcmp::eq(&sha256(secret.as_bytes()), &stored);
+    if !matches || client.rec.secret_sha256.is_none() {
+        return Err(OAuthError::invalid_client("client authentication failed"));
+    }
+    if client.rec.auth_method != method {
+        return Err(OAuthError::invalid_client(format!(
+            "client `{}` is registered for {}, not {}",
+            client.id,
+            client.rec.auth_method.name(),
+            method.name()
+        )));
+    }
+    Ok(client)
+}
+
+/// The claims of a client assertion (RFC 7523 §3).
+#[derive(serde::Deserialize)]
+struct AssertionClaims {
+    iss: String,
+    sub: String,
+    #[serde(deserialize_with = "one_or_many")]
+    aud: Vec<String>,
+    exp: u64,
+    #[serde(default)]
+    nbf: Option<u64>,
+    jti: String,
+}
+
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    })
+}
+
+use serde::Deserialize as _;
+
+async fn check_assertion(
+    db: &Db,
+    assertion: &str,
+    form_client_id: Option<&str>,
+    aud: &Audiences<'_>,
+    now: u64,
+    max_lifetime: u64,
+) -> Result<Client, OAuthError> {
+    let fail = |why: &str| OAuthError::invalid_client(format!("client assertion: {why}"));
+    let jws = CompactJws::parse(assertion).map_err(|e| fail(&e.to_string()))?;
+    let claims: AssertionClaims = serde_json::from_slice(jws.payload()).map_err(|e| fail(&format!("claims: {e}")))?;
+    if claims.iss != claims.sub {
+        return Err(fail("iss and sub must both be the client id"));
+    }
+    if form_client_id.is_some_and(|c| c != claims.sub) {
+        return Err(fail("sub is not the client_id sent"));
+    }
+    let client = lookup(db, &claims.sub)?;
+    let header_alg = jws.header().alg_name();
+    match client.rec.auth_method {
+        AuthMethod::ClientSecretJwt => {
+            let key = client.rec.mac_key.as_deref().ok_or_else(|| fail("the client has no MAC key"))?;
+            jws.verify_mac(key.as_bytes()).map_err(|_| fail("the MAC does not verify"))?;
+        }
+        AuthMethod::PrivateKeyJwt => {
+            let alg = Algorithm::from_name(header_alg).map_err(|_| fail(&format!("alg `{header_alg}` is not accepted")))?;
+            let jwks = Jwks::parse(client.rec.jwks.as_deref().unwrap_or("{\"keys\":[]}").as_bytes())
+                .map_err(|e| fail(&format!("the client's JWKS: {e}")))?;
+            let key = jwks.find(jws.header().kid.as_deref(), alg).ok_or_else(|| fail("no key of the client's JWKS fits"))?;
+            jws.verify(key).map_err(|_| fail("the signature does not verify"))?;
+        }
+        other => {
+            return Err(OAuthError::invalid_client(format!(
+                "client `{}` is registered for {}, not a client assertion",
+                client.id,
+                other.name()
+            )))
+        }
+    }
+    if !claims.aud.iter().any(|a| a == aud.issuer || a == aud.endpoint || a.trim_end_matches('/') == aud.issuer) {
+        return Err(fail("aud names neither the issuer nor this endpoint"));
+    }
+    if claims.exp <= now {
+        return Err(fail("expired"));
+    }
+    if claims.exp > now + max_lifetime {
+        return Err(fail(&format!("exp is more than {max_lifetime} s ahead")));
+    }
+    if claims.nbf.is_some_and(|nbf| nbf > now + 5) {
+        return Err(fail("not yet valid"));
+    }
+    if claims.jti.is_empty() || claims.jti.len() > 256 {
+        return Err(fail("jti must be 1 to 256 characters"));
+    }
+    // Replay: the jti, committed before the request is answered.
+    let mut seen_key = Vec::with_capacity(client.id.len() + 1 + claims.jti.len());
+    seen_key.extend_from_slice(client.id.as_bytes());
+    seen_key.push(0);
+    seen_key.extend_from_slice(claims.jti.as_bytes());
+    let seen_key = sha256(&seen_key);
+    let (table, exp) = (db.assertions, claims.exp);
+    let fresh = db
+        .write_grouped(move |txn| -> Result<bool, StoreError> {
+            if txn.get(&table, &seen_key)?.is_some() {
+                return Ok(false);
+            }
+            txn.put(&table, &seen_key, &exp)?;
+            Ok(true)
+        })
+        .await
+        .map_err(|e| OAuthError::unavailable(format!("store: {e}")))?;
+    if !fresh {
+        return Err(fail("this jti was used before (replay)"));
+    }
+    Ok(client)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeated_parameters_are_refused() {
+        assert!(Form::parse(b"grant_type=a&grant_type=b").is_err());
+        let f = Form::parse(b"grant_type=client_credentials&scope=a+b&empty=").unwrap();
+        assert_eq!(f.get("scope"), Some("a b"));
+        assert_eq!(f.get("empty"), None);
+    }
+
+    #[test]
+    fn basic_credentials_are_form_decoded() {
+        let h = format!("Basic {}", STANDARD.encode("my%20client:s%3Acret"));
+        assert_eq!(parse_basic(&h).unwrap(), ("my client".to_owned(), "s:cret".to_owned()));
+        assert!(parse_basic("Basic !!!").is_err());
+        assert!(parse_basic("Bearer abc").is_err());
+        assert!(parse_basic(&format!("Basic {}", STANDARD.encode("no-colon"))).is_err());
+    }
+}

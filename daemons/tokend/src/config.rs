@@ -1,0 +1,208 @@
+//! tokend.toml.
+//!
+//! ```toml
+//! issuer = "https://auth.example.net"     # the issuer identifier (RFC 8414 §2): every token's `iss`,
+//!                                         # and the base of every endpoint URL
+//! listen = "127.0.0.1:8200"               # HTTP, unless socket-activated as `tokend-http`
+//! state_dir = "/var/lib/signet/tokend"    # LMDB
+//! signd_socket = "/run/signet/signd.sock"
+//! signd_role = "tokend"                   # a signd role holding `sign-jws`, `list` and `public-key`
+//! admin_socket = "/run/signet/tokend.sock" # default <state_dir>/admin.sock
+//! admin_socket_mode = "0660"
+//!
+//! [admin]                                 # who may manage clients and keys (signetctl oauth);
+//! users = ["root"]                        # default: tokend's own uid and root
+//! groups = ["signet-admin"]
+//!
+//! [tokens]
+//! algorithm = "ES256"                     # JOSE alg of the signing key (the newest published key of it signs)
+//! access_token_seconds = 300              # lifetime of an access token
+//! key_publish_seconds = 60                # a new key is in the JWKS this long before it signs
+//! key_refresh_seconds = 30                # how often signd's key list is read again
+//! max_assertion_seconds = 300             # the longest lifetime a client assertion may claim
+//!
+//! [http]                                  # the listener's limits (docs/http.md)
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use signet_jose::Algorithm;
+use signet_runtime::config::{DaemonConfig, SocketMode};
+use signet_runtime::principals::{Principal, Principals};
+
+/// The whole file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The issuer identifier: an https (or, for loopback, http) URL without
+    /// query or fragment.
+    pub issuer: String,
+    /// The HTTP address, unless socket-activated as `tokend-http`.
+    pub listen: SocketAddr,
+    /// The LMDB directory.
+    pub state_dir: PathBuf,
+    /// signd's socket.
+    pub signd_socket: PathBuf,
+    /// The signd role tokend signs in.
+    #[serde(default = "default_role")]
+    pub signd_role: String,
+    /// The admin socket (Cap'n Proto, `tokend.capnp`), unless socket-activated
+    /// as `tokend-admin`. Default: `admin.sock` in `state_dir`.
+    #[serde(default)]
+    pub admin_socket: Option<PathBuf>,
+    /// Mode of the admin socket when tokend binds it (octal, default "0660").
+    #[serde(default)]
+    pub admin_socket_mode: SocketMode,
+    /// `[admin]`: who may use the admin interface.
+    #[serde(default)]
+    pub admin: Option<Principals>,
+    /// `[tokens]`.
+    #[serde(default)]
+    pub tokens: Tokens,
+    /// `[http]`: the listener's limits.
+    #[serde(default)]
+    pub http: signet_runtime::http::HttpLimits,
+}
+
+/// `[tokens]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tokens {
+    /// The JOSE `alg` tokens are signed with.
+    #[serde(default = "default_alg")]
+    pub algorithm: String,
+    /// Access token lifetime, seconds.
+    #[serde(default = "default_access")]
+    pub access_token_seconds: u64,
+    /// How long a new key is published before it signs, seconds.
+    #[serde(default = "default_publish")]
+    pub key_publish_seconds: u64,
+    /// How often signd's key list is read again, seconds.
+    #[serde(default = "default_refresh")]
+    pub key_refresh_seconds: u64,
+    /// The longest lifetime (`exp` − now) a client assertion may have, seconds.
+    #[serde(default = "default_assertion")]
+    pub max_assertion_seconds: u64,
+}
+
+impl Default for Tokens {
+    fn default() -> Self {
+        Self {
+            algorithm: default_alg(),
+            access_token_seconds: default_access(),
+            key_publish_seconds: default_publish(),
+            key_refresh_seconds: default_refresh(),
+            max_assertion_seconds: default_assertion(),
+        }
+    }
+}
+
+fn default_role() -> String {
+    "tokend".into()
+}
+fn default_alg() -> String {
+    "ES256".into()
+}
+fn default_access() -> u64 {
+    300
+}
+fn default_publish() -> u64 {
+    60
+}
+fn default_refresh() -> u64 {
+    30
+}
+fn default_assertion() -> u64 {
+    300
+}
+
+impl Config {
+    /// The signing algorithm (checked by [`DaemonConfig::check_config`]).
+    pub fn algorithm(&self) -> Result<Algorithm, String> {
+        Algorithm::from_name(&self.tokens.algorithm)
+            .map_err(|_| format!("tokens.algorithm `{}` is not a JOSE algorithm tokend signs with", self.tokens.algorithm))
+    }
+
+    /// The issuer without a trailing `/`: endpoint URLs are `<issuer>/token` and so on.
+    pub fn base_url(&self) -> &str {
+        self.issuer.trim_end_matches('/')
+    }
+
+    /// Where the admin socket is bound when it is not socket-activated.
+    pub fn admin_socket_path(&self) -> PathBuf {
+        self.admin_socket.clone().unwrap_or_else(|| self.state_dir.join("admin.sock"))
+    }
+
+    /// Who may use the admin interface: `[admin]`, or else `own_uid` and root.
+    pub fn admins(&self, own_uid: u32) -> Principals {
+        self.admin
+            .clone()
+            .unwrap_or_else(|| Principals { users: vec![Principal::Id(own_uid), Principal::Id(0)], groups: Vec::new() })
+    }
+}
+
+impl DaemonConfig for Config {
+    fn check_config(&self) -> Result<(), String> {
+        self.http.check()?;
+        let url = url::Url::parse(&self.issuer).map_err(|e| format!("issuer `{}`: {e}", self.issuer))?;
+        let loopback = url.host_str().is_some_and(|h| h == "localhost" || h == "127.0.0.1" || h == "[::1]");
+        if !(url.scheme() == "https" || (url.scheme() == "http" && loopback)) {
+            return Err(format!("issuer `{}` must be an https URL (http only on loopback)", self.issuer));
+        }
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(format!("issuer `{}` must have no query or fragment (RFC 8414 §2)", self.issuer));
+        }
+        self.algorithm()?;
+        let t = &self.tokens;
+        if !(10..=86_400).contains(&t.access_token_seconds) {
+            return Err("tokens.access_token_seconds must be 10 to 86400".into());
+        }
+        if !(1..=3600).contains(&t.key_refresh_seconds) {
+            return Err("tokens.key_refresh_seconds must be 1 to 3600".into());
+        }
+        if t.key_publish_seconds > 7 * 86_400 {
+            return Err("tokens.key_publish_seconds must be at most a week".into());
+        }
+        if !(10..=3600).contains(&t.max_assertion_seconds) {
+            return Err("tokens.max_assertion_seconds must be 10 to 3600".into());
+        }
+        if let Some(admin) = &self.admin {
+            admin.resolve().map_err(|e| format!("[admin]: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(extra: &str) -> Result<Config, String> {
+        let text = format!(
+            "issuer = \"https://auth.example.net\"\nlisten = \"127.0.0.1:8200\"\nstate_dir = \"/tmp/t\"\n\
+             signd_socket = \"/tmp/s.sock\"\n{extra}"
+        );
+        let c: Config = toml::from_str(&text).map_err(|e| e.to_string())?;
+        c.check_config().map(|()| c)
+    }
+
+    #[test]
+    fn defaults_are_sane() {
+        let c = parse("").unwrap();
+        assert_eq!(c.algorithm().unwrap(), Algorithm::Es256);
+        assert_eq!(c.base_url(), "https://auth.example.net");
+        assert_eq!(c.signd_role, "tokend");
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(parse("[tokens]\nalgorithm = \"HS256\"").is_err());
+        assert!(parse("[tokens]\naccess_token_seconds = 1").is_err());
+        assert!(parse("nonsense = 1").is_err());
+        let http = "issuer = \"http://auth.example.net\"\nlisten = \"127.0.0.1:1\"\nstate_dir = \"/t\"\nsignd_socket = \"/s\"";
+        let c: Config = toml::from_str(http).unwrap();
+        assert!(c.check_config().is_err(), "plain http off loopback");
+    }
+}

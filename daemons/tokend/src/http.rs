@@ -1,0 +1,358 @@
+//! tokend's HTTP face, for signet-runtime's scaffold.
+//!
+//! | path | answers |
+//! |---|---|
+//! | `GET /.well-known/oauth-authorization-server` | RFC 8414 metadata |
+//! | `GET /jwks` | the published keys (RFC 7517) |
+//! | `POST /token` | client_credentials, token exchange (RFC 6749 §4.4, RFC 8693) |
+//! | `POST /introspect` | RFC 7662 |
+//! | `POST /revoke` | RFC 7009 |
+//!
+//! Every error is RFC 6749's JSON (`invalid_client` 401 with
+//! `WWW-Authenticate`); signd or the store unavailable is
+//! `temporarily_unavailable` 503 with `Retry-After`.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::header::{HeaderValue, ALLOW, AUTHORIZATION, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use serde_json::json;
+use signet_runtime::http::{Body, Handler};
+use signet_runtime::metrics::Metrics;
+use signet_store::StoreError;
+
+use crate::auth::{authenticate, Audiences, Client, Form};
+use crate::db::{AuthMethod, Db};
+use crate::error::{json_response, OAuthError};
+use crate::grants::{self, ACCESS_TOKEN_TYPE, GRANT_TYPES, TOKEN_EXCHANGE};
+use crate::keys::Keys;
+use crate::token::{self, MintError};
+
+/// The largest request body, in bytes.
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// What the endpoints need, shared by every request.
+pub struct TokenService {
+    /// The issuer identifier, without a trailing `/`.
+    pub issuer: String,
+    /// The store.
+    pub db: Db,
+    /// The signing keys.
+    pub keys: Arc<Keys>,
+    /// Access token lifetime, seconds.
+    pub token_seconds: u64,
+    /// The longest client assertion lifetime, seconds.
+    pub max_assertion_seconds: u64,
+    /// `Cache-Control` max-age of the JWKS, seconds.
+    pub jwks_max_age: u64,
+    /// Metrics.
+    pub metrics: TokenMetrics,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GrantLabel {
+    grant: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabel {
+    endpoint: &'static str,
+    error: &'static str,
+}
+
+/// tokend's own metrics.
+#[derive(Clone, Debug, Default)]
+pub struct TokenMetrics {
+    issued: Family<GrantLabel, Counter>,
+    errors: Family<ErrorLabel, Counter>,
+    introspections: Counter,
+    revocations: Counter,
+}
+
+impl TokenMetrics {
+    /// Registers the metrics in `metrics`.
+    pub fn register(metrics: &Metrics) -> TokenMetrics {
+        let m = TokenMetrics::default();
+        metrics.register("tokend_tokens_issued", "Access tokens issued, by grant type", m.issued.clone());
+        metrics.register("tokend_errors", "Error responses, by endpoint and OAuth error code", m.errors.clone());
+        metrics.register("tokend_introspections", "Introspection requests answered", m.introspections.clone());
+        metrics.register("tokend_revocations", "Tokens revoked", m.revocations.clone());
+        m
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl TokenService {
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.issuer)
+    }
+
+    /// RFC 8414 metadata.
+    pub fn metadata(&self) -> serde_json::Value {
+        let methods: Vec<&str> = AuthMethod::ALL.iter().map(|m| m.name()).collect();
+        let algs: Vec<&str> = signet_jose::Algorithm::ALL.iter().map(|a| a.name()).collect();
+        json!({
+            "issuer": self.issuer,
+            "token_endpoint": self.url("/token"),
+            "jwks_uri": self.url("/jwks"),
+            "introspection_endpoint": self.url("/introspect"),
+            "revocation_endpoint": self.url("/revoke"),
+            "grant_types_supported": GRANT_TYPES,
+            "token_endpoint_auth_methods_supported": methods,
+            "token_endpoint_auth_signing_alg_values_supported": algs_with_mac(&algs),
+            "introspection_endpoint_auth_methods_supported": methods,
+            "revocation_endpoint_auth_methods_supported": methods,
+            "response_types_supported": [],
+        })
+    }
+
+    async fn token(&self, auth: Option<&str>, form: &Form) -> Result<serde_json::Value, OAuthError> {
+        let now = unix_now();
+        let grant_type = form.require("grant_type")?.to_owned();
+        let client = self.authenticate(auth, form, "/token", now).await?;
+        let (grant, label) = match grant_type.as_str() {
+            "client_credentials" => {
+                grants::allowed(&client, &grant_type)?;
+                (grants::client_credentials(&client, form)?, "client_credentials")
+            }
+            TOKEN_EXCHANGE => {
+                grants::allowed(&client, &grant_type)?;
+                let subject = form.require("subject_token")?;
+                let claims = self.check_live(subject, now).await.map_err(|e| match e {
+                    Live::Invalid(why) => OAuthError::invalid_grant(format!("subject_token: {why}")),
+                    Live::Store(e) => e,
+                })?;
+                (grants::token_exchange(&client, form, &claims)?, "token_exchange")
+            }
+            "authorization_code" | "refresh_token" | "urn:ietf:params:oauth:grant-type:device_code"
+            | "urn:ietf:params:oauth:grant-type:jwt-bearer" | "password" | "implicit" => {
+                return Err(OAuthError::unsupported_grant_type(format!("{grant_type} is not served by this tokend")))
+            }
+            other => return Err(OAuthError::unsupported_grant_type(format!("unknown grant type `{other}`"))),
+        };
+        let minted = token::mint(&self.keys, &self.issuer, &grant, now, self.token_seconds).await.map_err(|e| match e {
+            MintError::Signd(e) if e.kind.is_transient() => OAuthError::unavailable(format!("signd: {e}")),
+            MintError::NoKey => OAuthError::unavailable("no signing key is available yet"),
+            other => OAuthError::server_error(other.to_string()),
+        })?;
+        self.metrics.issued.get_or_create(&GrantLabel { grant: label }).inc();
+        let mut body = json!({
+            "access_token": minted.token,
+            "token_type": "Bearer",
+            "expires_in": minted.expires_in,
+        });
+        if !grant.scopes.is_empty() {
+            body["scope"] = json!(grant.scopes.join(" "));
+        }
+        if label == "token_exchange" {
+            body["issued_token_type"] = json!(ACCESS_TOKEN_TYPE);
+        }
+        Ok(body)
+    }
+
+    async fn authenticate(&self, auth: Option<&str>, form: &Form, path: &str, now: u64) -> Result<Client, OAuthError> {
+        let endpoint = self.url(path);
+        let aud = Audiences { issuer: &self.issuer, endpoint: &endpoint };
+        authenticate(&self.db, auth, form, &aud, now, self.max_assertion_seconds).await
+    }
+
+    /// One of tokend's own tokens, unexpired and not revoked.
+    async fn check_live(&self, token: &str, now: u64) -> Result<signet_jose::jwt::Claims, Live> {
+        let claims =
+            token::verify_own(&self.keys, &self.issuer, token, now).map_err(|e| Live::Invalid(e.to_string()))?;
+        let jti = claims.jti.clone().ok_or_else(|| Live::Invalid("no jti".into()))?;
+        let revoked = self
+            .db
+            .store
+            .read(|txn| txn.get(&self.db.revoked, &jti))
+            .map_err(|e| Live::Store(OAuthError::unavailable(format!("store: {e}"))))?;
+        if revoked.is_some() {
+            return Err(Live::Invalid("revoked".into()));
+        }
+        Ok(claims)
+    }
+
+    async fn introspect(&self, auth: Option<&str>, form: &Form) -> Result<serde_json::Value, OAuthError> {
+        let now = unix_now();
+        self.authenticate(auth, form, "/introspect", now).await?;
+        let token = form.require("token")?;
+        self.metrics.introspections.inc();
+        let claims = match self.check_live(token, now).await {
+            Ok(c) => c,
+            Err(Live::Invalid(_)) => return Ok(json!({ "active": false })),
+            Err(Live::Store(e)) => return Err(e),
+        };
+        let mut out = json!({ "active": true, "token_type": "Bearer" });
+        let value = serde_json::to_value(&claims).map_err(|e| OAuthError::server_error(e.to_string()))?;
+        if let (Some(out), serde_json::Value::Object(claims)) = (out.as_object_mut(), value) {
+            for (k, v) in claims {
+                if !v.is_null() {
+                    out.insert(k, v);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn revoke(&self, auth: Option<&str>, form: &Form) -> Result<(), OAuthError> {
+        let now = unix_now();
+        let client = self.authenticate(auth, form, "/revoke", now).await?;
+        let token = form.require("token")?;
+        if let Some(hint) = form.get("token_type_hint") {
+            if hint != "access_token" && hint != "refresh_token" {
+                return Err(OAuthError::unsupported_token_type(format!("token_type_hint `{hint}` is unknown")));
+            }
+        }
+        // RFC 7009 §2.2: an invalid or expired token is answered 200 all the same.
+        let Ok(claims) = token::verify_own(&self.keys, &self.issuer, token, now) else { return Ok(()) };
+        if claims.client_id.as_deref() != Some(client.id.as_str()) {
+            return Err(OAuthError::unauthorized_client("the token was not issued to this client"));
+        }
+        let (Some(jti), Some(exp)) = (claims.jti.clone(), claims.exp) else { return Ok(()) };
+        let table = self.db.revoked;
+        self.db
+            .write_grouped(move |txn| -> Result<(), StoreError> { txn.put(&table, &jti, &exp) })
+            .await
+            .map_err(|e| OAuthError::unavailable(format!("store: {e}")))?;
+        self.metrics.revocations.inc();
+        tracing::info!(client = %client.id, "access token revoked");
+        Ok(())
+    }
+
+    fn count_error(&self, endpoint: &'static str, e: &OAuthError) {
+        self.metrics.errors.get_or_create(&ErrorLabel { endpoint, error: e.code }).inc();
+    }
+
+    /// Answers one request.
+    pub async fn answer(&self, req: Request<Body>) -> Response<Full<Bytes>> {
+        let path = req.uri().path().to_owned();
+        let method = req.method().clone();
+        match path.as_str() {
+            "/.well-known/oauth-authorization-server" => {
+                if method != Method::GET && method != Method::HEAD {
+                    return method_not_allowed("GET, HEAD");
+                }
+                let mut r = json_response(StatusCode::OK, &self.metadata());
+                r.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+                r
+            }
+            "/jwks" => {
+                if method != Method::GET && method != Method::HEAD {
+                    return method_not_allowed("GET, HEAD");
+                }
+                let mut r = Response::new(Full::new(self.keys.view().jwks_json.clone()));
+                r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/jwk-set+json"));
+                if let Ok(v) = HeaderValue::from_str(&format!("public, max-age={}", self.jwks_max_age)) {
+                    r.headers_mut().insert(CACHE_CONTROL, v);
+                }
+                r
+            }
+            "/token" | "/introspect" | "/revoke" => {
+                let endpoint: &'static str = match path.as_str() {
+                    "/token" => "token",
+                    "/introspect" => "introspect",
+                    _ => "revoke",
+                };
+                if method != Method::POST {
+                    return method_not_allowed("POST");
+                }
+                let auth = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
+                let outcome = match read_form(req).await {
+                    Err(e) => Err(e),
+                    Ok(form) => match endpoint {
+                        "token" => self.token(auth.as_deref(), &form).await,
+                        "introspect" => self.introspect(auth.as_deref(), &form).await,
+                        _ => self.revoke(auth.as_deref(), &form).await.map(|()| json!({})),
+                    },
+                };
+                match outcome {
+                    Ok(body) if endpoint == "revoke" => {
+                        let _ = body;
+                        let mut r = Response::new(Full::new(Bytes::new()));
+                        r.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                        r
+                    }
+                    Ok(body) => json_response(StatusCode::OK, &body),
+                    Err(e) => {
+                        self.count_error(endpoint, &e);
+                        e.response()
+                    }
+                }
+            }
+            _ => {
+                let e = OAuthError { status: StatusCode::NOT_FOUND, code: "not_found", description: format!("no endpoint at {path}") };
+                e.response()
+            }
+        }
+    }
+}
+
+enum Live {
+    Invalid(String),
+    Store(OAuthError),
+}
+
+fn algs_with_mac(algs: &[&'static str]) -> Vec<&'static str> {
+    let mut v = algs.to_vec();
+    v.extend(["HS256", "HS384", "HS512"]);
+    v
+}
+
+/// The form body of a POST: `application/x-www-form-urlencoded`, at most [`MAX_BODY`].
+async fn read_form(req: Request<Body>) -> Result<Form, OAuthError> {
+    let (parts, body) = req.into_parts();
+    let ct = parts.headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let mime = ct.split(';').next().unwrap_or("").trim();
+    if !mime.eq_ignore_ascii_case("application/x-www-form-urlencoded") {
+        return Err(OAuthError::invalid_request("the body must be application/x-www-form-urlencoded"));
+    }
+    let declared = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    let too_big = || OAuthError {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        code: "invalid_request",
+        description: format!("the body is larger than {MAX_BODY} bytes"),
+    };
+    if declared.is_some_and(|n| n > MAX_BODY) {
+        return Err(too_big());
+    }
+    let body = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => return Err(too_big()),
+        Err(e) => return Err(OAuthError::invalid_request(format!("reading the body: {e}"))),
+    };
+    Form::parse(&body)
+}
+
+fn method_not_allowed(allow: &'static str) -> Response<Full<Bytes>> {
+    let mut r = OAuthError {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        code: "invalid_request",
+        description: format!("use {allow}"),
+    }
+    .response();
+    r.headers_mut().insert(ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+/// The handler the scaffold serves.
+#[derive(Clone)]
+pub struct TokendHttp(pub Arc<TokenService>);
+
+impl Handler for TokendHttp {
+    fn handle(&self, req: Request<Body>) -> BoxFuture<'static, Response<Full<Bytes>>> {
+        let svc = self.0.clone();
+        async move { svc.answer(req).await }.boxed()
+    }
+}
