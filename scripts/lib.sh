@@ -202,6 +202,25 @@ ensure_certbot() {
   "$SIGNET_CERTBOT" --version >/dev/null
 }
 
+# The OAuth client libraries tokend's interop suite drives (tests/oauth): authlib,
+# PyJWT and jwcrypto (the one JOSE library here that verifies ML-DSA), in their
+# own virtualenv.
+SIGNET_OAUTH_PACKAGES="authlib==1.9.10 pyjwt[crypto]==2.15.1 jwcrypto==1.6.1 requests==2.34.2"
+ensure_oauth_tools() {
+  local venv="$SIGNET_CACHE/oauth-venv"
+  export SIGNET_OAUTH_PYTHON="$venv/bin/python"
+  if [ -x "$SIGNET_OAUTH_PYTHON" ] && [ "$(cat "$venv/.signet-packages" 2>/dev/null)" = "$SIGNET_OAUTH_PACKAGES" ] &&
+    "$SIGNET_OAUTH_PYTHON" -c 'import authlib, jwt, jwcrypto, requests' 2>/dev/null; then
+    return 0
+  fi
+  say "installing authlib, PyJWT and jwcrypto in $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  # shellcheck disable=SC2086
+  "$venv/bin/pip" install --quiet --disable-pip-version-check $SIGNET_OAUTH_PACKAGES
+  echo "$SIGNET_OAUTH_PACKAGES" > "$venv/.signet-packages"
+}
+
 # lego, built from its Go module: `go install ...@latest` is refused by the
 # module proxy here, so download one version and build its cmd/lego in the
 # module cache (about 8 minutes on 2 cores, at low priority).

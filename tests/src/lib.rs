@@ -17,6 +17,7 @@ pub mod ctlog;
 pub mod pki;
 pub mod smallfs;
 pub mod testdns;
+pub mod tokend;
 
 /// Where the workspace's binaries are: `SIGNET_BIN_DIR`, else beside the test
 /// executable's `deps/` directory (cargo's layout).

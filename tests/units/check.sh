@@ -19,7 +19,7 @@ units_dir=$(cd "$here/../../units" && pwd)
 max_exposure=${MAX_EXPOSURE:-2.0}
 
 # The Signet install layout. Only these get stubs: a typo in an ExecStart= path stays missing.
-SIGNET_BINARIES=(/usr/libexec/signet/signd /usr/libexec/signet/ocspd /usr/libexec/signet/acmed /usr/libexec/signet/ctlogd /usr/libexec/signet/probed /usr/bin/signetctl)
+SIGNET_BINARIES=(/usr/libexec/signet/signd /usr/libexec/signet/ocspd /usr/libexec/signet/acmed /usr/libexec/signet/ctlogd /usr/libexec/signet/probed /usr/libexec/signet/tokend /usr/bin/signetctl)
 # What sysusers.d/signet.conf must produce.
 DAEMON_USERS=(signd acmed ocspd ctlogd tokend probed)
 CLIENT_MEMBERS=(acmed ctlogd ocspd probed tokend) # sorted
@@ -341,6 +341,12 @@ if [[ -n $score ]] && le "$score" "$max_exposure"; then
     pass "probed.service exposure $score <= $max_exposure"
 else
     fail "probed.service exposure '${score}' > $max_exposure" "$(grep -E '✗|Overall' <<<"$sec_out")"
+fi
+exposure "$root" tokend.service
+if [[ -n $score ]] && le "$score" "$max_exposure"; then
+    pass "tokend.service exposure $score <= $max_exposure"
+else
+    fail "tokend.service exposure '${score}' > $max_exposure" "$(grep -E '✗|Overall' <<<"$sec_out")"
 fi
 printf '[Unit]\nDescription=unhardened canary\n[Service]\nExecStart=/usr/libexec/signet/signd\n' \
     >"$root/etc/systemd/system/canary-weak.service"

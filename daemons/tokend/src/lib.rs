@@ -1,0 +1,29 @@
+//! tokend: Signet's OAuth 2.0 authorization server. It issues RFC 9068 JWT
+//! access tokens whose signing keys live in signd (any signd backend: key
+//! files, NSS, an HSM), under a role that may sign JWS signing inputs only.
+//!
+//! - [`config`]: the TOML, strict, with `--check-config`.
+//! - [`db`]: LMDB: clients, seen client assertions, revocations, key history.
+//! - [`keys`]: the signing keys from signd and the rotation rules (published before
+//!   they sign, kept until their last token expires); the JWKS.
+//! - [`auth`]: client authentication (secret basic/post, client_secret_jwt,
+//!   private_key_jwt with `jti` replay refused, none).
+//! - [`grants`], [`token`]: client_credentials and token exchange; minting through signd.
+//! - [`http`]: the endpoints (metadata, JWKS, token, introspection, revocation).
+//! - [`admin`]: the admin interface (`tokend.capnp`) for `signetctl oauth`.
+//! - [`daemon`]: start, SIGHUP (`[admin]`), stop.
+#![forbid(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod admin;
+pub mod auth;
+pub mod config;
+pub mod daemon;
+pub mod db;
+pub mod error;
+pub mod grants;
+pub mod http;
+pub mod keys;
+pub mod token;
+
+pub use daemon::{run, TokendError};

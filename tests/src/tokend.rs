@@ -1,0 +1,179 @@
+//! A real tokend for tests: a `tokend` role in signd (`sign-jws`, `list`,
+//! `public-key`), a token key under it, and tokend on a free loopback port,
+//! managed through `signetctl oauth`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::pki::free_port;
+use crate::{bin, run, SigndProcess};
+
+/// The signd config text giving the test user the `tokend` role.
+pub fn signd_role() -> String {
+    let uid = nix::unistd::getuid().as_raw();
+    format!("[roles.tokend]\nusers = [{uid}]\noperations = [\"sign-jws\", \"list\", \"public-key\"]\n")
+}
+
+/// A running tokend.
+pub struct Tokend {
+    /// tokend, while running.
+    pub child: Option<Child>,
+    /// Its HTTP port.
+    pub port: u16,
+    /// Its config file.
+    pub config: PathBuf,
+    /// Its admin socket.
+    pub admin_socket: PathBuf,
+    /// signd's socket.
+    pub signd_socket: PathBuf,
+    log_file: PathBuf,
+}
+
+/// A client as `signetctl oauth client create` printed it.
+#[derive(Clone, Debug)]
+pub struct OauthClient {
+    /// The client id.
+    pub id: String,
+    /// The secret, for secret-holding clients.
+    pub secret: String,
+}
+
+impl Tokend {
+    /// Generates key `key_id` (`algorithm`, a signetctl algorithm name) for the
+    /// `tokend` role in `signd` (which must have been started with
+    /// [`signd_role`]), then starts tokend in `dir` with `extra` appended to
+    /// its config (`[tokens]` settings).
+    pub fn start(signd: &SigndProcess, dir: &Path, key_id: &str, algorithm: &str, extra: &str) -> Tokend {
+        let (st, out, err) = run(crate::signetctl(&signd.socket).args([
+            "key",
+            "generate",
+            key_id,
+            "--algorithm",
+            algorithm,
+            "--role",
+            "tokend",
+        ]));
+        assert!(st.success(), "key generate: {out}{err}");
+        let port = free_port();
+        let config = dir.join("tokend.toml");
+        let admin_socket = dir.join("tokend-admin.sock");
+        std::fs::write(
+            &config,
+            format!(
+                "issuer = \"http://127.0.0.1:{port}\"\nlisten = \"127.0.0.1:{port}\"\nstate_dir = {:?}\n\
+                 signd_socket = {:?}\nadmin_socket = {admin_socket:?}\n{extra}",
+                dir.join("tokend-db"),
+                signd.socket,
+            ),
+        )
+        .unwrap();
+        let mut t = Tokend {
+            child: None,
+            port,
+            config,
+            admin_socket,
+            signd_socket: signd.socket.clone(),
+            log_file: dir.join("tokend.log"),
+        };
+        t.spawn();
+        t
+    }
+
+    /// Starts the process and waits until `/healthz` answers 200 (a signing key is ready).
+    pub fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log_file).unwrap();
+        let child = Command::new(bin("tokend"))
+            .arg("--config")
+            .arg(&self.config)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if self.get("/healthz").0 == 200 {
+                return;
+            }
+            if let Some(Ok(Some(st))) = self.child.as_mut().map(Child::try_wait) {
+                panic!("tokend exited with {st}: {}", self.log());
+            }
+            assert!(Instant::now() < deadline, "tokend did not become ready: {}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// tokend's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_file).unwrap_or_default()
+    }
+
+    /// The URL of `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The issuer identifier.
+    pub fn issuer(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// `GET path` with curl: (status, body).
+    pub fn get(&self, path: &str) -> (u16, String) {
+        curl(&[&self.url(path)])
+    }
+
+    /// `POST path` with a form body and extra curl arguments: (status, body).
+    pub fn post(&self, path: &str, form: &str, extra: &[&str]) -> (u16, String) {
+        let mut args = vec!["-X", "POST", "-H", "Content-Type: application/x-www-form-urlencoded", "--data-binary", form];
+        args.extend_from_slice(extra);
+        let url = self.url(path);
+        args.push(&url);
+        curl(&args)
+    }
+
+    /// `signetctl` aimed at this tokend and its signd.
+    pub fn signetctl(&self) -> Command {
+        let mut c = crate::signetctl(&self.signd_socket);
+        c.env("SIGNET_TOKEND_SOCKET", &self.admin_socket);
+        c
+    }
+
+    /// Creates a client with `signetctl --json oauth client create ID ARGS...`.
+    pub fn create_client(&self, id: &str, args: &[&str]) -> OauthClient {
+        let (st, out, err) = run(self.signetctl().args(["--json", "oauth", "client", "create", id]).args(args));
+        assert!(st.success(), "oauth client create {id}: {out}{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        OauthClient {
+            id: v["client_id"].as_str().unwrap_or(id).to_owned(),
+            secret: v["secret"].as_str().unwrap_or("").to_owned(),
+        }
+    }
+
+    /// SIGKILL, waited for.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Tokend {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// curl with `args`: (status, body). Never fails on HTTP errors.
+pub fn curl(args: &[&str]) -> (u16, String) {
+    let out = Command::new("curl")
+        .args(["-s", "-o", "-", "-w", "\n%{http_code}", "--max-time", "20"])
+        .args(args)
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_owned())
+}
