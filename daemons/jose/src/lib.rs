@@ -11,6 +11,7 @@
 
 mod alg;
 mod compact;
+pub mod fuzz;
 mod jwk;
 mod jwks;
 pub mod jwt;
