@@ -14,24 +14,47 @@
 //! Every error is a [`JwsError`], which maps to the ACME problem the server
 //! must answer with ([`JwsError::problem`]).
 
-mod alg;
 mod binding;
-mod jwk;
 pub mod sign;
 #[cfg(test)]
 mod tests;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::problem::{Problem, ProblemType};
 
-pub use alg::{Algorithm, MacAlgorithm, SUPPORTED_ALGORITHMS};
 pub use binding::{verify_key_change, ExternalAccountBinding};
-pub use jwk::{Jwk, KeyKind, RSA_MAX_BITS, RSA_MIN_BITS};
+pub(crate) use signet_jose::{b64_decode, b64_encode};
+pub use signet_jose::{Algorithm, JoseError, Jwk, KeyKind, MacAlgorithm, RSA_MAX_BITS, RSA_MIN_BITS};
+
+/// The `alg` values ACME accepts, as listed in a `badSignatureAlgorithm` problem.
+/// (signet-jose knows ML-DSA too; ACME clients do not use it yet.)
+pub const SUPPORTED_ALGORITHMS: &[&str] = &["ES256", "ES384", "ES512", "EdDSA", "RS256", "PS256"];
+
+/// The algorithms of [`SUPPORTED_ALGORITHMS`].
+pub const ACME_ALGORITHMS: [Algorithm; 6] =
+    [Algorithm::Es256, Algorithm::Es384, Algorithm::Es512, Algorithm::EdDsa, Algorithm::Rs256, Algorithm::Ps256];
+
+/// Parses a request's `alg`: one of [`SUPPORTED_ALGORITHMS`]; `none`, MACs,
+/// ML-DSA and anything unknown are refused as `badSignatureAlgorithm` (RFC 8555 §6.2).
+pub fn acme_algorithm(name: &str) -> Result<Algorithm, JwsError> {
+    ACME_ALGORITHMS
+        .into_iter()
+        .find(|a| a.name() == name)
+        .ok_or_else(|| JwsError::UnsupportedAlgorithm(name.to_owned()))
+}
+
+/// An ACME account key: a [`Jwk`] of a kind an [`ACME_ALGORITHMS`] algorithm fits.
+fn acme_jwk(value: &Value) -> Result<Jwk, JwsError> {
+    let jwk = Jwk::from_json(value)?;
+    if ACME_ALGORITHMS.iter().any(|a| a.fits(jwk.kind())) {
+        Ok(jwk)
+    } else {
+        Err(JwsError::BadPublicKey(format!("{} keys are not accepted for ACME", jwk.kind())))
+    }
+}
 
 /// Why a JWS was refused. Each maps to one ACME problem type ([`JwsError::problem`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -151,6 +174,20 @@ impl JwsError {
     }
 }
 
+impl From<JoseError> for JwsError {
+    fn from(e: JoseError) -> JwsError {
+        match e {
+            JoseError::UnsupportedAlgorithm(alg) => JwsError::UnsupportedAlgorithm(alg),
+            JoseError::AlgorithmKeyMismatch { alg, key } => JwsError::AlgorithmKeyMismatch { alg, key },
+            JoseError::BadPublicKey(detail) => JwsError::BadPublicKey(detail),
+            JoseError::BadSignature => JwsError::BadSignature,
+            JoseError::BadMac | JoseError::MacKeyTooShort(_) => JwsError::BadMac,
+            JoseError::Internal(detail) => JwsError::Internal(detail),
+            other => JwsError::Structure(other.to_string()),
+        }
+    }
+}
+
 impl From<JwsError> for Problem {
     fn from(e: JwsError) -> Problem {
         e.problem()
@@ -200,7 +237,7 @@ impl SignedRequest {
     pub fn parse(body: &[u8]) -> Result<SignedRequest, JwsError> {
         let raw = RawJws::parse(body)?;
         let h = &raw.header;
-        let alg = Algorithm::from_name(h.alg.as_deref().ok_or(JwsError::MissingHeader("alg"))?)?;
+        let alg = acme_algorithm(h.alg.as_deref().ok_or(JwsError::MissingHeader("alg"))?)?;
         let nonce = h.nonce.clone().ok_or(JwsError::MissingNonce)?;
         if nonce.is_empty() || b64_decode(&nonce).is_err() {
             return Err(JwsError::NonceEncoding);
@@ -369,20 +406,9 @@ impl RawJws {
         match (&self.header.jwk, &self.header.kid) {
             (Some(_), Some(_)) => Err(JwsError::BothJwkAndKid),
             (None, None) => Err(JwsError::NeitherJwkNorKid),
-            (Some(jwk), None) => Ok(KeyRef::Jwk(Jwk::from_json(jwk)?)),
+            (Some(jwk), None) => Ok(KeyRef::Jwk(acme_jwk(jwk)?)),
             (None, Some(kid)) if kid.is_empty() => Err(JwsError::Header("\"kid\" is empty".into())),
             (None, Some(kid)) => Ok(KeyRef::Kid(kid.clone())),
         }
     }
-}
-
-/// Decodes base64url without padding; padding, other alphabets and
-/// non-canonical trailing bits are refused.
-pub(crate) fn b64_decode(s: &str) -> Result<Vec<u8>, base64::DecodeError> {
-    URL_SAFE_NO_PAD.decode(s)
-}
-
-/// Encodes base64url without padding.
-pub(crate) fn b64_encode(bytes: &[u8]) -> String {
-    URL_SAFE_NO_PAD.encode(bytes)
 }

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Algorithm, Jwk, JwsError, KeyRef, MacAlgorithm, RawJws, VerifiedRequest};
+use super::{acme_algorithm, Jwk, JwsError, KeyRef, MacAlgorithm, RawJws, VerifiedRequest};
 
 /// Verifies a keyChange request (RFC 8555 §7.3.5) and returns the new key.
 ///
@@ -19,7 +19,7 @@ pub fn verify_key_change(outer: &VerifiedRequest, account_url: &str, old_key: &J
         return Err(JwsError::WrongKeyReference("kid"));
     }
     let inner = RawJws::parse(outer.payload()).map_err(|e| JwsError::Payload(format!("inner JWS: {e}")))?;
-    let alg = Algorithm::from_name(inner.header.alg.as_deref().ok_or(JwsError::MissingHeader("alg"))?)?;
+    let alg = acme_algorithm(inner.header.alg.as_deref().ok_or(JwsError::MissingHeader("alg"))?)?;
     if inner.header.nonce.is_some() {
         return Err(JwsError::ForbiddenHeader("nonce"));
     }

@@ -56,7 +56,7 @@ pub fn request_with_jwk(
         header.insert("nonce".into(), nonce.into());
     }
     header.insert("url".into(), url.into());
-    assemble(&Value::Object(header).to_string(), payload, |input| alg.sign_with_jwk(key, jwk, input))
+    assemble(&Value::Object(header).to_string(), payload, |input| Ok(alg.sign_with_jwk(key, jwk, input)?))
 }
 
 /// Signs `payload` under an arbitrary protected header (which need not even
@@ -67,7 +67,7 @@ pub fn with_header(
     protected: &Value,
     payload: &[u8],
 ) -> Result<Value, JwsError> {
-    assemble(&protected.to_string(), payload, |input| alg.sign(key, input))
+    assemble(&protected.to_string(), payload, |input| Ok(alg.sign(key, input)?))
 }
 
 /// Signs `payload` under a protected header given as JSON text, byte for byte
@@ -78,7 +78,7 @@ pub fn with_raw_header(
     protected: &str,
     payload: &[u8],
 ) -> Result<Value, JwsError> {
-    assemble(protected, payload, |input| alg.sign(key, input))
+    assemble(protected, payload, |input| Ok(alg.sign(key, input)?))
 }
 
 /// MACs `payload` under an arbitrary protected header.
@@ -88,7 +88,7 @@ pub fn mac_with_header(
     protected: &Value,
     payload: &[u8],
 ) -> Result<Value, JwsError> {
-    assemble(&protected.to_string(), payload, |input| alg.mac(mac_key, input))
+    assemble(&protected.to_string(), payload, |input| Ok(alg.mac(mac_key, input)?))
 }
 
 /// The inner JWS of a keyChange request (RFC 8555 §7.3.5): signed by the new
@@ -121,7 +121,7 @@ pub fn external_account_binding(
 pub fn public_jwk(key: &PKeyRef<Private>) -> Result<Jwk, JwsError> {
     let der = key.public_key_to_der().map_err(|e| JwsError::Internal(e.to_string()))?;
     let public = PKey::public_key_from_der(&der).map_err(|e| JwsError::Internal(e.to_string()))?;
-    Jwk::from_public_key(&public)
+    Ok(Jwk::from_public_key(&public)?)
 }
 
 fn assemble(

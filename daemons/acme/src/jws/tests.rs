@@ -32,6 +32,7 @@ fn key_for(alg: Algorithm) -> PKey<Private> {
         Algorithm::Es512 => ec(Nid::SECP521R1),
         Algorithm::EdDsa => ed25519(),
         Algorithm::Rs256 | Algorithm::Ps256 => rsa(2048),
+        other => panic!("not an ACME algorithm: {other}"),
     }
 }
 
@@ -54,7 +55,7 @@ fn signed(alg: Algorithm, key: &PKey<Private>, header: Value, payload: &[u8]) ->
 
 #[test]
 fn every_algorithm_verifies_with_jwk_and_kid() {
-    for alg in Algorithm::ALL {
+    for alg in ACME_ALGORITHMS {
         let key = key_for(alg);
         let payload = br#"{"identifiers":[{"type":"dns","value":"example.org"}]}"#;
         let jws = sign::request(alg, &key, Signer::Jwk, Some(NONCE), URL, payload).unwrap();
@@ -80,7 +81,7 @@ fn every_algorithm_verifies_with_jwk_and_kid() {
 
 #[test]
 fn wrong_key_is_a_bad_signature() {
-    for alg in Algorithm::ALL {
+    for alg in ACME_ALGORITHMS {
         let jws = sign::request(alg, &key_for(alg), Signer::Kid(KID), Some(NONCE), URL, b"{}").unwrap();
         let other = sign::public_jwk(&key_for(alg)).unwrap();
         let e = SignedRequest::parse(&body(&jws)).unwrap().verify(&other).unwrap_err();
@@ -108,7 +109,7 @@ fn algorithm_must_fit_the_key() {
     let e = SignedRequest::parse(&forged).unwrap().verify_embedded().unwrap_err();
     assert!(matches!(e, JwsError::AlgorithmKeyMismatch { alg: "RS256", .. }), "{e}");
     // The signer refuses too.
-    assert!(matches!(Algorithm::Es384.sign(&p256, b"x"), Err(JwsError::AlgorithmKeyMismatch { .. })));
+    assert!(matches!(Algorithm::Es384.sign(&p256, b"x"), Err(JoseError::AlgorithmKeyMismatch { .. })));
 }
 
 #[test]
@@ -123,7 +124,7 @@ fn jwk_alg_member_must_match() {
 
 #[test]
 fn tampering_breaks_the_signature() {
-    for alg in Algorithm::ALL {
+    for alg in ACME_ALGORITHMS {
         let key = key_for(alg);
         let mut jws = sign::request(alg, &key, Signer::Jwk, Some(NONCE), URL, b"{\"a\":1}").unwrap();
         jws["payload"] = json!(b64_encode(b"{\"a\":2}"));
@@ -243,6 +244,24 @@ fn none_and_mac_algorithms_are_refused() {
 }
 
 #[test]
+fn ml_dsa_is_not_for_acme() {
+    let mut seed = [0u8; 32];
+    openssl::rand::rand_bytes(&mut seed).unwrap();
+    let key = PKey::private_key_from_seed(None, openssl::pkey::KeyType::ML_DSA_44, None, &seed).unwrap();
+    let jwk = sign::public_jwk(&key).unwrap();
+    assert_eq!(jwk.kind(), KeyKind::MlDsa44);
+    let header = json!({"alg": "ML-DSA-44", "jwk": jwk.to_json(), "nonce": NONCE, "url": URL});
+    let req = signed(Algorithm::MlDsa44, &key, header, b"");
+    let e = SignedRequest::parse(&req).unwrap_err();
+    assert_eq!(e, JwsError::UnsupportedAlgorithm("ML-DSA-44".into()));
+    assert_eq!(e.problem().algorithms.unwrap(), SUPPORTED_ALGORITHMS);
+    // An AKP key under a classical alg: badPublicKey.
+    let header = json!({"alg": "EdDSA", "jwk": jwk.to_json(), "nonce": NONCE, "url": URL});
+    let req = signed(Algorithm::EdDsa, &ed25519(), header, b"");
+    assert_eq!(SignedRequest::parse(&req).unwrap_err().problem_type(), ProblemType::BadPublicKey);
+}
+
+#[test]
 fn general_serialization_and_unprotected_headers_are_refused() {
     let jws = sign::request(Algorithm::EdDsa, &ed25519(), Signer::Kid(KID), Some(NONCE), URL, b"").unwrap();
     let mut multi = jws.clone();
@@ -338,7 +357,7 @@ fn rfc8037_ed25519_thumbprint_example() {
 
 #[test]
 fn jwk_round_trips_through_json_and_spki() {
-    for alg in Algorithm::ALL {
+    for alg in ACME_ALGORITHMS {
         let jwk = sign::public_jwk(&key_for(alg)).unwrap();
         let json = serde_json::to_value(&jwk).unwrap();
         let back: Jwk = serde_json::from_value(json.clone()).unwrap();
@@ -363,7 +382,7 @@ fn jwk_round_trips_through_json_and_spki() {
 fn ec_points_are_checked() {
     let jwk = sign::public_jwk(&ec(Nid::X9_62_PRIME256V1)).unwrap().to_json();
     let bad = |v: Value| match Jwk::from_json(&v) {
-        Err(JwsError::BadPublicKey(_)) => {}
+        Err(JoseError::BadPublicKey(_)) => {}
         other => panic!("{v}: {other:?}"),
     };
     // Off the curve: change y.
@@ -407,7 +426,7 @@ fn rsa_keys_are_checked() {
     let n = b64_decode(jwk["n"].as_str().unwrap()).unwrap();
     let bad = |n: &[u8], e: &[u8]| {
         let v = json!({"kty": "RSA", "n": b64_encode(n), "e": b64_encode(e)});
-        assert!(matches!(Jwk::from_json(&v), Err(JwsError::BadPublicKey(_))), "n {} bytes, e {e:?}", n.len());
+        assert!(matches!(Jwk::from_json(&v), Err(JoseError::BadPublicKey(_))), "n {} bytes, e {e:?}", n.len());
     };
     let small = sign::public_jwk(&rsa(1024)).unwrap_err();
     assert!(matches!(small, JwsError::BadPublicKey(_)));
@@ -446,7 +465,7 @@ fn outer(old: &PKey<Private>, inner: &Value) -> VerifiedRequest {
 fn key_change_verifies() {
     let old = ed25519();
     let old_jwk = sign::public_jwk(&old).unwrap();
-    for alg in Algorithm::ALL {
+    for alg in ACME_ALGORITHMS {
         let new = key_for(alg);
         let inner = sign::key_change(alg, &new, KEY_CHANGE_URL, KID, &old_jwk).unwrap();
         let new_jwk = verify_key_change(&outer(&old, &inner), KID, &old_jwk).unwrap();
@@ -574,7 +593,7 @@ fn external_account_binding_refusals() {
 
 #[test]
 fn request_with_a_derived_jwk_equals_request() {
-    for alg in Algorithm::ALL {
+    for alg in ACME_ALGORITHMS {
         let key = key_for(alg);
         let jwk = sign::public_jwk(&key).unwrap();
         for signer in [Signer::Jwk, Signer::Kid(KID)] {

@@ -1,8 +1,9 @@
-//! JSON Web Keys (RFC 7517, RFC 7518 §6, RFC 8037): the public keys ACME
-//! accounts are made of.
+//! JSON Web Keys (RFC 7517, RFC 7518 §6, RFC 8037, RFC 9964): ACME account
+//! keys, the keys of a JWK set.
 //!
-//! Three key types are accepted: EC on P-256/P-384/P-521, RSA of 2048 to 8192
-//! bits and OKP Ed25519. Parsing checks everything a verifier relies on: the
+//! Four key types are accepted: EC on P-256/P-384/P-521, RSA of 2048 to 8192
+//! bits, OKP Ed25519 and AKP ML-DSA-44/65/87 (`{"kty":"AKP","alg":"ML-DSA-44",
+//! "pub":...}`, the raw FIPS 204 public key). Parsing checks everything a verifier relies on: the
 //! EC point lies on the curve and its coordinates have the curve's exact
 //! length, RSA integers are in their minimal encoding (so a key has exactly
 //! one thumbprint) with a sane exponent, and no private member is present.
@@ -10,13 +11,13 @@
 use openssl::bn::{BigNum, BigNumContext};
 use openssl::ec::{EcGroup, EcKey};
 use openssl::nid::Nid;
-use openssl::pkey::{HasPublic, Id, PKey, PKeyRef, Public};
+use openssl::pkey::{HasPublic, Id, KeyType, PKey, PKeyRef, Public};
 use openssl::rsa::Rsa;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::{b64_decode, b64_encode, JwsError};
+use crate::{b64_decode, b64_encode, Algorithm, JoseError};
 
 /// The smallest RSA modulus accepted, in bits.
 pub const RSA_MIN_BITS: u32 = 2048;
@@ -24,7 +25,7 @@ pub const RSA_MIN_BITS: u32 = 2048;
 pub const RSA_MAX_BITS: u32 = 8192;
 
 /// JWK members that only a private key has (RFC 7518 §6.2.2, §6.3.2, §6.4; RFC 8037 §2).
-const PRIVATE_MEMBERS: &[&str] = &["d", "p", "q", "dp", "dq", "qi", "oth", "k"];
+const PRIVATE_MEMBERS: &[&str] = &["d", "p", "q", "dp", "dq", "qi", "oth", "k", "priv"];
 
 /// The kind of a [`Jwk`], with what an algorithm check needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -40,6 +41,12 @@ pub enum KeyKind {
     Rsa(u32),
     /// OKP Ed25519.
     Ed25519,
+    /// AKP ML-DSA-44.
+    MlDsa44,
+    /// AKP ML-DSA-65.
+    MlDsa65,
+    /// AKP ML-DSA-87.
+    MlDsa87,
 }
 
 impl std::fmt::Display for KeyKind {
@@ -50,6 +57,9 @@ impl std::fmt::Display for KeyKind {
             KeyKind::EcP521 => f.write_str("EC P-521"),
             KeyKind::Rsa(bits) => write!(f, "RSA {bits}"),
             KeyKind::Ed25519 => f.write_str("OKP Ed25519"),
+            KeyKind::MlDsa44 => f.write_str("AKP ML-DSA-44"),
+            KeyKind::MlDsa65 => f.write_str("AKP ML-DSA-65"),
+            KeyKind::MlDsa87 => f.write_str("AKP ML-DSA-87"),
         }
     }
 }
@@ -75,6 +85,45 @@ enum Params {
     Ec { curve: Curve, x: Vec<u8>, y: Vec<u8> },
     Rsa { n: Vec<u8>, e: Vec<u8> },
     Ed25519 { x: Vec<u8> },
+    MlDsa { level: MlDsa, public: Vec<u8> },
+}
+
+/// An ML-DSA parameter set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MlDsa {
+    L44,
+    L65,
+    L87,
+}
+
+impl MlDsa {
+    const ALL: [MlDsa; 3] = [MlDsa::L44, MlDsa::L65, MlDsa::L87];
+
+    fn alg(self) -> Algorithm {
+        match self {
+            MlDsa::L44 => Algorithm::MlDsa44,
+            MlDsa::L65 => Algorithm::MlDsa65,
+            MlDsa::L87 => Algorithm::MlDsa87,
+        }
+    }
+    fn key_type(self) -> KeyType {
+        match self {
+            MlDsa::L44 => KeyType::ML_DSA_44,
+            MlDsa::L65 => KeyType::ML_DSA_65,
+            MlDsa::L87 => KeyType::ML_DSA_87,
+        }
+    }
+    /// The public key's length in bytes (FIPS 204 Table 2).
+    fn public_len(self) -> usize {
+        match self {
+            MlDsa::L44 => 1312,
+            MlDsa::L65 => 1952,
+            MlDsa::L87 => 2592,
+        }
+    }
+    fn from_name(name: &str) -> Option<MlDsa> {
+        MlDsa::ALL.into_iter().find(|l| l.alg().name() == name)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,7 +178,7 @@ impl Eq for Jwk {}
 
 impl Jwk {
     /// Parses a JWK from its JSON object (as found in a `jwk` header or a key-change payload).
-    pub fn from_json(value: &Value) -> Result<Jwk, JwsError> {
+    pub fn from_json(value: &Value) -> Result<Jwk, JoseError> {
         let obj = value.as_object().ok_or_else(|| bad_key("JWK is not a JSON object"))?;
         if let Some(private) = PRIVATE_MEMBERS.iter().find(|m| obj.contains_key(**m)) {
             return Err(bad_key(format!("JWK has the private member {private:?}")));
@@ -164,6 +213,13 @@ impl Jwk {
                 "Ed25519" => Params::Ed25519 { x: member_b64(obj, "x")? },
                 crv => return Err(bad_key(format!("unsupported OKP curve {crv:?}"))),
             },
+            // RFC 9964 §4: the parameter set is the required `alg`.
+            "AKP" => {
+                let alg = member_str(obj, "alg")?;
+                let level =
+                    MlDsa::from_name(alg).ok_or_else(|| bad_key(format!("unsupported AKP algorithm {alg:?}")))?;
+                Params::MlDsa { level, public: member_b64(obj, "pub")? }
+            }
             kty => return Err(bad_key(format!("unsupported key type {kty:?}"))),
         };
         let key = params.public_key()?;
@@ -172,23 +228,28 @@ impl Jwk {
     }
 
     /// The JWK of an OpenSSL public (or private) key.
-    pub fn from_public_key<T: HasPublic>(key: &PKeyRef<T>) -> Result<Jwk, JwsError> {
-        let params = match key.id() {
-            Id::EC => {
+    pub fn from_public_key<T: HasPublic>(key: &PKeyRef<T>) -> Result<Jwk, JoseError> {
+        let ml_dsa = MlDsa::ALL.into_iter().find(|l| key.is_a(l.key_type()));
+        let params = match (key.id(), ml_dsa) {
+            (_, Some(level)) => {
+                let public = key.raw_public_key().map_err(|e| bad_key(format!("ML-DSA key: {e}")))?;
+                Params::MlDsa { level, public }
+            }
+            (Id::EC, None) => {
                 let ec = key.ec_key().map_err(|e| bad_key(format!("EC key: {e}")))?;
                 let curve =
                     ec.group().curve_name().and_then(Curve::from_nid).ok_or_else(|| bad_key("unsupported EC curve"))?;
                 let (x, y) = ec_coordinates(&ec, curve).map_err(|e| bad_key(format!("EC key: {e}")))?;
                 Params::Ec { curve, x, y }
             }
-            Id::RSA => {
+            (Id::RSA, None) => {
                 let rsa = key.rsa().map_err(|e| bad_key(format!("RSA key: {e}")))?;
                 Params::Rsa { n: rsa.n().to_vec(), e: rsa.e().to_vec() }
             }
-            Id::ED25519 => {
+            (Id::ED25519, None) => {
                 Params::Ed25519 { x: key.raw_public_key().map_err(|e| bad_key(format!("Ed25519 key: {e}")))? }
             }
-            other => return Err(bad_key(format!("unsupported key type {other:?}"))),
+            (other, _) => return Err(bad_key(format!("unsupported key type {other:?}"))),
         };
         let key = params.public_key()?;
         let ec = key.ec_key().ok();
@@ -196,13 +257,13 @@ impl Jwk {
     }
 
     /// Parses a DER SubjectPublicKeyInfo.
-    pub fn from_spki_der(der: &[u8]) -> Result<Jwk, JwsError> {
+    pub fn from_spki_der(der: &[u8]) -> Result<Jwk, JoseError> {
         let key = PKey::public_key_from_der(der).map_err(|e| bad_key(format!("SubjectPublicKeyInfo: {e}")))?;
         Jwk::from_public_key(&key)
     }
 
     /// The key as a DER SubjectPublicKeyInfo.
-    pub fn to_spki_der(&self) -> Result<Vec<u8>, JwsError> {
+    pub fn to_spki_der(&self) -> Result<Vec<u8>, JoseError> {
         self.key.public_key_to_der().map_err(|e| bad_key(format!("encoding SubjectPublicKeyInfo: {e}")))
     }
 
@@ -219,6 +280,9 @@ impl Jwk {
             Params::Ec { curve: Curve::P521, .. } => KeyKind::EcP521,
             Params::Rsa { .. } => KeyKind::Rsa(self.key.bits()),
             Params::Ed25519 { .. } => KeyKind::Ed25519,
+            Params::MlDsa { level: MlDsa::L44, .. } => KeyKind::MlDsa44,
+            Params::MlDsa { level: MlDsa::L65, .. } => KeyKind::MlDsa65,
+            Params::MlDsa { level: MlDsa::L87, .. } => KeyKind::MlDsa87,
         }
     }
 
@@ -245,6 +309,10 @@ impl Jwk {
             Params::Ed25519 { x } => {
                 format!(r#"{{"crv":"Ed25519","kty":"OKP","x":"{}"}}"#, b64_encode(x))
             }
+            // RFC 9964 §4: the thumbprint members of an AKP key are alg, kty and pub.
+            Params::MlDsa { level, public } => {
+                format!(r#"{{"alg":"{}","kty":"AKP","pub":"{}"}}"#, level.alg().name(), b64_encode(public))
+            }
         }
     }
 
@@ -262,18 +330,27 @@ impl Jwk {
     pub(crate) fn ec_key(&self) -> Option<&EcKey<Public>> {
         self.ec.as_ref()
     }
+}
 
-    /// The coordinate length, for EC keys.
-    pub(crate) fn ec_coordinate_len(&self) -> Option<usize> {
-        match &self.params {
-            Params::Ec { curve, .. } => Some(curve.coordinate_len()),
-            _ => None,
-        }
+/// A JWK set entry for a signing key given as a DER SubjectPublicKeyInfo (as
+/// signd returns it): the public JWK with `kid`, `alg` and `"use":"sig"`.
+/// `alg` must fit the key.
+pub fn jwk_json(spki_der: &[u8], kid: &str, alg: Algorithm) -> Result<Value, JoseError> {
+    let jwk = Jwk::from_spki_der(spki_der)?;
+    if !alg.fits(jwk.kind()) {
+        return Err(JoseError::AlgorithmKeyMismatch { alg: alg.name(), key: jwk.kind().to_string() });
     }
+    let mut value = jwk.to_json();
+    if let Value::Object(obj) = &mut value {
+        obj.insert("kid".into(), kid.into());
+        obj.insert("alg".into(), alg.name().into());
+        obj.insert("use".into(), "sig".into());
+    }
+    Ok(value)
 }
 
 impl Params {
-    fn public_key(&self) -> Result<PKey<Public>, JwsError> {
+    fn public_key(&self) -> Result<PKey<Public>, JoseError> {
         match self {
             Params::Ec { curve, x, y } => {
                 let group =
@@ -312,6 +389,14 @@ impl Params {
                 }
                 PKey::public_key_from_raw_bytes(x, Id::ED25519).map_err(|e| bad_key(format!("Ed25519: {e}")))
             }
+            Params::MlDsa { level, public } => {
+                let name = level.alg().name();
+                if public.len() != level.public_len() {
+                    return Err(bad_key(format!("{name} public keys are {} bytes", level.public_len())));
+                }
+                PKey::public_key_from_raw_bytes_ex(None, level.key_type(), None, public)
+                    .map_err(|e| bad_key(format!("{name}: {e}")))
+            }
         }
     }
 }
@@ -337,11 +422,11 @@ fn ec_coordinates<T: HasPublic>(ec: &EcKey<T>, curve: Curve) -> Result<(Vec<u8>,
     Ok((x.to_vec_padded(len)?, y.to_vec_padded(len)?))
 }
 
-fn bn(bytes: &[u8]) -> Result<BigNum, JwsError> {
+fn bn(bytes: &[u8]) -> Result<BigNum, JoseError> {
     BigNum::from_slice(bytes).map_err(|e| bad_key(e.to_string()))
 }
 
-fn member_str<'a>(obj: &'a Map<String, Value>, name: &'static str) -> Result<&'a str, JwsError> {
+fn member_str<'a>(obj: &'a Map<String, Value>, name: &'static str) -> Result<&'a str, JoseError> {
     match obj.get(name) {
         Some(Value::String(s)) => Ok(s),
         Some(_) => Err(bad_key(format!("JWK member {name:?} is not a string"))),
@@ -349,11 +434,11 @@ fn member_str<'a>(obj: &'a Map<String, Value>, name: &'static str) -> Result<&'a
     }
 }
 
-fn member_b64(obj: &Map<String, Value>, name: &'static str) -> Result<Vec<u8>, JwsError> {
+fn member_b64(obj: &Map<String, Value>, name: &'static str) -> Result<Vec<u8>, JoseError> {
     b64_decode(member_str(obj, name)?)
         .map_err(|_| bad_key(format!("JWK member {name:?} is not base64url without padding")))
 }
 
-fn bad_key(detail: impl Into<String>) -> JwsError {
-    JwsError::BadPublicKey(detail.into())
+fn bad_key(detail: impl Into<String>) -> JoseError {
+    JoseError::BadPublicKey(detail.into())
 }

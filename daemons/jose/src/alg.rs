@@ -1,5 +1,5 @@
-//! The JWS algorithms Signet accepts (RFC 7518 §3, RFC 8037 §3.1) and their
-//! verification with OpenSSL.
+//! The JWS algorithms Signet knows (RFC 7518 §3, RFC 8037 §3.1, RFC 9964) and
+//! their signing and verification with OpenSSL.
 
 use openssl::bn::BigNum;
 use openssl::ecdsa::EcdsaSig;
@@ -9,10 +9,12 @@ use openssl::rsa::Padding;
 use openssl::sign::{RsaPssSaltlen, Signer, Verifier};
 use sha2::{Digest, Sha256, Sha384, Sha512};
 
-use super::jwk::{Jwk, KeyKind};
-use super::JwsError;
+use signet_types::{KeyAlgorithm, SignatureScheme};
 
-/// A signature algorithm accepted on an ACME request.
+use crate::jwk::{Jwk, KeyKind};
+use crate::JoseError;
+
+/// A JWS signature algorithm (asymmetric).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Algorithm {
@@ -28,15 +30,27 @@ pub enum Algorithm {
     Rs256,
     /// RSASSA-PSS with SHA-256, MGF1-SHA-256 and a 32-byte salt.
     Ps256,
+    /// ML-DSA-44 (FIPS 204, pure, empty context; RFC 9964).
+    MlDsa44,
+    /// ML-DSA-65.
+    MlDsa65,
+    /// ML-DSA-87.
+    MlDsa87,
 }
 
-/// The `alg` values Signet accepts, as listed in a `badSignatureAlgorithm` problem.
-pub const SUPPORTED_ALGORITHMS: &[&str] = &["ES256", "ES384", "ES512", "EdDSA", "RS256", "PS256"];
-
 impl Algorithm {
-    /// Every accepted algorithm.
-    pub const ALL: [Algorithm; 6] =
-        [Algorithm::Es256, Algorithm::Es384, Algorithm::Es512, Algorithm::EdDsa, Algorithm::Rs256, Algorithm::Ps256];
+    /// Every algorithm.
+    pub const ALL: [Algorithm; 9] = [
+        Algorithm::Es256,
+        Algorithm::Es384,
+        Algorithm::Es512,
+        Algorithm::EdDsa,
+        Algorithm::Rs256,
+        Algorithm::Ps256,
+        Algorithm::MlDsa44,
+        Algorithm::MlDsa65,
+        Algorithm::MlDsa87,
+    ];
 
     /// The `alg` name.
     pub fn name(self) -> &'static str {
@@ -47,16 +61,66 @@ impl Algorithm {
             Algorithm::EdDsa => "EdDSA",
             Algorithm::Rs256 => "RS256",
             Algorithm::Ps256 => "PS256",
+            Algorithm::MlDsa44 => "ML-DSA-44",
+            Algorithm::MlDsa65 => "ML-DSA-65",
+            Algorithm::MlDsa87 => "ML-DSA-87",
         }
     }
 
     /// Parses an `alg` value. `none`, MAC algorithms and anything unknown are
-    /// refused as `badSignatureAlgorithm` (RFC 8555 §6.2).
-    pub fn from_name(name: &str) -> Result<Algorithm, JwsError> {
+    /// refused.
+    pub fn from_name(name: &str) -> Result<Algorithm, JoseError> {
         Algorithm::ALL
             .into_iter()
             .find(|a| a.name() == name)
-            .ok_or_else(|| JwsError::UnsupportedAlgorithm(name.to_owned()))
+            .ok_or_else(|| JoseError::UnsupportedAlgorithm(name.to_owned()))
+    }
+
+    /// The signd scheme that makes this algorithm's signatures.
+    pub fn scheme(self) -> SignatureScheme {
+        match self {
+            Algorithm::Es256 => SignatureScheme::EcdsaSha256,
+            Algorithm::Es384 => SignatureScheme::EcdsaSha384,
+            Algorithm::Es512 => SignatureScheme::EcdsaSha512,
+            Algorithm::EdDsa => SignatureScheme::Ed25519,
+            Algorithm::Rs256 => SignatureScheme::RsaPkcs1Sha256,
+            Algorithm::Ps256 => SignatureScheme::RsaPssSha256,
+            Algorithm::MlDsa44 => SignatureScheme::MlDsa44,
+            Algorithm::MlDsa65 => SignatureScheme::MlDsa65,
+            Algorithm::MlDsa87 => SignatureScheme::MlDsa87,
+        }
+    }
+
+    /// Does a signd key of this algorithm go with this JWS algorithm?
+    pub fn fits_key(self, key: KeyAlgorithm) -> bool {
+        matches!(
+            (self, key),
+            (Algorithm::Es256, KeyAlgorithm::EcP256)
+                | (Algorithm::Es384, KeyAlgorithm::EcP384)
+                | (Algorithm::Es512, KeyAlgorithm::EcP521)
+                | (Algorithm::EdDsa, KeyAlgorithm::Ed25519)
+                | (
+                    Algorithm::Rs256 | Algorithm::Ps256,
+                    KeyAlgorithm::Rsa2048 | KeyAlgorithm::Rsa3072 | KeyAlgorithm::Rsa4096
+                )
+                | (Algorithm::MlDsa44, KeyAlgorithm::MlDsa44)
+                | (Algorithm::MlDsa65, KeyAlgorithm::MlDsa65)
+                | (Algorithm::MlDsa87, KeyAlgorithm::MlDsa87)
+        )
+    }
+
+    /// The JWS algorithm for a signd key (RSA keys: RS256).
+    pub fn default_for(key: KeyAlgorithm) -> Algorithm {
+        match key {
+            KeyAlgorithm::EcP256 => Algorithm::Es256,
+            KeyAlgorithm::EcP384 => Algorithm::Es384,
+            KeyAlgorithm::EcP521 => Algorithm::Es512,
+            KeyAlgorithm::Ed25519 => Algorithm::EdDsa,
+            KeyAlgorithm::Rsa2048 | KeyAlgorithm::Rsa3072 | KeyAlgorithm::Rsa4096 => Algorithm::Rs256,
+            KeyAlgorithm::MlDsa44 => Algorithm::MlDsa44,
+            KeyAlgorithm::MlDsa65 => Algorithm::MlDsa65,
+            KeyAlgorithm::MlDsa87 => Algorithm::MlDsa87,
+        }
     }
 
     /// Does a key of this kind go with this algorithm?
@@ -68,7 +132,20 @@ impl Algorithm {
                 | (Algorithm::Es512, KeyKind::EcP521)
                 | (Algorithm::EdDsa, KeyKind::Ed25519)
                 | (Algorithm::Rs256 | Algorithm::Ps256, KeyKind::Rsa(_))
+                | (Algorithm::MlDsa44, KeyKind::MlDsa44)
+                | (Algorithm::MlDsa65, KeyKind::MlDsa65)
+                | (Algorithm::MlDsa87, KeyKind::MlDsa87)
         )
+    }
+
+    /// For ECDSA, the length of r and of s in a JWS signature (RFC 7518 §3.4).
+    fn ecdsa_width(self) -> Option<usize> {
+        match self {
+            Algorithm::Es256 => Some(32),
+            Algorithm::Es384 => Some(48),
+            Algorithm::Es512 => Some(66),
+            _ => None,
+        }
     }
 
     fn digest(self) -> Option<MessageDigest> {
@@ -76,28 +153,39 @@ impl Algorithm {
             Algorithm::Es256 | Algorithm::Rs256 | Algorithm::Ps256 => Some(MessageDigest::sha256()),
             Algorithm::Es384 => Some(MessageDigest::sha384()),
             Algorithm::Es512 => Some(MessageDigest::sha512()),
-            Algorithm::EdDsa => None,
+            Algorithm::EdDsa | Algorithm::MlDsa44 | Algorithm::MlDsa65 | Algorithm::MlDsa87 => None,
+        }
+    }
+
+    /// Turns a signature as signd returns it (for ECDSA a DER `Ecdsa-Sig-Value`)
+    /// into its JWS form (for ECDSA r||s, each of the curve's fixed width);
+    /// other algorithms' signatures are the same in both.
+    pub fn signature_from_der(self, sig: &[u8]) -> Result<Vec<u8>, JoseError> {
+        match self.ecdsa_width() {
+            Some(width) => ecdsa_der_to_raw(sig, width)
+                .map_err(|_| JoseError::Malformed("not a DER ECDSA signature of this curve".into())),
+            None => Ok(sig.to_vec()),
         }
     }
 
     /// Checks `signature` over `signing_input` with `key`: the key must fit the
     /// algorithm (and the JWK's own `alg`, if it declared one).
-    pub fn verify(self, key: &Jwk, signing_input: &[u8], signature: &[u8]) -> Result<(), JwsError> {
+    pub fn verify(self, key: &Jwk, signing_input: &[u8], signature: &[u8]) -> Result<(), JoseError> {
         if !self.fits(key.kind()) {
-            return Err(JwsError::AlgorithmKeyMismatch { alg: self.name(), key: key.kind().to_string() });
+            return Err(JoseError::AlgorithmKeyMismatch { alg: self.name(), key: key.kind().to_string() });
         }
         if let Some(declared) = key.declared_alg() {
             if declared != self.name() {
-                return Err(JwsError::BadPublicKey(format!(
-                    "the JWK declares alg {declared:?} but the request uses {}",
+                return Err(JoseError::BadPublicKey(format!(
+                    "the JWK declares alg {declared:?} but the JWS uses {}",
                     self.name()
                 )));
             }
         }
         let ok = match self {
             Algorithm::Es256 | Algorithm::Es384 | Algorithm::Es512 => {
-                let len = key.ec_coordinate_len().ok_or(JwsError::BadSignature)?;
-                let ec = key.ec_key().ok_or(JwsError::BadSignature)?;
+                let len = self.ecdsa_width().ok_or(JoseError::BadSignature)?;
+                let ec = key.ec_key().ok_or(JoseError::BadSignature)?;
                 let sig = ecdsa_raw_to_sig(signature, len)?;
                 let digest: Vec<u8> = match self {
                     Algorithm::Es256 => Sha256::digest(signing_input).to_vec(),
@@ -106,12 +194,14 @@ impl Algorithm {
                 };
                 sig.verify(&digest, ec).unwrap_or(false)
             }
-            Algorithm::EdDsa => Verifier::new_without_digest(key.public_key())
-                .and_then(|mut v| v.verify_oneshot(signature, signing_input))
-                .unwrap_or(false),
+            Algorithm::EdDsa | Algorithm::MlDsa44 | Algorithm::MlDsa65 | Algorithm::MlDsa87 => {
+                Verifier::new_without_digest(key.public_key())
+                    .and_then(|mut v| v.verify_oneshot(signature, signing_input))
+                    .unwrap_or(false)
+            }
             Algorithm::Rs256 | Algorithm::Ps256 => {
                 if signature.len() != key.public_key().size() {
-                    return Err(JwsError::BadSignature);
+                    return Err(JoseError::BadSignature);
                 }
                 verify_digest(self, key.public_key(), signing_input, signature, |v| {
                     if self == Algorithm::Ps256 {
@@ -126,24 +216,24 @@ impl Algorithm {
         if ok {
             Ok(())
         } else {
-            Err(JwsError::BadSignature)
+            Err(JoseError::BadSignature)
         }
     }
 
     /// Signs `signing_input` with `key`, producing the JWS signature bytes
-    /// (raw r||s for ECDSA). For tests and tools; the CA never signs requests.
-    pub fn sign(self, key: &PKeyRef<Private>, signing_input: &[u8]) -> Result<Vec<u8>, JwsError> {
-        let internal = |e: openssl::error::ErrorStack| JwsError::Internal(e.to_string());
+    /// (raw r||s for ECDSA). For tests and tools: Signet's own keys sign in signd.
+    pub fn sign(self, key: &PKeyRef<Private>, signing_input: &[u8]) -> Result<Vec<u8>, JoseError> {
+        let internal = |e: openssl::error::ErrorStack| JoseError::Internal(e.to_string());
         let public = PKey::public_key_from_der(&key.public_key_to_der().map_err(internal)?).map_err(internal)?;
         self.sign_with_jwk(key, &Jwk::from_public_key(&public)?, signing_input)
     }
 
     /// [`Algorithm::sign`] with the key's public JWK already at hand (it must
     /// be `key`'s): deriving it costs more than an ECDSA signature.
-    pub fn sign_with_jwk(self, key: &PKeyRef<Private>, jwk: &Jwk, signing_input: &[u8]) -> Result<Vec<u8>, JwsError> {
-        let internal = |e: openssl::error::ErrorStack| JwsError::Internal(e.to_string());
+    pub fn sign_with_jwk(self, key: &PKeyRef<Private>, jwk: &Jwk, signing_input: &[u8]) -> Result<Vec<u8>, JoseError> {
+        let internal = |e: openssl::error::ErrorStack| JoseError::Internal(e.to_string());
         if !self.fits(jwk.kind()) {
-            return Err(JwsError::AlgorithmKeyMismatch { alg: self.name(), key: jwk.kind().to_string() });
+            return Err(JoseError::AlgorithmKeyMismatch { alg: self.name(), key: jwk.kind().to_string() });
         }
         match self.digest() {
             None => {
@@ -157,10 +247,7 @@ impl Algorithm {
                     signer.set_rsa_pss_saltlen(RsaPssSaltlen::DIGEST_LENGTH).map_err(internal)?;
                 }
                 let sig = signer.sign_oneshot_to_vec(signing_input).map_err(internal)?;
-                match jwk.ec_coordinate_len() {
-                    Some(len) => ecdsa_der_to_raw(&sig, len).map_err(internal),
-                    None => Ok(sig),
-                }
+                self.signature_from_der(&sig)
             }
         }
     }
@@ -172,7 +259,7 @@ impl std::fmt::Display for Algorithm {
     }
 }
 
-/// A MAC algorithm, accepted only for external account binding (RFC 8555 §7.3.4).
+/// A MAC algorithm (RFC 7518 §3.2): ACME external account binding, `client_secret_jwt`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum MacAlgorithm {
@@ -203,8 +290,8 @@ impl MacAlgorithm {
     }
 
     /// The MAC of `signing_input` under `key`.
-    pub fn mac(self, key: &[u8], signing_input: &[u8]) -> Result<Vec<u8>, JwsError> {
-        let internal = |e: openssl::error::ErrorStack| JwsError::Internal(e.to_string());
+    pub fn mac(self, key: &[u8], signing_input: &[u8]) -> Result<Vec<u8>, JoseError> {
+        let internal = |e: openssl::error::ErrorStack| JoseError::Internal(e.to_string());
         let md = match self {
             MacAlgorithm::Hs256 => MessageDigest::sha256(),
             MacAlgorithm::Hs384 => MessageDigest::sha384(),
@@ -214,13 +301,22 @@ impl MacAlgorithm {
         Signer::new(md, &pkey).and_then(|mut s| s.sign_oneshot_to_vec(signing_input)).map_err(internal)
     }
 
+    /// The hash output length in bytes: the shortest key RFC 7518 §3.2 allows.
+    pub fn min_key_len(self) -> usize {
+        match self {
+            MacAlgorithm::Hs256 => 32,
+            MacAlgorithm::Hs384 => 48,
+            MacAlgorithm::Hs512 => 64,
+        }
+    }
+
     /// Checks a MAC in constant time.
-    pub fn verify(self, key: &[u8], signing_input: &[u8], mac: &[u8]) -> Result<(), JwsError> {
+    pub fn verify(self, key: &[u8], signing_input: &[u8], mac: &[u8]) -> Result<(), JoseError> {
         let expected = self.mac(key, signing_input)?;
         if expected.len() == mac.len() && openssl::memcmp::eq(&expected, mac) {
             Ok(())
         } else {
-            Err(JwsError::BadMac)
+            Err(JoseError::BadMac)
         }
     }
 }
@@ -242,14 +338,14 @@ fn verify_digest(
 }
 
 /// A JWS ECDSA signature (r||s, each `len` bytes, RFC 7518 §3.4) as DER ECDSA-Sig-Value.
-fn ecdsa_raw_to_sig(signature: &[u8], len: usize) -> Result<EcdsaSig, JwsError> {
+fn ecdsa_raw_to_sig(signature: &[u8], len: usize) -> Result<EcdsaSig, JoseError> {
     if signature.len() != 2 * len {
-        return Err(JwsError::BadSignature);
+        return Err(JoseError::BadSignature);
     }
     let (r, s) = signature.split_at(len);
     BigNum::from_slice(r)
         .and_then(|r| BigNum::from_slice(s).and_then(|s| EcdsaSig::from_private_components(r, s)))
-        .map_err(|_| JwsError::BadSignature)
+        .map_err(|_| JoseError::BadSignature)
 }
 
 /// A DER ECDSA-Sig-Value as JWS r||s.
