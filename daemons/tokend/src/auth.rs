@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use openssl::sha::sha256;
-use signet_jose::{Algorithm, CompactJws, Jwks};
+use signet_jose::{CompactJws, Jwks};
 use signet_store::StoreError;
 
 use crate::db::{AuthMethod, ClientRec, Db};
@@ -203,7 +203,7 @@ async fn check_assertion(
             jws.verify_mac(key.as_bytes()).map_err(|_| fail("the MAC does not verify"))?;
         }
         AuthMethod::PrivateKeyJwt => {
-            let alg = Algorithm::from_name(header_alg).map_err(|_| fail(&format!("alg `{header_alg}` is not accepted")))?;
+            let alg = jws.header().alg.ok_or_else(|| fail(&format!("alg `{header_alg}` is not accepted")))?;
             let jwks = Jwks::parse(client.rec.jwks.as_deref().unwrap_or("{\"keys\":[]}").as_bytes())
                 .map_err(|e| fail(&format!("the client's JWKS: {e}")))?;
             let key = jwks.find(jws.header().kid.as_deref(), alg).ok_or_else(|| fail("no key of the client's JWKS fits"))?;

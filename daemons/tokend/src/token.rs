@@ -7,6 +7,7 @@ use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use signet_ipc::IpcError;
 use signet_jose::jwt::{self, Claims, Validation};
+use signet_jose::JoseError;
 use signet_jose::{compact, encode_signing_input};
 
 use crate::keys::Keys;
@@ -91,7 +92,7 @@ pub async fn mint(keys: &Keys, issuer: &str, grant: &Grant, now: u64, ttl: u64) 
 
 /// Checks that `token` is one of tokend's own unexpired access tokens:
 /// signature by a published key, `typ` at+jwt, `iss`, `exp`.
-pub fn verify_own(keys: &Keys, issuer: &str, token: &str, now: u64) -> Result<Claims, jwt::JwtError> {
+pub fn verify_own(keys: &Keys, issuer: &str, token: &str, now: u64) -> Result<Claims, JoseError> {
     let view = keys.view();
     let v = Validation { issuer: Some(issuer.to_owned()), audience: None, now, leeway: 0, typ: Some("at+jwt".into()) };
     jwt::verify_jwt(token, &view.jwks, &v)
