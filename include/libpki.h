@@ -1,20 +1,22 @@
 /*
  * libpki: the C API of Signet. Sign with keys held by signd (over its Unix
- * socket), verify signatures and X.509 certificates locally. Guide:
+ * socket), verify signatures, X.509 certificates and JWTs locally. Guide:
  * docs/libpki.md.
  *
  * Conventions:
- * - Handles (pki_client, pki_buffer, pki_key_list) are opaque, created only
- *   by libpki and freed only with their pki_*_free function (NULL is a no-op).
+ * - Handles (pki_client, pki_buffer, pki_key_list, pki_jwks, pki_jwt) are
+ *   opaque, created only by libpki and freed only with their pki_*_free
+ *   function (NULL is a no-op).
  * - Fallible functions return a pki_result; PKI_RESULT_OK is success. Outputs
  *   come last and are written only on success. pki_last_error() gives the
  *   calling thread's detail message for the last call; pki_result_str() the
  *   code's name.
  * - Every pointer argument is checked: NULL gives PKI_RESULT_NULL_PARAMETER
  *   (a data pointer may be NULL only with length 0).
- * - Threads: a pki_client may be used from many threads at once; buffers and
- *   key lists may be read from many threads at once; the last error is per
- *   thread. Free a handle only when no other call is using it.
+ * - Threads: a pki_client may be used from many threads at once; buffers,
+ *   key lists, JWK sets and verified JWTs may be read from many threads at
+ *   once; the last error is per thread. Free a handle only when no other call
+ *   is using it.
  * - The library links its own OpenSSL 3.5 statically and exports only pki_*
  *   symbols, so a program may also use the system's OpenSSL.
  */
@@ -130,6 +132,39 @@ enum pki_result
    * certificate, bad extensions, ...); `pki_last_error()` says which.
    */
   PKI_RESULT_CERT_INVALID = 7304,
+  /**
+   * The token is not a well-formed JWT: not a compact JWS, too long,
+   * claims that are not a JSON object or are mistyped, no `exp`.
+   */
+  PKI_RESULT_TOKEN_MALFORMED = 7400,
+  /**
+   * The token has expired (`exp`, with the leeway).
+   */
+  PKI_RESULT_TOKEN_EXPIRED = 7401,
+  /**
+   * The token is not valid yet (`nbf`, with the leeway).
+   */
+  PKI_RESULT_TOKEN_NOT_YET_VALID = 7402,
+  /**
+   * The token's `iss` is not the expected issuer.
+   */
+  PKI_RESULT_TOKEN_WRONG_ISSUER = 7403,
+  /**
+   * The token's `aud` does not name the expected audience.
+   */
+  PKI_RESULT_TOKEN_WRONG_AUDIENCE = 7404,
+  /**
+   * No key in the JWK set fits the token's `kid` and `alg`.
+   */
+  PKI_RESULT_TOKEN_UNKNOWN_KEY = 7405,
+  /**
+   * The token's `alg` is not one libpki verifies (`none`, HS256, ...).
+   */
+  PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM = 7406,
+  /**
+   * The JWK set is not a JSON `{"keys":[...]}` with a usable key.
+   */
+  PKI_RESULT_MALFORMED_JWKS = 7407,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -300,6 +335,20 @@ typedef struct pki_buffer pki_buffer;
  * restarts, so a client may be created while signd is down.
  */
 typedef struct pki_client pki_client;
+
+/**
+ * A token issuer's JWK set: the public keys its JWTs are verified with.
+ * Made by `pki_jwks_new`, freed with `pki_jwks_free`; immutable, so it may
+ * be used from many threads at once.
+ */
+typedef struct pki_jwks pki_jwks;
+
+/**
+ * A verified JWT: its claims, read with `pki_jwt_claim_str` and
+ * `pki_jwt_claim_int`. Made by `pki_jwt_verify`, freed with `pki_jwt_free`;
+ * immutable, so it may be read from many threads at once.
+ */
+typedef struct pki_jwt pki_jwt;
 
 /**
  * A list of keys from `pki_list_keys`: read it with the `pki_key_list_*`
@@ -492,6 +541,76 @@ pki_result pki_sign_batch_role(const pki_client *client,
                                const size_t *msg_lens,
                                size_t count,
                                pki_buffer **sigs_out);
+
+/**
+ * Parses a JWK set (`{"keys":[...]}`, JSON, at most 1 MiB) into a new
+ * handle written to `*jwks_out`. Keys libpki cannot use (other key types or
+ * algorithms, encryption keys) are skipped; the set must hold at least one
+ * usable key: EC P-256/P-384/P-521, RSA (2048 to 8192 bits), Ed25519 or
+ * ML-DSA-44/65/87 (`"kty":"AKP"`). Fetching the set (e.g. from the issuer's
+ * `jwks_uri`) is the caller's job. Free it with `pki_jwks_free`.
+ *
+ * Errors: `PKI_RESULT_MALFORMED_JWKS`, `PKI_RESULT_NULL_PARAMETER`.
+ */
+pki_result pki_jwks_new(const uint8_t *json, size_t json_len, pki_jwks **jwks_out);
+
+/**
+ * Frees a JWK set. NULL is a no-op. The set must not be used afterwards.
+ */
+void pki_jwks_free(pki_jwks *jwks);
+
+/**
+ * Verifies the compact JWS `token` (a NUL-terminated string) with a key of
+ * `jwks` and checks its claims; on success writes a new `pki_jwt` to
+ * `*jwt_out` (free it with `pki_jwt_free`).
+ *
+ * The key is the one the header's `kid` names, of a kind its `alg` fits
+ * (ES256, ES384, ES512, EdDSA, RS256, PS256, ML-DSA-44/65/87; `none` and
+ * HS256/384/512 are refused); a token without `kid` is tried against every
+ * key that fits. Then, with the system clock as now: `exp` is required and
+ * the token is expired once `now >= exp + leeway_seconds`; it is not valid
+ * while `now + leeway_seconds < nbf`; `iss` must equal `issuer` and `aud`
+ * (a string or an array) must contain `audience`, each unless NULL. The
+ * header's `typ` is not checked.
+ *
+ * Errors: `PKI_RESULT_BAD_SIGNATURE` (the signature does not verify: a
+ * forged or altered token), `PKI_RESULT_TOKEN_EXPIRED`,
+ * `PKI_RESULT_TOKEN_NOT_YET_VALID`, `PKI_RESULT_TOKEN_WRONG_ISSUER`,
+ * `PKI_RESULT_TOKEN_WRONG_AUDIENCE`, `PKI_RESULT_TOKEN_UNKNOWN_KEY` (no key
+ * in the set fits the token's `kid` and `alg`),
+ * `PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM`, `PKI_RESULT_TOKEN_MALFORMED`
+ * (not a compact JWS, longer than 64 KiB, claims that are not a JSON
+ * object or are mistyped, no `exp`), `PKI_RESULT_INVALID_ARGUMENT` (a string
+ * that is not UTF-8), `PKI_RESULT_NULL_PARAMETER`.
+ */
+pki_result pki_jwt_verify(const char *token,
+                          const pki_jwks *jwks,
+                          const char *issuer,
+                          const char *audience,
+                          uint64_t leeway_seconds,
+                          pki_jwt **jwt_out);
+
+/**
+ * The string claim `name` of a verified token (e.g. `"sub"`, `"client_id"`,
+ * `"scope"`, `"iss"`, or `"aud"` when it is a single string), valid until
+ * `pki_jwt_free`. NULL if the claim is absent, not a string (an array `aud`,
+ * a number), holds a NUL byte, or if an argument is NULL.
+ */
+const char *pki_jwt_claim_str(const pki_jwt *jwt, const char *name);
+
+/**
+ * Reads the integer claim `name` of a verified token into `*value_out` and
+ * returns true; false (and `*value_out` untouched) if the claim is absent or
+ * not an integer that fits in int64_t, or if an argument is NULL. `exp`,
+ * `nbf` and `iat` read as whole seconds even when sent with a fraction.
+ */
+bool pki_jwt_claim_int(const pki_jwt *jwt, const char *name, int64_t *value_out);
+
+/**
+ * Frees a verified token. NULL is a no-op. The token, and every string
+ * `pki_jwt_claim_str` returned for it, must not be used afterwards.
+ */
+void pki_jwt_free(pki_jwt *jwt);
 
 /**
  * The name of a result code (e.g. `"PKI_RESULT_UNKNOWN_KEY"`), as a static

@@ -1,9 +1,9 @@
 //! libpki: the C ABI of Signet.
 //!
 //! Signing goes to signd over its Unix socket (through [`signet_ipc::SigndClient`]);
-//! signature and certificate verification run locally with the statically
-//! linked OpenSSL 3.5. The header `include/libpki.h` is generated from this
-//! crate by cbindgen; `docs/libpki.md` is the guide.
+//! signature, certificate and JWT verification (signet-jose) run locally with
+//! the statically linked OpenSSL 3.5. The header `include/libpki.h` is
+//! generated from this crate by cbindgen; `docs/libpki.md` is the guide.
 //!
 //! Conventions (those of rustls-ffi): opaque handles are created and freed only
 //! by the library; outputs come last and are written only on success; every
@@ -22,12 +22,14 @@
 mod boundary;
 mod buffer;
 mod client;
+mod jwt;
 mod result;
 mod scheme;
 mod verify;
 
 pub use buffer::*;
 pub use client::*;
+pub use jwt::*;
 pub use result::*;
 pub use scheme::*;
 pub use verify::*;

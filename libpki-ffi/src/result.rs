@@ -63,13 +63,31 @@ pub enum pki_result {
     /// Path validation failed for another reason (bad signature on the
     /// certificate, bad extensions, ...); `pki_last_error()` says which.
     PKI_RESULT_CERT_INVALID = 7304,
+
+    /// The token is not a well-formed JWT: not a compact JWS, too long,
+    /// claims that are not a JSON object or are mistyped, no `exp`.
+    PKI_RESULT_TOKEN_MALFORMED = 7400,
+    /// The token has expired (`exp`, with the leeway).
+    PKI_RESULT_TOKEN_EXPIRED = 7401,
+    /// The token is not valid yet (`nbf`, with the leeway).
+    PKI_RESULT_TOKEN_NOT_YET_VALID = 7402,
+    /// The token's `iss` is not the expected issuer.
+    PKI_RESULT_TOKEN_WRONG_ISSUER = 7403,
+    /// The token's `aud` does not name the expected audience.
+    PKI_RESULT_TOKEN_WRONG_AUDIENCE = 7404,
+    /// No key in the JWK set fits the token's `kid` and `alg`.
+    PKI_RESULT_TOKEN_UNKNOWN_KEY = 7405,
+    /// The token's `alg` is not one libpki verifies (`none`, HS256, ...).
+    PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM = 7406,
+    /// The JWK set is not a JSON `{"keys":[...]}` with a usable key.
+    PKI_RESULT_MALFORMED_JWKS = 7407,
 }
 
 use pki_result::*;
 
 impl pki_result {
     /// Every code, for lookups by number.
-    const ALL: [pki_result; 21] = [
+    const ALL: [pki_result; 29] = [
         PKI_RESULT_OK,
         PKI_RESULT_NULL_PARAMETER,
         PKI_RESULT_INVALID_ARGUMENT,
@@ -91,6 +109,14 @@ impl pki_result {
         PKI_RESULT_CERT_NOT_YET_VALID,
         PKI_RESULT_CERT_UNTRUSTED,
         PKI_RESULT_CERT_INVALID,
+        PKI_RESULT_TOKEN_MALFORMED,
+        PKI_RESULT_TOKEN_EXPIRED,
+        PKI_RESULT_TOKEN_NOT_YET_VALID,
+        PKI_RESULT_TOKEN_WRONG_ISSUER,
+        PKI_RESULT_TOKEN_WRONG_AUDIENCE,
+        PKI_RESULT_TOKEN_UNKNOWN_KEY,
+        PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM,
+        PKI_RESULT_MALFORMED_JWKS,
     ];
 
     /// The code's name as a NUL-terminated static string.
@@ -117,6 +143,14 @@ impl pki_result {
             PKI_RESULT_CERT_NOT_YET_VALID => "PKI_RESULT_CERT_NOT_YET_VALID\0",
             PKI_RESULT_CERT_UNTRUSTED => "PKI_RESULT_CERT_UNTRUSTED\0",
             PKI_RESULT_CERT_INVALID => "PKI_RESULT_CERT_INVALID\0",
+            PKI_RESULT_TOKEN_MALFORMED => "PKI_RESULT_TOKEN_MALFORMED\0",
+            PKI_RESULT_TOKEN_EXPIRED => "PKI_RESULT_TOKEN_EXPIRED\0",
+            PKI_RESULT_TOKEN_NOT_YET_VALID => "PKI_RESULT_TOKEN_NOT_YET_VALID\0",
+            PKI_RESULT_TOKEN_WRONG_ISSUER => "PKI_RESULT_TOKEN_WRONG_ISSUER\0",
+            PKI_RESULT_TOKEN_WRONG_AUDIENCE => "PKI_RESULT_TOKEN_WRONG_AUDIENCE\0",
+            PKI_RESULT_TOKEN_UNKNOWN_KEY => "PKI_RESULT_TOKEN_UNKNOWN_KEY\0",
+            PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM => "PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM\0",
+            PKI_RESULT_MALFORMED_JWKS => "PKI_RESULT_MALFORMED_JWKS\0",
         }
     }
 }

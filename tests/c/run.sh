@@ -54,8 +54,9 @@ summary() {
 
 # --- build and install ------------------------------------------------------
 
-log "building libpki, signd and signetctl (release) ..."
-if ! (cd "$repo" && cargo build --release -p libpki-ffi -p signd -p signetctl) >"$tmp/log/build.log" 2>&1; then
+log "building libpki, signd, signetctl and signet-jwt-fixture (release) ..."
+if ! (cd "$repo" && cargo build --release -p libpki-ffi -p signd -p signetctl &&
+    cargo build --release -p signet-tests --bin signet-jwt-fixture) >"$tmp/log/build.log" 2>&1; then
     tail -n 40 "$tmp/log/build.log"
     failed=$((failed + 1))
     summary
@@ -89,7 +90,7 @@ compile() {
     cc "${cflags[@]}" "$src/$name.c" -o "$tmp/$name" $(pkg-config --cflags --libs libpki) \
         -Wl,-rpath,"$prefix/lib" "$@"
 }
-for prog in sign_all threads errors certs bench reconnect drain; do
+for prog in sign_all threads errors certs jwt bench reconnect drain; do
     check "compile-$prog" compile "$prog"
 done
 check compile-with_openssl compile with_openssl -lssl -lcrypto
@@ -137,6 +138,32 @@ check cert-wrong-root "$tmp/certs" "$certs/leaf.der" 0 PKI_RESULT_CERT_UNTRUSTED
 check cert-no-roots "$tmp/certs" "$certs/leaf.der" 0 PKI_RESULT_CERT_UNTRUSTED
 check cert-garbage "$tmp/certs" "$certs/garbage.der" 0 PKI_RESULT_MALFORMED_CERT "$certs/root.der"
 check cert-garbage-root "$tmp/certs" "$certs/leaf.der" 0 PKI_RESULT_MALFORMED_CERT "$certs/garbage.der"
+
+# JWTs: a JWK set and tokens that signet-jwt-fixture signs with fresh keys
+# (ES256, EdDSA, RS256, PS256, ML-DSA-44). The jwt program reads files only,
+# so tokens tokend mints can be checked the same way.
+jwts="$tmp/jwts"
+jwt_iss=https://tokend.test
+jwt_aud=https://api.test
+check jwt-fixture "$bin/signet-jwt-fixture" "$jwts"
+jwt() { "$tmp/jwt" "$jwts/jwks.json" "$@"; }
+for alg in ES256 EdDSA RS256 PS256 ML-DSA-44; do
+    check "jwt-good-$alg" jwt "$jwts/good-$alg.jwt" PKI_RESULT_OK "$jwt_iss" "$jwt_aud" \
+        sub=alice client_id=client-1 "scope=read write" "iss=$jwt_iss"
+done
+check jwt-good-nothing-checked jwt "$jwts/good-EdDSA.jwt" PKI_RESULT_OK - - sub=alice
+check jwt-expired jwt "$jwts/expired.jwt" PKI_RESULT_TOKEN_EXPIRED "$jwt_iss" "$jwt_aud"
+check jwt-expired-within-leeway env JWT_LEEWAY=3600 "$tmp/jwt" "$jwts/jwks.json" "$jwts/expired.jwt" PKI_RESULT_OK
+check jwt-not-yet-valid jwt "$jwts/not-yet-valid.jwt" PKI_RESULT_TOKEN_NOT_YET_VALID "$jwt_iss" "$jwt_aud"
+check jwt-wrong-audience jwt "$jwts/wrong-audience.jwt" PKI_RESULT_TOKEN_WRONG_AUDIENCE "$jwt_iss" "$jwt_aud"
+check jwt-audience-unchecked jwt "$jwts/wrong-audience.jwt" PKI_RESULT_OK "$jwt_iss" - aud=https://elsewhere.test
+check jwt-wrong-issuer jwt "$jwts/wrong-issuer.jwt" PKI_RESULT_TOKEN_WRONG_ISSUER "$jwt_iss" "$jwt_aud"
+check jwt-unknown-kid jwt "$jwts/unknown-kid.jwt" PKI_RESULT_TOKEN_UNKNOWN_KEY "$jwt_iss" "$jwt_aud"
+check jwt-alg-none jwt "$jwts/alg-none.jwt" PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM "$jwt_iss" "$jwt_aud"
+check jwt-hs256 jwt "$jwts/hs256.jwt" PKI_RESULT_TOKEN_UNSUPPORTED_ALGORITHM "$jwt_iss" "$jwt_aud"
+check jwt-garbage jwt "$jwts/garbage.jwt" PKI_RESULT_TOKEN_MALFORMED "$jwt_iss" "$jwt_aud"
+head -c 3000 /dev/urandom | base64 -w0 > "$jwts/random.jwt"
+check jwt-random jwt "$jwts/random.jwt" PKI_RESULT_TOKEN_MALFORMED
 
 # --- a real signd -----------------------------------------------------------
 
@@ -354,6 +381,9 @@ if [ "${LIBPKI_VALGRIND:-1}" != 0 ]; then
     check valgrind-threads-8x50 vg "$tmp/threads" ecdsa-p256 8 50
     check valgrind-certs vg "$tmp/certs" "$certs/leaf.der" $((now + 365 * 86400)) PKI_RESULT_CERT_EXPIRED "$certs/root.der"
     check valgrind-with-openssl vg "$tmp/with_openssl" ecdsa-p256
+    check valgrind-jwt-good vg "$tmp/jwt" "$jwts/jwks.json" "$jwts/good-ML-DSA-44.jwt" PKI_RESULT_OK \
+        "$jwt_iss" "$jwt_aud" sub=alice
+    check valgrind-jwt-expired vg "$tmp/jwt" "$jwts/jwks.json" "$jwts/expired.jwt" PKI_RESULT_TOKEN_EXPIRED
     check valgrind-example vg "$tmp/example" ecdsa-p256
 fi
 
