@@ -7,6 +7,7 @@ fn main() {
         .file("schema/signd.capnp")
         .file("schema/ocspd.capnp")
         .file("schema/acmed.capnp")
+        .file("schema/tokend.capnp")
         .run()
     {
         // A build script reports failure by exiting non-zero; say what is missing.

@@ -2,7 +2,7 @@
 //!
 //! This is the only crate that knows capnp types. Daemons see [`types`] (plain
 //! Rust values and the typed [`IpcError`]), implement the [`server`] traits, and
-//! call signd, ocspd and acmed through the [`client`]. The schemas are in
+//! call signd, ocspd, acmed and tokend through the [`client`]. The schemas are in
 //! `schema/`; their evolution rules are in `schema/signd.capnp`.
 #![forbid(unsafe_code)]
 
@@ -24,6 +24,12 @@ mod acmed_capnp {
     pub use acmed_capnp::*;
 }
 
+#[allow(dead_code, missing_docs, unused_qualifications, clippy::all, clippy::unwrap_used, clippy::expect_used)]
+mod tokend_capnp {
+    capnp::generated_code!(pub mod tokend_capnp);
+    pub use tokend_capnp::*;
+}
+
 pub mod client;
 mod convert;
 #[doc(hidden)]
@@ -32,6 +38,7 @@ pub mod server;
 pub mod types;
 
 pub use client::{
-    block_on, AcmedClient, OcspdClient, SigndClient, DEFAULT_ACMED_SOCKET, DEFAULT_OCSPD_SOCKET, DEFAULT_SOCKET,
+    block_on, AcmedClient, OcspdClient, SigndClient, TokendClient, DEFAULT_ACMED_SOCKET, DEFAULT_OCSPD_SOCKET,
+    DEFAULT_SOCKET, DEFAULT_TOKEND_SOCKET,
 };
 pub use types::*;

@@ -435,6 +435,83 @@ pub struct AcmedHealth {
     pub external_account_required: bool,
 }
 
+// --- tokend -----------------------------------------------------------------
+
+/// A registered OAuth 2.0 client, as tokend's admin interface shows it.
+/// `Debug` leaves the secret out.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OauthClient {
+    /// The client id: `[A-Za-z0-9._-]{1,64}` (empty when creating: tokend picks one).
+    pub client_id: String,
+    /// A display name.
+    pub name: String,
+    /// How it authenticates: `client_secret_basic`, `client_secret_post`,
+    /// `client_secret_jwt`, `private_key_jwt` or `none`.
+    pub auth_method: String,
+    /// The client secret: only in the answers of a create and a secret
+    /// rotation, empty otherwise.
+    pub secret: String,
+    /// The client's public keys (`private_key_jwt`), a JWKS document; empty otherwise.
+    pub jwks: String,
+    /// Scopes it may ask for.
+    pub scopes: Vec<String>,
+    /// Audiences its tokens may name; the first is the default.
+    pub audiences: Vec<String>,
+    /// Grant types it may use (empty when creating: `client_credentials`).
+    pub grant_types: Vec<String>,
+    /// When it was registered, Unix seconds.
+    pub created_unix_secs: i64,
+    /// When its secret was last set, Unix seconds; 0 without a secret.
+    pub secret_set_unix_secs: i64,
+}
+
+impl fmt::Debug for OauthClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OauthClient")
+            .field("client_id", &self.client_id)
+            .field("name", &self.name)
+            .field("auth_method", &self.auth_method)
+            .field("secret", &format_args!("<{} bytes>", self.secret.len()))
+            .field("jwks", &self.jwks)
+            .field("scopes", &self.scopes)
+            .field("audiences", &self.audiences)
+            .field("grant_types", &self.grant_types)
+            .field("created_unix_secs", &self.created_unix_secs)
+            .field("secret_set_unix_secs", &self.secret_set_unix_secs)
+            .finish()
+    }
+}
+
+/// A token signing key tokend publishes (the key itself is in signd).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenKey {
+    /// signd's key id, the JWS `kid`.
+    pub key_id: String,
+    /// Its JOSE `alg`.
+    pub alg: String,
+    /// When tokend first listed it, Unix seconds.
+    pub first_seen_unix_secs: i64,
+    /// When a newer key took over signing, Unix seconds; 0: not superseded.
+    pub superseded_unix_secs: i64,
+    /// Whether it signs new tokens.
+    pub signing: bool,
+}
+
+/// tokend's health.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokendHealth {
+    /// Serving.
+    pub ok: bool,
+    /// tokend's version.
+    pub version: String,
+    /// Seconds since start.
+    pub uptime_secs: u64,
+    /// Registered clients.
+    pub clients: u64,
+    /// The key new tokens are signed with; empty when there is none yet.
+    pub signing_key: String,
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

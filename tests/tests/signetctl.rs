@@ -371,3 +371,43 @@ fn a_socket_the_caller_may_not_open_is_a_permission_problem_with_a_hint() {
     let (st, _, err) = as_user(&signd.dir.path().join("nope.sock"), "65534", &["health"]);
     assert_eq!(st.code(), Some(5), "{err}");
 }
+
+/// `signetctl oauth` without a tokend (tokend's own tests drive it against
+/// one): unavailable is exit 5 naming the socket, bad arguments exit 2, and
+/// `oauth key rotate` makes the key in signd first, so a tokend that was down
+/// finds it at its next refresh; the failure says so.
+#[test]
+fn oauth_without_tokend() {
+    let signd = SigndProcess::start("");
+    let none = signd.dir.path().join("tokend.sock");
+    let ctl = || {
+        let mut c = signetctl(&signd.socket);
+        c.env("SIGNET_TOKEND_SOCKET", &none);
+        c
+    };
+    for args in [&["oauth", "client", "list"][..], &["oauth", "key", "list"], &["oauth", "health"]] {
+        let (st, _, err) = run(ctl().args(args));
+        assert_eq!(st.code(), Some(5), "{args:?}: {err}");
+        assert!(err.contains(none.to_str().unwrap()), "{err}");
+    }
+    let (st, _, err) = run(ctl().args(["oauth", "client", "create", "c"]));
+    assert_eq!(st.code(), Some(2), "no --auth-method: {err}");
+    let (st, _, err) = run(ctl().args(["oauth", "key", "rotate", "-a", "rsa-1024"]));
+    assert_eq!(st.code(), Some(2), "{err}");
+
+    let (st, _, err) = run(ctl().args(["oauth", "key", "rotate", "-a", "ecdsa-p256"]));
+    assert_eq!(st.code(), Some(5), "{err}");
+    assert!(err.contains("was generated in signd"), "{err}");
+    let (_, out, _) = run(ctl().args(["--json", "key", "list"]));
+    let keys = json(&out);
+    let keys = keys.as_array().unwrap();
+    assert_eq!(keys.len(), 1, "{out}");
+    assert!(keys[0]["id"].as_str().unwrap().starts_with("tokend-ecdsa-p256-"), "{out}");
+    assert_eq!((&keys[0]["algorithm"], &keys[0]["roles"][0]), (&"ecdsa-p256".into(), &"tokend".into()), "{out}");
+    for args in
+        [&["oauth", "--help"][..], &["oauth", "client", "create", "--help"], &["oauth", "key", "rotate", "--help"]]
+    {
+        let (st, out, _) = run(ctl().args(args));
+        assert!(st.success() && out.contains("Usage"), "{args:?}");
+    }
+}

@@ -2,8 +2,8 @@
 //!
 //! Exit codes (stable, for scripts): 0 success; 1 any other failure (for
 //! `ct`: a check failed); 2 bad arguments or request (including a wrong
-//! algorithm); 3 permission denied; 4 unknown key, serial or EAB key id;
-//! 5 signd, ocspd, acmed or the CT log unavailable.
+//! algorithm); 3 permission denied; 4 unknown key, serial, EAB key id or
+//! OAuth client; 5 signd, ocspd, acmed, tokend or the CT log unavailable.
 #![forbid(unsafe_code)]
 
 /// Writes to standard output; see [`write_stdout`].
@@ -20,6 +20,7 @@ macro_rules! outln {
 mod acme;
 mod ca;
 mod ct;
+mod oauth;
 mod output;
 mod probe;
 
@@ -32,9 +33,10 @@ use clap::{Args, Parser, Subcommand};
 use signet_ipc::{block_on, AuditQuery, ErrorKind, IpcError, KeyAlgorithm, KeySpec, SignatureScheme, SigndClient};
 
 pub(crate) const EXIT_CODES: &str = "Exit codes: 0 ok; 1 failure (ct: a check failed); 2 bad arguments or request; \
-3 permission denied; 4 unknown key, serial or EAB key id; 5 signd, ocspd, acmed or the CT log unavailable.";
+3 permission denied; 4 unknown key, serial, EAB key id or OAuth client; 5 signd, ocspd, acmed, tokend or the CT log \
+unavailable.";
 
-/// Administer Signet: keys, signing, the audit log, certificates, acmed, CT logs, probes.
+/// Administer Signet: keys, signing, the audit log, certificates, acmed, tokend, CT logs, probes.
 #[derive(Parser)]
 #[command(version, about, after_help = EXIT_CODES)]
 struct Cli {
@@ -47,6 +49,9 @@ struct Cli {
     /// acmed's admin socket (for acme).
     #[arg(long, global = true, env = "SIGNET_ACMED_SOCKET", default_value = signet_ipc::DEFAULT_ACMED_SOCKET)]
     acmed_socket: PathBuf,
+    /// tokend's admin socket (for oauth).
+    #[arg(long, global = true, env = "SIGNET_TOKEND_SOCKET", default_value = signet_ipc::DEFAULT_TOKEND_SOCKET)]
+    tokend_socket: PathBuf,
     /// The CA (issuer name in signd's and ocspd's config) for cert and crl.
     #[arg(long, global = true, env = "SIGNET_ISSUER", default_value = "demo")]
     issuer: String,
@@ -86,6 +91,9 @@ enum Command {
     /// Administer acmed: external account binding keys.
     #[command(subcommand, after_help = EXIT_CODES)]
     Acme(acme::AcmeCommand),
+    /// Administer tokend: OAuth clients and token signing keys.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Oauth(oauth::OauthCommand),
     /// Check a CT log over its public HTTP APIs: checkpoint, tiles, proofs.
     #[command(subcommand, after_help = EXIT_CODES)]
     Ct(ct::CtCommand),
@@ -302,6 +310,10 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Acme(cmd) => {
             let acmed = signet_ipc::AcmedClient::new(&cli.acmed_socket).per_thread();
             acme::run(&acmed, cmd, &out)?;
+        }
+        Command::Oauth(cmd) => {
+            let tokend = signet_ipc::TokendClient::new(&cli.tokend_socket).per_thread();
+            oauth::run(&tokend, &client, cmd, &out)?;
         }
         // HTTP only: the signd client above is never connected.
         Command::Ct(cmd) => ct::run(cmd, &out)?,

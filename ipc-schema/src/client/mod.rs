@@ -1,6 +1,7 @@
-//! The clients: [`SigndClient`], [`OcspdClient`] and [`AcmedClient`], each a
-//! `Send + Sync` handle usable from any thread or runtime, over one generic
-//! transport (`conn::Connection`): one module per service beside it.
+//! The clients: [`SigndClient`], [`OcspdClient`], [`AcmedClient`] and
+//! [`TokendClient`], each a `Send + Sync` handle usable from any thread or
+//! runtime, over one generic transport (`conn::Connection`): one module per
+//! service beside it.
 //!
 //! capnp-rpc is `!Send`, so a connection lives on one thread. Two ways to call:
 //! - the default: one background thread (started on first use) owns the
@@ -14,16 +15,19 @@
 //! When the connection breaks (signd restarted), the next call reconnects, and
 //! a call that failed because the connection broke under it is retried once on
 //! the new connection (unless a second try could do it twice: acmed's
-//! `eabCreate`, ocspd's `releaseHold`).
+//! `eabCreate`, ocspd's `releaseHold`, tokend's `clientCreate` and
+//! `clientRotateSecret`).
 
 mod acmed;
 mod conn;
 mod ocspd;
 mod signd;
+mod tokend;
 
 pub use acmed::{AcmedClient, DEFAULT_ACMED_SOCKET};
 pub use ocspd::{OcspdClient, DEFAULT_OCSPD_SOCKET};
 pub use signd::{SigndClient, DEFAULT_SOCKET};
+pub use tokend::{TokendClient, DEFAULT_TOKEND_SOCKET};
 
 /// Runs a client future to completion on the calling thread. For C callers and
 /// CLIs that have no async runtime; the futures above need none.

@@ -8,6 +8,7 @@
 pub(crate) mod acmed;
 pub(crate) mod ocspd;
 pub(crate) mod signd;
+pub(crate) mod tokend;
 
 // `Error`, `DerResult` and `TextResult` are in signd.capnp; the other schemas import them.
 use crate::signd_capnp as wire;

@@ -1,5 +1,5 @@
 //! The server half: traits the daemons implement with plain types, one
-//! module per service (signd, ocspd, acmed), and the capnp adapters that
+//! module per service (signd, ocspd, acmed, tokend), and the capnp adapters that
 //! serve them over a Unix socket through one accept loop (`accept`).
 //!
 //! capnp-rpc is `!Send`, so everything here runs on a tokio `LocalSet`; the
@@ -15,6 +15,7 @@ mod accept;
 mod acmed;
 mod ocspd;
 mod signd;
+mod tokend;
 
 #[cfg(test)]
 pub(crate) use accept::serve_on_thread;
@@ -26,6 +27,7 @@ pub use signd::{
     serve, serve_connection, AdminService, CrlSignerService, IssuerService, LogSignerService, OcspSignerService,
     Session, SigndService, SignerService,
 };
+pub use tokend::{serve_tokend, TokendAdminService, TokendService, TokendSession};
 
 /// The result of a server operation: a `!Send` future on the serving thread.
 pub type LocalResult<T> = LocalBoxFuture<'static, Result<T, IpcError>>;

@@ -1,0 +1,328 @@
+//! `signetctl oauth ...`: tokend's admin interface (its OAuth 2.0 clients and
+//! the signing keys it publishes), and key rotation through signd.
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use clap::Subcommand;
+use serde_json::json;
+use signet_ipc::{
+    block_on, IpcError, KeyAlgorithm, KeySpec, OauthClient, SigndClient, TokenKey, TokendClient, TokendHealth,
+};
+
+use crate::output::{rfc3339_secs, Printer};
+use crate::{Failure, EXIT_CODES};
+
+/// `signetctl oauth ...`
+#[derive(Subcommand)]
+pub enum OauthCommand {
+    /// Manage OAuth clients (who may ask tokend for tokens, and for what).
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Client(ClientCommand),
+    /// The keys tokend signs tokens with: list, refresh, rotate.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Key(KeyCommand),
+    /// Show tokend's health.
+    #[command(after_help = EXIT_CODES)]
+    Health,
+}
+
+/// `signetctl oauth client ...`
+#[derive(Subcommand)]
+pub enum ClientCommand {
+    /// Register a client; prints it, with its secret (shown this once only).
+    ///
+    /// client_secret_basic, client_secret_post and client_secret_jwt clients
+    /// get a random secret made by tokend; private_key_jwt clients need
+    /// --jwks; none (a public client) cannot use client_credentials.
+    #[command(after_help = EXIT_CODES)]
+    Create {
+        /// The client id ([A-Za-z0-9._-], up to 64, starting with a letter or digit); default: a random one.
+        id: Option<String>,
+        /// client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt or none.
+        #[arg(long)]
+        auth_method: String,
+        /// A display name.
+        #[arg(long, default_value = "")]
+        name: String,
+        /// A scope the client may ask for (repeatable).
+        #[arg(long = "scope")]
+        scopes: Vec<String>,
+        /// An audience its tokens may name, a URI or a plain name (repeatable, at least one; the first is the default).
+        #[arg(long = "audience")]
+        audiences: Vec<String>,
+        /// A grant type it may use (repeatable; default: client_credentials).
+        #[arg(long = "grant-type")]
+        grant_types: Vec<String>,
+        /// The client's public keys, a JWKS file (private_key_jwt); `-` for standard input.
+        #[arg(long)]
+        jwks: Option<PathBuf>,
+    },
+    /// List every client: id, auth method, creation time, name.
+    #[command(after_help = EXIT_CODES)]
+    List,
+    /// Show one client (never its secret).
+    #[command(after_help = EXIT_CODES)]
+    Show {
+        /// The client id.
+        id: String,
+    },
+    /// Delete a client. Tokens it already holds stay valid until they expire.
+    #[command(after_help = EXIT_CODES)]
+    Delete {
+        /// The client id.
+        id: String,
+    },
+    /// Give a client a new secret (shown this once only); the old one stops working at once.
+    #[command(after_help = EXIT_CODES)]
+    RotateSecret {
+        /// The client id.
+        id: String,
+    },
+}
+
+/// `signetctl oauth key ...`
+#[derive(Subcommand)]
+pub enum KeyCommand {
+    /// List the keys tokend publishes (as of its last refresh) and which one signs.
+    #[command(after_help = EXIT_CODES)]
+    List,
+    /// Make tokend read signd's key list now; prints the published keys.
+    #[command(after_help = EXIT_CODES)]
+    Refresh,
+    /// Generate a new signing key in signd, then make tokend publish it.
+    ///
+    /// The key is named tokend-<algorithm>-<unix time>. tokend publishes it at
+    /// once and signs with it after its `key_publish_seconds`, if its
+    /// algorithm fits tokend's `[tokens] algorithm` (e.g. ES256: ecdsa-p256);
+    /// the key it replaces stays published until the tokens it signed have
+    /// expired. Needs signd admin rights.
+    #[command(after_help = EXIT_CODES)]
+    Rotate {
+        /// ecdsa-p256, ecdsa-p384, ecdsa-p521, ed25519, rsa-2048, rsa-3072, rsa-4096, ...
+        #[arg(long, short)]
+        algorithm: KeyAlgorithm,
+        /// The signd role tokend signs in (tokend's `signd_role`).
+        #[arg(long, default_value = "tokend")]
+        role: String,
+        /// signd backend (default: signd's first backend).
+        #[arg(long, default_value = "")]
+        backend: String,
+    },
+}
+
+/// Runs `oauth ...` against tokend's admin socket (and, for `key rotate`, signd's).
+pub fn run(tokend: &TokendClient, signd: &SigndClient, cmd: &OauthCommand, out: &Printer) -> Result<(), Failure> {
+    match cmd {
+        OauthCommand::Health => health(&block_on(tokend.health())?, out),
+        OauthCommand::Client(ClientCommand::Create { id, auth_method, name, scopes, audiences, grant_types, jwks }) => {
+            let jwks = match jwks {
+                Some(path) => String::from_utf8(crate::read_input(path)?)
+                    .map_err(|_| Failure { code: 2, message: format!("{}: not UTF-8", path.display()) })?,
+                None => String::new(),
+            };
+            let client = OauthClient {
+                client_id: id.clone().unwrap_or_default(),
+                name: name.clone(),
+                auth_method: auth_method.clone(),
+                jwks,
+                scopes: scopes.clone(),
+                audiences: audiences.clone(),
+                grant_types: grant_types.clone(),
+                ..OauthClient::default()
+            };
+            with_secret(&block_on(tokend.client_create(client))?, out);
+        }
+        OauthCommand::Client(ClientCommand::List) => list(&block_on(tokend.client_list())?, out),
+        OauthCommand::Client(ClientCommand::Show { id }) => show(&block_on(tokend.client_show(id))?, out),
+        OauthCommand::Client(ClientCommand::Delete { id }) => {
+            let c = block_on(tokend.client_delete(id))?;
+            if out.json {
+                out.json(&json!({"deleted": client_json(&c)}));
+            } else {
+                outln!("deleted client {}", c.client_id);
+            }
+        }
+        OauthCommand::Client(ClientCommand::RotateSecret { id }) => {
+            with_secret(&block_on(tokend.client_rotate_secret(id))?, out)
+        }
+        OauthCommand::Key(KeyCommand::List) => keys(&block_on(tokend.key_list())?, out),
+        OauthCommand::Key(KeyCommand::Refresh) => keys(&block_on(tokend.key_refresh())?, out),
+        OauthCommand::Key(KeyCommand::Rotate { algorithm, role, backend }) => {
+            rotate(tokend, signd, *algorithm, role, backend, out)?
+        }
+    }
+    Ok(())
+}
+
+/// `oauth key rotate`: the key generated in signd, then tokend's refresh.
+fn rotate(
+    tokend: &TokendClient,
+    signd: &SigndClient,
+    algorithm: KeyAlgorithm,
+    role: &str,
+    backend: &str,
+    out: &Printer,
+) -> Result<(), Failure> {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let spec = KeySpec {
+        id: format!("tokend-{}-{now}", algorithm.name().to_ascii_lowercase()),
+        algorithm,
+        roles: vec![role.to_owned()],
+        backend: backend.to_owned(),
+    };
+    let key = block_on(signd.generate_key(spec))?;
+    let published = block_on(tokend.key_refresh()).map_err(|e: IpcError| {
+        let mut f = Failure::from(e);
+        f.message = format!(
+            "key {} was generated in signd, but tokend did not refresh ({}); it publishes the key at its next periodic refresh",
+            key.id, f.message
+        );
+        f
+    })?;
+    let listed = published.iter().any(|k| k.key_id == key.id);
+    if out.json {
+        out.json(&json!({
+            "generated": {"key_id": key.id, "algorithm": key.algorithm.name(), "backend": key.backend, "roles": key.roles},
+            "published": listed,
+            "keys": published.iter().map(key_json).collect::<Vec<_>>(),
+        }));
+    } else {
+        outln!("generated key {} ({}) in signd for role {role}", key.id, key.algorithm);
+        outln!();
+        keys(&published, out);
+    }
+    if !listed {
+        eprintln_warning(&format!(
+            "tokend does not publish {}: is `{role}` its signd_role, and may that role list the key?",
+            key.id
+        ));
+    }
+    Ok(())
+}
+
+fn eprintln_warning(message: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "signetctl: warning: {message}");
+}
+
+fn client_json(c: &OauthClient) -> serde_json::Value {
+    let mut v = json!({
+        "client_id": c.client_id,
+        "name": c.name,
+        "auth_method": c.auth_method,
+        "scopes": c.scopes,
+        "audiences": c.audiences,
+        "grant_types": c.grant_types,
+        "created_unix_secs": c.created_unix_secs,
+        "secret_set_unix_secs": (c.secret_set_unix_secs != 0).then_some(c.secret_set_unix_secs),
+    });
+    if !c.jwks.is_empty() {
+        // The JWKS as the JSON it is; as a string if it somehow is not.
+        v["jwks"] = serde_json::from_str(&c.jwks).unwrap_or_else(|_| json!(c.jwks));
+    }
+    if !c.secret.is_empty() {
+        v["secret"] = json!(c.secret);
+    }
+    v
+}
+
+fn list_or_dash(items: &[String]) -> String {
+    if items.is_empty() {
+        "-".into()
+    } else {
+        items.join(" ")
+    }
+}
+
+fn show(c: &OauthClient, out: &Printer) {
+    if out.json {
+        return out.json(&client_json(c));
+    }
+    outln!("client id:    {}", c.client_id);
+    outln!("name:         {}", c.name);
+    outln!("auth method:  {}", c.auth_method);
+    if !c.secret.is_empty() {
+        outln!("secret:       {}", c.secret);
+    }
+    outln!("scopes:       {}", list_or_dash(&c.scopes));
+    outln!("audiences:    {}", list_or_dash(&c.audiences));
+    outln!("grant types:  {}", list_or_dash(&c.grant_types));
+    outln!("created:      {}", rfc3339_secs(c.created_unix_secs));
+    if c.secret_set_unix_secs != 0 {
+        outln!("secret set:   {}", rfc3339_secs(c.secret_set_unix_secs));
+    }
+    if !c.jwks.is_empty() {
+        let keys = serde_json::from_str::<serde_json::Value>(&c.jwks)
+            .ok()
+            .and_then(|v| v.get("keys").and_then(serde_json::Value::as_array).map(Vec::len));
+        outln!("jwks:         {} keys", keys.map_or_else(|| "?".into(), |n| n.to_string()));
+    }
+}
+
+/// A client in the answer of a create or a rotation: with its secret, once.
+fn with_secret(c: &OauthClient, out: &Printer) {
+    show(c, out);
+    if out.json || c.secret.is_empty() {
+        return;
+    }
+    outln!();
+    outln!("The secret is shown only this once; tokend keeps no copy it could show again.");
+    if c.auth_method == "client_secret_jwt" {
+        outln!("The client MACs its assertions (HS256, HS384 or HS512) with it, as UTF-8 octets.");
+    }
+}
+
+fn list(clients: &[OauthClient], out: &Printer) {
+    if out.json {
+        return out.json(&serde_json::Value::Array(clients.iter().map(client_json).collect()));
+    }
+    outln!("{:<24} {:<19} {:<20} NAME", "CLIENT ID", "AUTH METHOD", "CREATED");
+    for c in clients {
+        let row =
+            format!("{:<24} {:<19} {:<20} {}", c.client_id, c.auth_method, rfc3339_secs(c.created_unix_secs), c.name);
+        outln!("{}", row.trim_end());
+    }
+}
+
+fn key_json(k: &TokenKey) -> serde_json::Value {
+    json!({
+        "key_id": k.key_id,
+        "alg": k.alg,
+        "first_seen_unix_secs": k.first_seen_unix_secs,
+        "superseded_unix_secs": (k.superseded_unix_secs != 0).then_some(k.superseded_unix_secs),
+        "signing": k.signing,
+    })
+}
+
+fn keys(keys: &[TokenKey], out: &Printer) {
+    if out.json {
+        return out.json(&serde_json::Value::Array(keys.iter().map(key_json).collect()));
+    }
+    outln!("{:<32} {:<6} {:<20} {:<20} SIGNING", "KEY ID", "ALG", "FIRST SEEN", "SUPERSEDED");
+    for k in keys {
+        let superseded = if k.superseded_unix_secs == 0 { "-".into() } else { rfc3339_secs(k.superseded_unix_secs) };
+        outln!(
+            "{:<32} {:<6} {:<20} {:<20} {}",
+            k.key_id,
+            k.alg,
+            rfc3339_secs(k.first_seen_unix_secs),
+            superseded,
+            if k.signing { "yes" } else { "-" }
+        );
+    }
+}
+
+fn health(h: &TokendHealth, out: &Printer) {
+    if out.json {
+        return out.json(&json!({
+            "ok": h.ok, "version": h.version, "uptime_secs": h.uptime_secs, "clients": h.clients,
+            "signing_key": (!h.signing_key.is_empty()).then_some(&h.signing_key),
+        }));
+    }
+    outln!("ok:           {}", h.ok);
+    outln!("version:      {}", h.version);
+    outln!("uptime (s):   {}", h.uptime_secs);
+    outln!("clients:      {}", h.clients);
+    outln!("signing key:  {}", if h.signing_key.is_empty() { "(none yet)" } else { &h.signing_key });
+}
