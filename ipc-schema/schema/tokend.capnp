@@ -70,7 +70,8 @@ interface TokendAdmin {
   # leaves tokend (client_secret_basic/post: only its SHA-256 is kept).
   # private_key_jwt needs `jwks` ({"keys": [...]}, at least one key); none
   # takes no jwks and no client_credentials grant. `audiences` must not be
-  # empty. alreadyExists if the id is taken; invalidArgument for a bad id,
+  # empty; `secret` must be (tokend makes every secret); the times are
+  # ignored. alreadyExists if the id is taken; invalidArgument for a bad id,
   # name, method, scope, audience or grant type.
   clientCreate @0 (client :OauthClient) -> (result :OauthClientResult);
   # Every client, ordered by id, without secrets.

@@ -73,9 +73,9 @@ impl TokendClient {
     }
 
     /// Admin: registers a client (`client_id` empty: tokend picks a random
-    /// id; `secret` and the times are ignored). The answer is the only one
-    /// that carries a client_secret_* client's secret. Not retried when the
-    /// connection breaks during the call.
+    /// id; `secret` must be empty, tokend makes every secret; the times are
+    /// ignored). The answer is the only one that carries a client_secret_*
+    /// client's secret. Not retried when the connection breaks during the call.
     pub async fn client_create(&self, client: OauthClient) -> Result<OauthClient, IpcError> {
         self.client(Request::ClientCreate { client }).await
     }
