@@ -126,7 +126,8 @@ impl Tokend {
 
     /// `POST path` with a form body and extra curl arguments: (status, body).
     pub fn post(&self, path: &str, form: &str, extra: &[&str]) -> (u16, String) {
-        let mut args = vec!["-X", "POST", "-H", "Content-Type: application/x-www-form-urlencoded", "--data-binary", form];
+        let mut args =
+            vec!["-X", "POST", "-H", "Content-Type: application/x-www-form-urlencoded", "--data-binary", form];
         args.extend_from_slice(extra);
         let url = self.url(path);
         args.push(&url);

@@ -82,8 +82,8 @@ fn a_sign_jws_role_signs_jws_signing_inputs_for_its_keys_only() {
     let other = input(&json!({"alg": "ES256", "kid": "other"}), &json!({}));
     let e = block_on(c.sign("tokend", "other", SignatureScheme::EcdsaSha256, other)).unwrap_err();
     assert_eq!(e.kind, ErrorKind::PermissionDenied, "{e}");
-    let e = block_on(c.sign_batch("tokend", "tok-1", SignatureScheme::EcdsaSha256, vec![good, b"x".to_vec()]))
-        .unwrap_err();
+    let e =
+        block_on(c.sign_batch("tokend", "tok-1", SignatureScheme::EcdsaSha256, vec![good, b"x".to_vec()])).unwrap_err();
     assert_eq!(e.kind, ErrorKind::InvalidArgument, "{e}");
 }
 
@@ -115,7 +115,8 @@ fn client_credentials_with_secrets_introspection_and_revocation() {
     assert_eq!(claims.sub.as_deref(), Some("svc-basic"));
     assert_eq!(claims.client_id.as_deref(), Some("svc-basic"));
     assert_eq!(claims.scope.as_deref(), Some("read"));
-    let header: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(token.split('.').next().unwrap()).unwrap()).unwrap();
+    let header: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(token.split('.').next().unwrap()).unwrap()).unwrap();
     assert_eq!((header["typ"].as_str(), header["kid"].as_str()), (Some("at+jwt"), Some("tok-es256")));
 
     // Post.
@@ -143,7 +144,8 @@ fn client_credentials_with_secrets_introspection_and_revocation() {
 
     // Metrics count what happened.
     let (_, m) = t.get("/metrics");
-    let issued = m.lines().find(|l| l.starts_with("tokend_tokens_issued_total{") && l.contains("grant=\"client_credentials\""));
+    let issued =
+        m.lines().find(|l| l.starts_with("tokend_tokens_issued_total{") && l.contains("grant=\"client_credentials\""));
     assert_eq!(issued.and_then(|l| l.rsplit(' ').next()), Some("2"), "{m}");
 }
 
@@ -156,11 +158,21 @@ fn every_error_is_oauth_json_with_its_status() {
         ("grant_type=client_credentials".into(), vec!["-H".into(), basic("svc", "wrong")], 401, "invalid_client"),
         ("grant_type=client_credentials".into(), vec!["-H".into(), basic("nobody", "x")], 401, "invalid_client"),
         ("grant_type=client_credentials".into(), vec![], 401, "invalid_client"),
-        ("grant_type=password&username=a&password=b".into(), vec!["-H".into(), auth.clone()], 400, "unsupported_grant_type"),
+        (
+            "grant_type=password&username=a&password=b".into(),
+            vec!["-H".into(), auth.clone()],
+            400,
+            "unsupported_grant_type",
+        ),
         ("grant_type=nonsense".into(), vec!["-H".into(), auth.clone()], 400, "unsupported_grant_type"),
         ("scope=read".into(), vec!["-H".into(), auth.clone()], 400, "invalid_request"),
         ("grant_type=client_credentials&scope=admin".into(), vec!["-H".into(), auth.clone()], 400, "invalid_scope"),
-        ("grant_type=client_credentials&resource=https://evil".into(), vec!["-H".into(), auth.clone()], 400, "invalid_target"),
+        (
+            "grant_type=client_credentials&resource=https://evil".into(),
+            vec!["-H".into(), auth.clone()],
+            400,
+            "invalid_target",
+        ),
         ("grant_type=a&grant_type=b".into(), vec!["-H".into(), auth.clone()], 400, "invalid_request"),
         ("%%%\u{1}garbage=&&==".into(), vec!["-H".into(), auth.clone()], 400, "invalid_request"),
         (
@@ -278,7 +290,10 @@ fn private_key_jwt_assertions_are_checked_and_never_replayed_even_after_kill_9()
 #[test]
 fn revocations_survive_kill_9_and_token_exchange_delegates() {
     let (_signd, _dir, mut t) = stack("");
-    let a = t.create_client("front", &["--auth-method", "client_secret_basic", "--scope", "read", "--scope", "write", "--audience", "front-api"]);
+    let a = t.create_client(
+        "front",
+        &["--auth-method", "client_secret_basic", "--scope", "read", "--scope", "write", "--audience", "front-api"],
+    );
     let x = t.create_client(
         "exchanger",
         &[
@@ -324,10 +339,12 @@ fn revocations_survive_kill_9_and_token_exchange_delegates() {
 
 #[test]
 fn a_rotated_key_is_published_before_it_signs_and_the_old_one_stays() {
-    let (_signd, _dir, t) = stack("[tokens]\nkey_publish_seconds = 3\nkey_refresh_seconds = 1\naccess_token_seconds = 20\n");
+    let (_signd, _dir, t) =
+        stack("[tokens]\nkey_publish_seconds = 3\nkey_refresh_seconds = 1\naccess_token_seconds = 20\n");
     let a = t.create_client("svc", &["--auth-method", "client_secret_basic", "--audience", "api"]);
     let kid_of = |token: &str| -> String {
-        let h: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(token.split('.').next().unwrap()).unwrap()).unwrap();
+        let h: Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(token.split('.').next().unwrap()).unwrap()).unwrap();
         h["kid"].as_str().unwrap().to_owned()
     };
     let token = || {
@@ -337,7 +354,8 @@ fn a_rotated_key_is_published_before_it_signs_and_the_old_one_stays() {
     };
     let old = token();
     assert_eq!(kid_of(&old), "tok-es256");
-    let (st, out, err) = signet_tests::run(t.signetctl().args(["--json", "oauth", "key", "rotate", "--algorithm", "ecdsa-p256"]));
+    let (st, out, err) =
+        signet_tests::run(t.signetctl().args(["--json", "oauth", "key", "rotate", "--algorithm", "ecdsa-p256"]));
     assert!(st.success(), "{out}{err}");
     // Published at once, not signing yet.
     let published: Vec<String> = {

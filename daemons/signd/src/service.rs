@@ -322,8 +322,7 @@ impl SignerService for Signer {
     }
 
     fn sign_batch(&self, key_id: String, scheme: SignatureScheme, messages: Vec<Vec<u8>>) -> LocalResult<Vec<Vec<u8>>> {
-        let checked =
-            if messages.is_empty() {
+        let checked = if messages.is_empty() {
             Err(IpcError::invalid("empty batch"))
         } else {
             self.check_sign(&key_id, scheme, &messages.iter().map(Vec::as_slice).collect::<Vec<_>>())

@@ -79,7 +79,8 @@ pub async fn authenticate(
     let basic = authorization.map(parse_basic).transpose()?;
     let post_secret = form.get("client_secret");
     let assertion = form.get("client_assertion");
-    let presented = usize::from(basic.is_some()) + usize::from(post_secret.is_some()) + usize::from(assertion.is_some());
+    let presented =
+        usize::from(basic.is_some()) + usize::from(post_secret.is_some()) + usize::from(assertion.is_some());
     if presented > 1 {
         return Err(OAuthError::invalid_request("more than one client authentication method"));
     }
@@ -130,7 +131,8 @@ fn lookup(db: &Db, id: &str) -> Result<Client, OAuthError> {
         .read(|txn| txn.get(&db.clients, &id.to_owned()))
         .map_err(|e| OAuthError::unavailable(format!("store: {e}")))?;
     // The same answer for an unknown client as for a wrong secret.
-    rec.map(|rec| Client { id: id.to_owned(), rec }).ok_or_else(|| OAuthError::invalid_client("client authentication failed"))
+    rec.map(|rec| Client { id: id.to_owned(), rec })
+        .ok_or_else(|| OAuthError::invalid_client("client authentication failed"))
 }
 
 fn check_secret(client: Client, method: AuthMethod, secret: &str) -> Result<Client, OAuthError> {
@@ -206,7 +208,8 @@ async fn check_assertion(
             let alg = jws.header().alg.ok_or_else(|| fail(&format!("alg `{header_alg}` is not accepted")))?;
             let jwks = Jwks::parse(client.rec.jwks.as_deref().unwrap_or("{\"keys\":[]}").as_bytes())
                 .map_err(|e| fail(&format!("the client's JWKS: {e}")))?;
-            let key = jwks.find(jws.header().kid.as_deref(), alg).ok_or_else(|| fail("no key of the client's JWKS fits"))?;
+            let key =
+                jwks.find(jws.header().kid.as_deref(), alg).ok_or_else(|| fail("no key of the client's JWKS fits"))?;
             jws.verify(key).map_err(|_| fail("the signature does not verify"))?;
         }
         other => {

@@ -121,8 +121,9 @@ fn default_assertion() -> u64 {
 impl Config {
     /// The signing algorithm (checked by [`DaemonConfig::check_config`]).
     pub fn algorithm(&self) -> Result<Algorithm, String> {
-        Algorithm::from_name(&self.tokens.algorithm)
-            .map_err(|_| format!("tokens.algorithm `{}` is not a JOSE algorithm tokend signs with", self.tokens.algorithm))
+        Algorithm::from_name(&self.tokens.algorithm).map_err(|_| {
+            format!("tokens.algorithm `{}` is not a JOSE algorithm tokend signs with", self.tokens.algorithm)
+        })
     }
 
     /// The issuer without a trailing `/`: endpoint URLs are `<issuer>/token` and so on.
@@ -201,7 +202,8 @@ mod tests {
         assert!(parse("[tokens]\nalgorithm = \"HS256\"").is_err());
         assert!(parse("[tokens]\naccess_token_seconds = 1").is_err());
         assert!(parse("nonsense = 1").is_err());
-        let http = "issuer = \"http://auth.example.net\"\nlisten = \"127.0.0.1:1\"\nstate_dir = \"/t\"\nsignd_socket = \"/s\"";
+        let http =
+            "issuer = \"http://auth.example.net\"\nlisten = \"127.0.0.1:1\"\nstate_dir = \"/t\"\nsignd_socket = \"/s\"";
         let c: Config = toml::from_str(http).unwrap();
         assert!(c.check_config().is_err(), "plain http off loopback");
     }

@@ -46,7 +46,8 @@ pub fn run(config_path: &Path, config: Checked<Config>) -> Result<(), TokendErro
     let config = config.into_inner();
     let cfg_err = |e: String| TokendError::Config(format!("{}: {e}", config_path.display()));
     let admins = Arc::new(Admins::new(resolve_admins(&config).map_err(cfg_err)?));
-    let db = Db::open(&config.state_dir).map_err(|source| TokendError::Store { path: config.state_dir.clone(), source })?;
+    let db =
+        Db::open(&config.state_dir).map_err(|source| TokendError::Store { path: config.state_dir.clone(), source })?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -103,7 +104,8 @@ async fn serve(config_path: &Path, config: Config, db: Db, admins: Arc<Admins>) 
         Arc::new(move || keys_ready.view().signer.is_some()),
         shutdown.clone(),
     ));
-    let refresher = tokio::spawn(refresh(keys.clone(), db.clone(), config.tokens.key_refresh_seconds, shutdown.clone()));
+    let refresher =
+        tokio::spawn(refresh(keys.clone(), db.clone(), config.tokens.key_refresh_seconds, shutdown.clone()));
     let admin_thread = {
         let (db, keys, admins, stop) = (db.clone(), keys.clone(), admins.clone(), shutdown.clone());
         ServiceThread::spawn("tokend-admin", "admin", admin_listener, shutdown.clone(), move |listener| {

@@ -166,13 +166,21 @@ impl Db {
     pub fn prune(&self, now: u64) -> Result<u64, StoreError> {
         self.write(|txn| {
             let mut gone = 0;
-            let old_assertions: Vec<[u8; 32]> =
-                txn.range(&self.assertions, None, usize::MAX)?.into_iter().filter(|(_, exp)| *exp < now).map(|(k, _)| k).collect();
+            let old_assertions: Vec<[u8; 32]> = txn
+                .range(&self.assertions, None, usize::MAX)?
+                .into_iter()
+                .filter(|(_, exp)| *exp < now)
+                .map(|(k, _)| k)
+                .collect();
             for k in old_assertions {
                 gone += u64::from(txn.delete(&self.assertions, &k)?);
             }
-            let old_revoked: Vec<String> =
-                txn.range(&self.revoked, None, usize::MAX)?.into_iter().filter(|(_, exp)| *exp < now).map(|(k, _)| k).collect();
+            let old_revoked: Vec<String> = txn
+                .range(&self.revoked, None, usize::MAX)?
+                .into_iter()
+                .filter(|(_, exp)| *exp < now)
+                .map(|(k, _)| k)
+                .collect();
             for k in old_revoked {
                 gone += u64::from(txn.delete(&self.revoked, &k)?);
             }

@@ -30,8 +30,7 @@ pub fn allowed(client: &Client, grant_type: &str) -> Result<(), OAuthError> {
 /// The scopes asked for (`scope`), each one the client may have; all of
 /// them when it asks for none (RFC 6749 §3.3 lets the server choose).
 pub fn scopes(client: &Client, form: &Form, within: Option<&[String]>) -> Result<Vec<String>, OAuthError> {
-    let permitted: Vec<&String> =
-        client.rec.scopes.iter().filter(|s| within.is_none_or(|w| w.contains(s))).collect();
+    let permitted: Vec<&String> = client.rec.scopes.iter().filter(|s| within.is_none_or(|w| w.contains(s))).collect();
     let Some(asked) = form.get("scope") else { return Ok(permitted.into_iter().cloned().collect()) };
     let mut out: Vec<String> = Vec::new();
     for s in asked.split(' ').filter(|s| !s.is_empty()) {
@@ -89,7 +88,9 @@ pub fn client_credentials(client: &Client, form: &Form) -> Result<Grant, OAuthEr
 pub fn token_exchange(client: &Client, form: &Form, subject: &Claims) -> Result<Grant, OAuthError> {
     match form.get("subject_token_type") {
         Some(ACCESS_TOKEN_TYPE | JWT_TOKEN_TYPE) => {}
-        Some(other) => return Err(OAuthError::invalid_request(format!("subject_token_type `{other}` is not supported"))),
+        Some(other) => {
+            return Err(OAuthError::invalid_request(format!("subject_token_type `{other}` is not supported")))
+        }
         None => return Err(OAuthError::invalid_request("`subject_token_type` is missing")),
     }
     if form.get("actor_token").is_some() {

@@ -136,17 +136,22 @@ impl TokenService {
                 })?;
                 (grants::token_exchange(&client, form, &claims)?, "token_exchange")
             }
-            "authorization_code" | "refresh_token" | "urn:ietf:params:oauth:grant-type:device_code"
-            | "urn:ietf:params:oauth:grant-type:jwt-bearer" | "password" | "implicit" => {
+            "authorization_code"
+            | "refresh_token"
+            | "urn:ietf:params:oauth:grant-type:device_code"
+            | "urn:ietf:params:oauth:grant-type:jwt-bearer"
+            | "password"
+            | "implicit" => {
                 return Err(OAuthError::unsupported_grant_type(format!("{grant_type} is not served by this tokend")))
             }
             other => return Err(OAuthError::unsupported_grant_type(format!("unknown grant type `{other}`"))),
         };
-        let minted = token::mint(&self.keys, &self.issuer, &grant, now, self.token_seconds).await.map_err(|e| match e {
-            MintError::Signd(e) if e.kind.is_transient() => OAuthError::unavailable(format!("signd: {e}")),
-            MintError::NoKey => OAuthError::unavailable("no signing key is available yet"),
-            other => OAuthError::server_error(other.to_string()),
-        })?;
+        let minted =
+            token::mint(&self.keys, &self.issuer, &grant, now, self.token_seconds).await.map_err(|e| match e {
+                MintError::Signd(e) if e.kind.is_transient() => OAuthError::unavailable(format!("signd: {e}")),
+                MintError::NoKey => OAuthError::unavailable("no signing key is available yet"),
+                other => OAuthError::server_error(other.to_string()),
+            })?;
         self.metrics.issued.get_or_create(&GrantLabel { grant: label }).inc();
         let mut body = json!({
             "access_token": minted.token,
@@ -292,7 +297,11 @@ impl TokenService {
                 }
             }
             _ => {
-                let e = OAuthError { status: StatusCode::NOT_FOUND, code: "not_found", description: format!("no endpoint at {path}") };
+                let e = OAuthError {
+                    status: StatusCode::NOT_FOUND,
+                    code: "not_found",
+                    description: format!("no endpoint at {path}"),
+                };
                 e.response()
             }
         }

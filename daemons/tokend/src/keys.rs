@@ -86,8 +86,20 @@ pub struct Keys {
 
 impl Keys {
     /// A key set with nothing published yet; [`Keys::refresh`] fills it.
-    pub fn new(signd: SigndClient, role: String, db: Db, alg: Algorithm, publish_seconds: u64, token_seconds: u64) -> Self {
-        let empty = KeyView { signer: None, jwks_json: Bytes::from_static(b"{\"keys\":[]}"), jwks: Jwks::default(), published: Vec::new() };
+    pub fn new(
+        signd: SigndClient,
+        role: String,
+        db: Db,
+        alg: Algorithm,
+        publish_seconds: u64,
+        token_seconds: u64,
+    ) -> Self {
+        let empty = KeyView {
+            signer: None,
+            jwks_json: Bytes::from_static(b"{\"keys\":[]}"),
+            jwks: Jwks::default(),
+            published: Vec::new(),
+        };
         Self { signd, role, db, alg, publish_seconds, token_seconds, view: RwLock::new(Arc::new(empty)) }
     }
 
@@ -128,7 +140,14 @@ impl Keys {
 
 /// The rotation rules over signd's list, recorded in LMDB (first sight,
 /// supersession), giving the new view.
-fn plan(db: &Db, listed: Vec<KeyInfo>, alg: Algorithm, publish: u64, token_seconds: u64, now: u64) -> Result<KeyView, KeyError> {
+fn plan(
+    db: &Db,
+    listed: Vec<KeyInfo>,
+    alg: Algorithm,
+    publish: u64,
+    token_seconds: u64,
+    now: u64,
+) -> Result<KeyView, KeyError> {
     let usable: Vec<KeyInfo> = listed.into_iter().filter(|k| k.available).collect();
     let recs = db.write(|txn| {
         let any_known = !txn.range(&db.keys, None, 1)?.is_empty();
@@ -153,7 +172,9 @@ fn plan(db: &Db, listed: Vec<KeyInfo>, alg: Algorithm, publish: u64, token_secon
         .iter()
         .zip(&recs)
         .enumerate()
-        .filter(|(_, (k, r))| alg.fits_key(k.algorithm) && Algorithm::default_for(k.algorithm) == alg && r.first_seen + publish <= now)
+        .filter(|(_, (k, r))| {
+            alg.fits_key(k.algorithm) && Algorithm::default_for(k.algorithm) == alg && r.first_seen + publish <= now
+        })
         .max_by(|(_, (ka, ra)), (_, (kb, rb))| (ra.first_seen, &ka.id).cmp(&(rb.first_seen, &kb.id)))
         .map(|(i, _)| i);
     let signer_seen = signer_idx.map(|i| recs[i].first_seen);
@@ -193,7 +214,8 @@ fn plan(db: &Db, listed: Vec<KeyInfo>, alg: Algorithm, publish: u64, token_secon
         });
     }
     let jwks_json = serde_json::json!({ "keys": entries }).to_string();
-    let jwks = Jwks::parse(jwks_json.as_bytes()).map_err(|e| KeyError::Key { kid: String::new(), detail: e.to_string() })?;
+    let jwks =
+        Jwks::parse(jwks_json.as_bytes()).map_err(|e| KeyError::Key { kid: String::new(), detail: e.to_string() })?;
     let signer = signer_idx.map(|i| (usable[i].id.clone(), Algorithm::default_for(usable[i].algorithm)));
     Ok(KeyView { signer, jwks_json: Bytes::from(jwks_json), jwks, published })
 }
