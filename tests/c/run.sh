@@ -16,12 +16,14 @@ target="${CARGO_TARGET_DIR:-$repo/target}"
 passed=0
 failed=0
 signd_pid=
+tokend_pid=
 
 tmp="$(mktemp -d /tmp/libpki-c.XXXXXX)"
 # The refused-caller test runs as nobody: it must reach the socket, the
 # programs and the library.
 chmod 0755 "$tmp"
 cleanup() {
+    [ -n "$tokend_pid" ] && kill "$tokend_pid" 2>/dev/null
     if [ -n "$signd_pid" ]; then
         kill "$signd_pid" 2>/dev/null
         wait "$signd_pid" 2>/dev/null
@@ -54,8 +56,8 @@ summary() {
 
 # --- build and install ------------------------------------------------------
 
-log "building libpki, signd, signetctl and signet-jwt-fixture (release) ..."
-if ! (cd "$repo" && cargo build --release -p libpki-ffi -p signd -p signetctl &&
+log "building libpki, signd, signetctl, tokend and signet-jwt-fixture (release) ..."
+if ! (cd "$repo" && cargo build --release -p libpki-ffi -p signd -p signetctl -p tokend &&
     cargo build --release -p signet-tests --bin signet-jwt-fixture) >"$tmp/log/build.log" 2>&1; then
     tail -n 40 "$tmp/log/build.log"
     failed=$((failed + 1))
@@ -179,6 +181,9 @@ state_dir = "$tmp/state"
 users = ["root"]
 admin = true
 keys = ["*"]
+[roles.tokend]
+users = ["root"]
+operations = ["sign-jws", "list", "public-key"]
 TOML
 # start_signd: starts signd in the background and waits until it is ready.
 start_signd() {
@@ -257,6 +262,50 @@ check errors-daemon "$tmp/errors" daemon
 check with-openssl-daemon "$tmp/with_openssl" ecdsa-p256
 check example "$tmp/example" ecdsa-p256
 check example-static "$tmp/example-static" ed25519
+
+# A token tokend mints (signed through this signd with an ML-DSA-44 key under
+# tokend's sign-jws role), checked by the jwt program against tokend's JWKS:
+# good, wrong audience, one flipped byte (the program's own alterations), and,
+# once its 10 s are up, expired.
+tok="$tmp/tokend"
+start_tokend() {
+    mkdir -p "$tok" &&
+    "$bin/signetctl" key generate tokend-ml-dsa-44 -a ml-dsa-44 --role tokend >/dev/null &&
+    tok_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])') &&
+    cat > "$tok/tokend.toml" <<TOKTOML &&
+issuer = "http://127.0.0.1:$tok_port"
+listen = "127.0.0.1:$tok_port"
+state_dir = "$tok/db"
+signd_socket = "$SIGNET_SIGND_SOCKET"
+admin_socket = "$tok/admin.sock"
+[tokens]
+algorithm = "ML-DSA-44"
+access_token_seconds = 10
+TOKTOML
+    { "$bin/tokend" --config "$tok/tokend.toml" >"$tmp/log/tokend.log" 2>&1 & } &&
+    tokend_pid=$! &&
+    for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$tok_port/healthz" -o /dev/null && break; sleep 0.1; done &&
+    SIGNET_TOKEND_SOCKET="$tok/admin.sock" "$bin/signetctl" --json oauth client create sssd \
+        --auth-method client_secret_basic --audience client.example --scope login > "$tok/client.json" &&
+    secret=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["secret"])' "$tok/client.json") &&
+    curl -fsS -u "sssd:$secret" -d grant_type=client_credentials "http://127.0.0.1:$tok_port/token" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"], end="")' > "$tok/token.jwt" &&
+    curl -fsS "http://127.0.0.1:$tok_port/jwks" -o "$tok/jwks.json" &&
+    date +%s > "$tok/minted"
+}
+check tokend-mints-ml-dsa-44 start_tokend
+tok_jwt() { "$tmp/jwt" "$tok/jwks.json" "$tok/token.jwt" "$@"; }  # leeway: JWT_LEEWAY, default 30 s
+check tokend-jwt-good tok_jwt PKI_RESULT_OK "http://127.0.0.1:$tok_port" client.example \
+    sub=sssd client_id=sssd scope=login
+check tokend-jwt-wrong-audience tok_jwt PKI_RESULT_TOKEN_WRONG_AUDIENCE "http://127.0.0.1:$tok_port" other.example
+check tokend-jwt-wrong-issuer tok_jwt PKI_RESULT_TOKEN_WRONG_ISSUER https://elsewhere.test -
+tokend_expired() {
+    local left=$(( $(cat "$tok/minted") + 11 - $(date +%s) ))
+    [ "$left" -gt 0 ] && sleep "$left"
+    JWT_LEEWAY=0 tok_jwt PKI_RESULT_TOKEN_EXPIRED "http://127.0.0.1:$tok_port" client.example
+}
+check tokend-jwt-expired tokend_expired
+[ -n "$tokend_pid" ] && kill "$tokend_pid" 2>/dev/null && wait "$tokend_pid" 2>/dev/null
 
 # One client across a signd restart: the reconnect program is driven by
 # lines on a fifo, between which signd is stopped and started again.

@@ -25,6 +25,7 @@ from authlib.integrations.requests_client import OAuth2Session
 from authlib.oauth2.rfc7523 import ClientSecretJWT, PrivateKeyJWT
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from joserfc.jwk import ECKey
 from jwcrypto import jwk as jc_jwk
 from jwcrypto import jwt as jc_jwt
 
@@ -132,7 +133,7 @@ def _():
     cid, secret = new_client("private_key_jwt", "--jwks", path)
     assert secret == "", "a private_key_jwt client has no secret"
     auth = PrivateKeyJWT(TOKEN_URL, alg="ES256", headers={"kid": "authlib-1"})
-    s = OAuth2Session(cid, pem.decode(), token_endpoint_auth_method=auth)
+    s = OAuth2Session(cid, ECKey.import_key(pem), token_endpoint_auth_method=auth)
     tok = s.fetch_token(TOKEN_URL, grant_type="client_credentials")
     verify_everywhere(tok["access_token"], cid, cid, "read write")
     # The same assertion twice: build one by hand and send it twice.

@@ -19,7 +19,7 @@
 //! access_token_seconds = 300              # lifetime of an access token
 //! key_publish_seconds = 60                # a new key is in the JWKS this long before it signs
 //! key_refresh_seconds = 30                # how often signd's key list is read again
-//! max_assertion_seconds = 300             # the longest lifetime a client assertion may claim
+//! max_assertion_seconds = 3600            # the longest lifetime a client assertion may claim
 //!
 //! [http]                                  # the listener's limits (docs/http.md)
 //! ```
@@ -115,7 +115,8 @@ fn default_refresh() -> u64 {
     30
 }
 fn default_assertion() -> u64 {
-    300
+    // authlib, for one, signs its assertions for an hour.
+    3600
 }
 
 impl Config {
@@ -166,8 +167,8 @@ impl DaemonConfig for Config {
         if t.key_publish_seconds > 7 * 86_400 {
             return Err("tokens.key_publish_seconds must be at most a week".into());
         }
-        if !(10..=3600).contains(&t.max_assertion_seconds) {
-            return Err("tokens.max_assertion_seconds must be 10 to 3600".into());
+        if !(10..=86_400).contains(&t.max_assertion_seconds) {
+            return Err("tokens.max_assertion_seconds must be 10 to 86400".into());
         }
         if let Some(admin) = &self.admin {
             admin.resolve().map_err(|e| format!("[admin]: {e}"))?;
