@@ -368,3 +368,47 @@ fn probed_check_config_refuses_what_start_refuses() {
     );
     assert!(!d.join("state").exists());
 }
+
+#[test]
+fn tokend_check_config_refuses_what_start_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = format!(
+        "listen = \"127.0.0.1:0\"\nstate_dir = {:?}\nsignd_socket = {:?}\n",
+        d.join("state"),
+        d.join("signd.sock")
+    );
+    accepted("tokend", d, &format!("issuer = \"https://auth.example\"\n{base}[tokens]\nalgorithm = \"ML-DSA-44\"\n"));
+    refused(
+        "tokend",
+        d,
+        &format!("issuer = \"http://auth.example\"\n{base}"),
+        &["issuer `http://auth.example`", "https"],
+    );
+    refused("tokend", d, &format!("issuer = \"https://auth.example/?a=b\"\n{base}"), &["no query or fragment"]);
+    refused(
+        "tokend",
+        d,
+        &format!("issuer = \"https://auth.example\"\n{base}[tokens]\nalgorithm = \"HS256\"\n"),
+        &["tokens.algorithm `HS256`"],
+    );
+    refused(
+        "tokend",
+        d,
+        &format!("issuer = \"https://auth.example\"\n{base}[tokens]\naccess_token_seconds = 1\n"),
+        &["access_token_seconds"],
+    );
+    refused(
+        "tokend",
+        d,
+        &format!("issuer = \"https://auth.example\"\n{base}[tokens]\nalgoritm = \"ES256\"\n"),
+        &["tokend.toml:6:", "unknown key `algoritm`"],
+    );
+    refused(
+        "tokend",
+        d,
+        &format!("issuer = \"https://auth.example\"\n{base}[admin]\nusers = [\"no-such-user-here\"]\n"),
+        &["[admin]", "no-such-user-here"],
+    );
+    assert!(!d.join("state").exists());
+}

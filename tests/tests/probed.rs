@@ -744,7 +744,15 @@ max_age = "1m"
     }
     settle(&probed, "crl_fresh", "up");
 
-    let (_, metrics) = probed.get("/metrics");
+    // After the restart each check's gauges come back with its first run: wait for the signd check's.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let metrics = loop {
+        let (_, metrics) = probed.get("/metrics");
+        if metrics.contains("probe_signd_sign_seconds{") || Instant::now() > deadline {
+            break metrics;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     for line in [
         "probe_ocsp_status{daemon=\"probed\",check=\"ocsp_good\"} 0",
         "probe_ocsp_status{daemon=\"probed\",check=\"ocsp_revoked\"} 1",

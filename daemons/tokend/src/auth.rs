@@ -110,7 +110,7 @@ pub async fn authenticate(
 }
 
 /// `Authorization: Basic` with the form-encoded id and secret (RFC 6749 §2.3.1).
-fn parse_basic(header: &str) -> Result<(String, String), OAuthError> {
+pub fn parse_basic(header: &str) -> Result<(String, String), OAuthError> {
     let bad = || OAuthError::invalid_client("malformed Basic credentials");
     let (scheme, rest) = header.trim().split_once(' ').ok_or_else(bad)?;
     if !scheme.eq_ignore_ascii_case("basic") {

@@ -21,6 +21,7 @@ pub mod config;
 pub mod daemon;
 pub mod db;
 pub mod error;
+pub mod fuzz;
 pub mod grants;
 pub mod http;
 pub mod keys;

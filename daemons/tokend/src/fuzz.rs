@@ -1,0 +1,100 @@
+//! The fuzz entry point for the token endpoint's request parsing: arbitrary
+//! bytes as an `Authorization` header line and a form body, through the form
+//! parser, the Basic credentials parser and the grant rules (scopes, audience,
+//! token exchange) of a fixed client. Used by the `tokend_request` libFuzzer
+//! target and by the seeded mutation test on stable. What the store and signd
+//! would do is left out: they see only what these accept.
+
+use serde_json::Map;
+use signet_jose::jwt::Claims;
+
+use crate::auth::{parse_basic, Client, Form};
+use crate::db::{AuthMethod, ClientRec};
+use crate::grants;
+
+/// The fixed client every request is judged for.
+pub fn client() -> Client {
+    Client {
+        id: "fuzz-client".into(),
+        rec: ClientRec {
+            name: "fuzz".into(),
+            auth_method: AuthMethod::ClientSecretBasic,
+            secret_sha256: Some([0; 32]),
+            mac_key: None,
+            jwks: None,
+            scopes: vec!["read".into(), "write".into()],
+            audiences: vec!["https://api.example".into(), "other".into()],
+            grant_types: grants::GRANT_TYPES.iter().map(|g| (*g).to_owned()).collect(),
+            created: 0,
+            secret_set: 0,
+        },
+    }
+}
+
+/// `data` is `AUTHORIZATION "\n" BODY` (no newline: all body). Must never
+/// panic, and never grant a scope or an audience the client does not hold.
+pub fn token_request(data: &[u8]) {
+    let (auth, body) = match data.iter().position(|&b| b == b'\n') {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (&b""[..], data),
+    };
+    if let Ok(auth) = std::str::from_utf8(auth) {
+        let _ = parse_basic(auth);
+    }
+    let Ok(form) = Form::parse(body) else { return };
+    let c = client();
+    let held = |scopes: &[String]| scopes.iter().all(|s| c.rec.scopes.contains(s));
+    if let Ok(g) = grants::client_credentials(&c, &form) {
+        assert!(held(&g.scopes), "a scope the client does not hold: {:?}", g.scopes);
+        assert!(c.rec.audiences.contains(&g.audience), "an audience the client may not name: {}", g.audience);
+    }
+    let subject =
+        Claims { sub: Some("someone".into()), scope: Some("read".into()), extra: Map::new(), ..Claims::default() };
+    if let Ok(g) = grants::token_exchange(&c, &form, &subject) {
+        assert!(g.scopes.iter().all(|s| s == "read"), "an exchange widened the scopes: {:?}", g.scopes);
+        assert_eq!(g.subject, "someone");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeded_mutations_never_panic_or_widen_a_grant() {
+        let seeds: [&[u8]; 4] = [
+            b"Basic ZnV6ei1jbGllbnQ6c2VjcmV0\ngrant_type=client_credentials&scope=read+write&resource=other",
+            b"\ngrant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange&subject_token=x\
+              &subject_token_type=urn%3Aietf%3Aparams%3Aoauth%3Atoken-type%3Aaccess_token&scope=read",
+            b"Basic !!\nscope=admin&audience=https%3A%2F%2Fapi.example",
+            b"grant_type=client_credentials&grant_type=x",
+        ];
+        // A fixed xorshift: the same mutations every run.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for seed in seeds {
+            token_request(seed);
+            for _ in 0..2000 {
+                let mut m = seed.to_vec();
+                for _ in 0..(next() % 4 + 1) {
+                    let r = next();
+                    let i = (r >> 8) as usize % (m.len() + 1);
+                    match r % 3 {
+                        0 if i < m.len() => m[i] = (r >> 32) as u8,
+                        1 => m.insert(i.min(m.len()), (r >> 40) as u8),
+                        _ if i < m.len() => {
+                            m.remove(i);
+                        }
+                        _ => {}
+                    }
+                }
+                token_request(&m);
+            }
+        }
+    }
+}
