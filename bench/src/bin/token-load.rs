@@ -45,7 +45,7 @@ use hyper_util::rt::TokioIo;
 use openssl::pkey::{PKey, Private};
 use signet_bench::cpu::{cpu_snapshot, parse_servers, round, CpuUse};
 use signet_bench::percentile;
-use signet_jose::{compact, encode_signing_input, Algorithm, Jwk};
+use signet_jose::{compact, encode_signing_input, jwk_json, Algorithm, Jwk};
 use tokio::net::TcpStream;
 use tokio::time::{sleep_until, timeout_at, Instant};
 
@@ -81,6 +81,10 @@ struct Args {
     /// The assertion's `kid` (the key's id in the client's registered JWKS).
     #[arg(long)]
     kid: Option<String>,
+    /// Write the JWKS of --assertion-key (its public key as `--kid`, ES256)
+    /// to this file and exit: what the client registers.
+    #[arg(long, requires = "assertion_key")]
+    jwks_out: Option<PathBuf>,
     /// The assertion's `aud` (default: --url).
     #[arg(long)]
     assertion_aud: Option<String>,
@@ -142,6 +146,15 @@ impl Mode {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(out) = &args.jwks_out {
+        return match write_jwks(&args, out) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("token-load: {e:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let mut report = match run(&args) {
         Ok(report) => report,
         Err(e) => {
@@ -161,6 +174,16 @@ fn main() -> ExitCode {
         );
         ExitCode::FAILURE
     }
+}
+
+/// Writes `{"keys": [JWK of --assertion-key]}` to `out`.
+fn write_jwks(args: &Args, out: &std::path::Path) -> anyhow::Result<()> {
+    let path = args.assertion_key.as_ref().context("--jwks-out needs --assertion-key")?;
+    let pem = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let key = PKey::private_key_from_pem(&pem).with_context(|| format!("{}: not a PEM key", path.display()))?;
+    let jwk = jwk_json(&key.public_key_to_der()?, args.kid.as_deref().unwrap_or(""), Algorithm::Es256)?;
+    std::fs::write(out, serde_json::json!({ "keys": [jwk] }).to_string())
+        .with_context(|| format!("writing {}", out.display()))
 }
 
 fn run(args: &Args) -> anyhow::Result<Report> {
