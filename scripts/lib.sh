@@ -373,8 +373,7 @@ ensure_pebble() {
 # directory the module zip leaves out, so `go install` and a build in the
 # module cache both fail; the module is copied out and the generated client
 # put there from the newest hydra-client-go the proxy has (v2.2.1; v2.3.0's is
-# refused). Built once into $SIGNET_CACHE/bin (about 70 s on 2 cores here, at
-# low priority, with Hydra's dependencies already in the module cache).
+# refused). Built once into $SIGNET_CACHE/bin, with SQLite (cgo).
 SIGNET_HYDRA_VERSION="${SIGNET_HYDRA_VERSION:-2.3.0}"
 SIGNET_HYDRA_CLIENT_VERSION="${SIGNET_HYDRA_CLIENT_VERSION:-2.2.1}"
 ensure_hydra() {
@@ -398,8 +397,9 @@ ensure_hydra() {
   cp -r "$client" "$src/internal/httpclient"
   chmod -R u+w "$src/internal/httpclient"
   # -mod=mod: go.sum may lack the sums of the replaced client's own requirements.
-  (cd "$src" && GO111MODULE=on GOFLAGS=-mod=mod nice -n 10 go build -buildvcs=false -trimpath \
-    -o "$SIGNET_HYDRA.tmp" .) || { rm -rf "$src"; return 1; }
+  # The sqlite tags (cgo, as Hydra's own builds): DSN=memory is an in-memory SQLite.
+  (cd "$src" && GO111MODULE=on GOFLAGS=-mod=mod CGO_ENABLED=1 nice -n 10 go build -buildvcs=false -trimpath \
+    -tags sqlite,sqlite_omit_load_extension -o "$SIGNET_HYDRA.tmp" .) || { rm -rf "$src"; return 1; }
   rm -rf "$src"
   mv -f "$SIGNET_HYDRA.tmp" "$SIGNET_HYDRA"
   say "Hydra built in $(( $(date +%s) - started ))s"

@@ -207,6 +207,7 @@ fn run(args: &Args) -> anyhow::Result<Report> {
             }
         };
         let target = Arc::new(target);
+        let url = format!("http://{}{}", target.host.to_str().unwrap_or("?"), target.uri);
         let start = Instant::now();
         let window_start = start + Duration::from_secs(args.warmup);
         let clock = Clock { window_start, end: window_start + Duration::from_secs(args.duration) };
@@ -224,7 +225,7 @@ fn run(args: &Args) -> anyhow::Result<Report> {
         // Read as soon as the last task ends: close to the window's end.
         let at_end = cpu_snapshot(&servers);
         let cpu = CpuUse::between(&servers, &cpu_at_window_start.await?, &at_end);
-        Ok(Report { stats, window: clock.end - clock.window_start, cpu })
+        Ok(Report { stats, window: clock.end - clock.window_start, cpu, url })
     })
 }
 
@@ -316,7 +317,8 @@ impl Target {
             (_, Auth::None) => ClientAuth::None,
             (Some(path), _) => {
                 let pem = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-                let key = PKey::private_key_from_pem(&pem).with_context(|| format!("{}: not a PEM key", path.display()))?;
+                let key =
+                    PKey::private_key_from_pem(&pem).with_context(|| format!("{}: not a PEM key", path.display()))?;
                 let public = PKey::public_key_from_der(&key.public_key_to_der()?)?;
                 let jwk = Jwk::from_public_key(&public)?;
                 let mut prefix = [0u8; 8];
@@ -561,6 +563,8 @@ struct Report {
     stats: Stats,
     window: Duration,
     cpu: CpuUse,
+    /// The endpoint measured.
+    url: String,
 }
 
 impl Report {
@@ -581,11 +585,15 @@ impl Report {
     }
 
     fn auth_name(args: &Args) -> &'static str {
-        match (&args.assertion_key, args.auth) {
+        let auth = match args.mode {
+            Mode::Introspect => args.introspect_auth.unwrap_or(args.auth),
+            Mode::Token => args.auth,
+        };
+        match (&args.assertion_key, auth) {
+            (_, Auth::None) => "none",
             (Some(_), _) => "private_key_jwt",
             (None, Auth::Basic) => "client_secret_basic",
             (None, Auth::Post) => "client_secret_post",
-            (None, Auth::None) => "none",
         }
     }
 
@@ -599,7 +607,7 @@ impl Report {
              {rate:.0}/s ({n} ok), p50 {p50}, p99 {p99}, max {max}, errors {errs} [{errors}], reconnects {re}\n",
             label = args.label,
             mode = args.mode.as_str(),
-            url = args.url,
+            url = self.url,
             auth = Self::auth_name(args),
             c = args.concurrency,
             secs = args.duration,
@@ -613,7 +621,9 @@ impl Report {
             errors = errors.join(", "),
             re = s.reconnects,
         );
-        out.push_str(&self.cpu.text(self.window, s.responses, "request").replace("ct-load itself", "token-load itself"));
+        out.push_str(
+            &self.cpu.text(self.window, s.responses, "request").replace("ct-load itself", "token-load itself"),
+        );
         out
     }
 
@@ -624,7 +634,7 @@ impl Report {
         serde_json::json!({ "token_load": {
             "label": args.label,
             "mode": args.mode.as_str(),
-            "url": args.url.to_string(),
+            "url": self.url,
             "auth": Self::auth_name(args),
             "concurrency": args.concurrency,
             "duration_s": args.duration,
