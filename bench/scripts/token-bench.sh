@@ -23,7 +23,12 @@
 #      tokend's figures as ratios to the same-run Hydra figure.
 #
 #   bench/scripts/token-bench.sh [--concurrency "32 100"] [--duration S] [--warmup S]
-#       [--threads N] [--no-hydra] [--keep] [--out DIR]
+#       [--threads N] [--no-hydra] [--no-tokend] [--hydra-pbkdf2-iterations N] [--keep] [--out DIR]
+#
+# Hydra hashes client secrets with PBKDF2 (25,000 iterations by default) and
+# checks one per client_secret_basic request; --hydra-pbkdf2-iterations sets
+# OAUTH2_HASHERS_PBKDF2_ITERATIONS (1: Hydra without that cost, for
+# comparison; tokend stores SHA-256 of a 256-bit secret it generated).
 #
 # token-load runs beside the servers on the same cores; --threads is its tokio
 # worker count (default 1, leaving the other core(s) to the servers).
@@ -39,6 +44,8 @@ DURATION=10
 WARMUP=2
 THREADS=1
 HYDRA=1
+TOKEND=1
+PBKDF2=""
 KEEP=0
 OUT=""
 while [ $# -gt 0 ]; do
@@ -48,9 +55,11 @@ while [ $# -gt 0 ]; do
     --warmup) WARMUP="$2"; shift 2 ;;
     --threads) THREADS="$2"; shift 2 ;;
     --no-hydra) HYDRA=0; shift ;;
+    --no-tokend) TOKEND=0; shift ;;
+    --hydra-pbkdf2-iterations) PBKDF2="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "token-bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -162,6 +171,7 @@ load() { # label servers args...
 }
 
 say "signd $SIGND_PID, temporary directory $DIR"
+if [ "$TOKEND" = 1 ]; then
 "$BIN/signetctl" key generate tok-es256 --algorithm ecdsa-p256 --role tokend > /dev/null
 start_tokend tokend-es256 ES256
 say "tokend (ES256) $TOKEND_PID on $TOKEN_URL"
@@ -196,13 +206,16 @@ for c in $CONC; do
     --client-id bench-basic --client-secret "$BASIC_SECRET" --scope bench.read
 done
 stop_tokend
+fi
 
 # --- Hydra ---
 if [ "$HYDRA" = 1 ]; then
   ensure_hydra
   HPUB="$(free_port)"
   HADM="$(free_port)"
-  DSN=memory STRATEGIES_ACCESS_TOKEN=jwt LOG_LEVEL=error URLS_SELF_ISSUER="http://127.0.0.1:$HPUB" \
+  hydra_env=()
+  [ -z "$PBKDF2" ] || hydra_env=("OAUTH2_HASHERS_PBKDF2_ITERATIONS=$PBKDF2")
+  env "${hydra_env[@]}" DSN=memory STRATEGIES_ACCESS_TOKEN=jwt LOG_LEVEL=error URLS_SELF_ISSUER="http://127.0.0.1:$HPUB" \
     SECRETS_SYSTEM="token-bench-system-secret-$(openssl rand -hex 16)" \
     SERVE_PUBLIC_PORT="$HPUB" SERVE_PUBLIC_HOST=127.0.0.1 SERVE_ADMIN_PORT="$HADM" SERVE_ADMIN_HOST=127.0.0.1 \
     "$SIGNET_HYDRA" serve all --dev --sqa-opt-out > "$DIR/hydra.log" 2>&1 &
@@ -223,7 +236,8 @@ if [ "$HYDRA" = 1 ]; then
   HYDRA_ALG="$(curl -fs -u "bench-basic:$HSECRET" -d grant_type=client_credentials -d scope=bench.read "$HTOKEN_URL" |
     python3 -c 'import json,sys,base64; t=json.load(sys.stdin)["access_token"].split(".")
 print(json.loads(base64.urlsafe_b64decode(t[0]+"="*(-len(t[0])%4)))["alg"] if len(t)==3 else "opaque")')"
-  say "Hydra's access tokens: $HYDRA_ALG"
+  say "Hydra's access tokens: $HYDRA_ALG${PBKDF2:+; PBKDF2 iterations $PBKDF2}"
+  [ -z "$PBKDF2" ] || HYDRA_ALG="$HYDRA_ALG pbkdf2=$PBKDF2"
   echo "{\"hydra_access_token_alg\":\"$HYDRA_ALG\"}" >> "$RESULTS"
   for c in $CONC; do
     load "hydra $HYDRA_ALG client_secret_basic" "hydra=$HYDRA_PID" --url "$HTOKEN_URL" --concurrency "$c" \
