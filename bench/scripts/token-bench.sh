@@ -172,40 +172,40 @@ load() { # label servers args...
 
 say "signd $SIGND_PID, temporary directory $DIR"
 if [ "$TOKEND" = 1 ]; then
-"$BIN/signetctl" key generate tok-es256 --algorithm ecdsa-p256 --role tokend > /dev/null
-start_tokend tokend-es256 ES256
-say "tokend (ES256) $TOKEND_PID on $TOKEN_URL"
-BASIC_SECRET="$(create_client bench-basic --auth-method client_secret_basic --scope bench.read --audience https://api.bench.test)"
-openssl ecparam -genkey -name prime256v1 -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out "$DIR/assertion.pem"
-"$BIN/token-load" --url "$TOKEN_URL" --client-id bench-jwt --assertion-key "$DIR/assertion.pem" --kid bench-jwt-1 \
-  --jwks-out "$DIR/bench-jwt.jwks"
-create_client bench-jwt --auth-method private_key_jwt --jwks "$DIR/bench-jwt.jwks" --scope bench.read \
-  --audience https://api.bench.test > /dev/null
-# One token of each kind answers before anything is timed.
-curl -fs -u "bench-basic:$BASIC_SECRET" -d grant_type=client_credentials "$TOKEN_URL" -o /dev/null
+  "$BIN/signetctl" key generate tok-es256 --algorithm ecdsa-p256 --role tokend > /dev/null
+  start_tokend tokend-es256 ES256
+  say "tokend (ES256) $TOKEND_PID on $TOKEN_URL"
+  BASIC_SECRET="$(create_client bench-basic --auth-method client_secret_basic --scope bench.read --audience https://api.bench.test)"
+  openssl ecparam -genkey -name prime256v1 -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out "$DIR/assertion.pem"
+  "$BIN/token-load" --url "$TOKEN_URL" --client-id bench-jwt --assertion-key "$DIR/assertion.pem" --kid bench-jwt-1 \
+    --jwks-out "$DIR/bench-jwt.jwks"
+  create_client bench-jwt --auth-method private_key_jwt --jwks "$DIR/bench-jwt.jwks" --scope bench.read \
+    --audience https://api.bench.test > /dev/null
+  # A token answers before anything is timed.
+  curl -fs -u "bench-basic:$BASIC_SECRET" -d grant_type=client_credentials "$TOKEN_URL" -o /dev/null
 
-for c in $CONC; do
-  load "tokend ES256 client_secret_basic" "tokend=$TOKEND_PID signd=$SIGND_PID" --url "$TOKEN_URL" --concurrency "$c" \
-    --client-id bench-basic --client-secret "$BASIC_SECRET" --scope bench.read
-  load "tokend ES256 private_key_jwt" "tokend=$TOKEND_PID signd=$SIGND_PID" --url "$TOKEN_URL" --concurrency "$c" \
-    --client-id bench-jwt --assertion-key "$DIR/assertion.pem" --kid bench-jwt-1 --scope bench.read
-  load "tokend introspect ES256" "tokend=$TOKEND_PID signd=$SIGND_PID" --url "$TOKEN_URL" --concurrency "$c" --mode introspect \
-    --client-id bench-basic --client-secret "$BASIC_SECRET"
-done
-stop_tokend
+  for c in $CONC; do
+    load "tokend ES256 client_secret_basic" "tokend=$TOKEND_PID signd=$SIGND_PID" --url "$TOKEN_URL" --concurrency "$c" \
+      --client-id bench-basic --client-secret "$BASIC_SECRET" --scope bench.read
+    load "tokend ES256 private_key_jwt" "tokend=$TOKEND_PID signd=$SIGND_PID" --url "$TOKEN_URL" --concurrency "$c" \
+      --client-id bench-jwt --assertion-key "$DIR/assertion.pem" --kid bench-jwt-1 --scope bench.read
+    load "tokend introspect ES256" "tokend=$TOKEND_PID signd=$SIGND_PID" --url "$TOKEN_URL" --concurrency "$c" --mode introspect \
+      --client-id bench-basic --client-secret "$BASIC_SECRET"
+  done
+  stop_tokend
 
-"$BIN/signetctl" key generate tok-mldsa44 --algorithm ml-dsa-44 --role tokend > /dev/null
-start_tokend tokend-mldsa44 ML-DSA-44
-say "tokend (ML-DSA-44) $TOKEND_PID on $TOKEN_URL"
-BASIC_SECRET="$(create_client bench-basic --auth-method client_secret_basic --scope bench.read --audience https://api.bench.test)"
-alg="$(curl -fs -u "bench-basic:$BASIC_SECRET" -d grant_type=client_credentials "$TOKEN_URL" |
-  python3 -c 'import json,sys,base64; t=json.load(sys.stdin)["access_token"].split(".")[0]; print(json.loads(base64.urlsafe_b64decode(t+"="*(-len(t)%4)))["alg"])')"
-[ "$alg" = "ML-DSA-44" ] || { echo "tokend signed $alg, not ML-DSA-44" >&2; exit 1; }
-for c in $CONC; do
-  load "tokend ML-DSA-44 client_secret_basic" "tokend=$TOKEND_PID signd=$SIGND_PID" --url "$TOKEN_URL" --concurrency "$c" \
-    --client-id bench-basic --client-secret "$BASIC_SECRET" --scope bench.read
-done
-stop_tokend
+  "$BIN/signetctl" key generate tok-mldsa44 --algorithm ml-dsa-44 --role tokend > /dev/null
+  start_tokend tokend-mldsa44 ML-DSA-44
+  say "tokend (ML-DSA-44) $TOKEND_PID on $TOKEN_URL"
+  BASIC_SECRET="$(create_client bench-basic --auth-method client_secret_basic --scope bench.read --audience https://api.bench.test)"
+  alg="$(curl -fs -u "bench-basic:$BASIC_SECRET" -d grant_type=client_credentials "$TOKEN_URL" |
+    python3 -c 'import json,sys,base64; t=json.load(sys.stdin)["access_token"].split(".")[0]; print(json.loads(base64.urlsafe_b64decode(t+"="*(-len(t)%4)))["alg"])')"
+  [ "$alg" = "ML-DSA-44" ] || { echo "tokend signed $alg, not ML-DSA-44" >&2; exit 1; }
+  for c in $CONC; do
+    load "tokend ML-DSA-44 client_secret_basic" "tokend=$TOKEND_PID signd=$SIGND_PID" --url "$TOKEN_URL" --concurrency "$c" \
+      --client-id bench-basic --client-secret "$BASIC_SECRET" --scope bench.read
+  done
+  stop_tokend
 fi
 
 # --- Hydra ---

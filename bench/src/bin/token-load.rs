@@ -652,3 +652,50 @@ impl Report {
         .to_string()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn form_encoding_keeps_only_unreserved_bytes() {
+        assert_eq!(form_encode("a-b.c_d*9"), "a-b.c_d*9");
+        assert_eq!(form_encode("x y+z:/%"), "x+y%2Bz%3A%2F%25");
+    }
+
+    #[test]
+    fn introspection_is_beside_the_token_endpoint() {
+        let url: Uri = "http://127.0.0.1:8200/oauth2/token".parse().unwrap();
+        assert_eq!(sibling(&url, "introspect").unwrap().to_string(), "http://127.0.0.1:8200/oauth2/introspect");
+    }
+
+    #[test]
+    fn assertions_verify_and_never_repeat_a_jti() {
+        let key = PKey::from_ec_key(
+            openssl::ec::EcKey::generate(
+                &openssl::ec::EcGroup::from_curve_name(openssl::nid::Nid::X9_62_PRIME256V1).unwrap(),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let jwk = Jwk::from_public_key(&PKey::public_key_from_der(&key.public_key_to_der().unwrap()).unwrap()).unwrap();
+        let a = Assertion {
+            key,
+            jwk: jwk.clone(),
+            header: serde_json::json!({"alg": "ES256", "kid": "k", "typ": "JWT"}),
+            client_id: "c".into(),
+            aud: "http://127.0.0.1/token".into(),
+            jti_prefix: "p".into(),
+            counter: AtomicU64::new(0),
+        };
+        let (one, two) = (a.sign().unwrap(), a.sign().unwrap());
+        let jti = |t: &str| {
+            let jws = signet_jose::CompactJws::parse(t).unwrap();
+            jws.verify(&jwk).unwrap();
+            serde_json::from_slice::<serde_json::Value>(jws.payload()).unwrap()["jti"].clone()
+        };
+        assert_ne!(jti(&one), jti(&two));
+    }
+}
