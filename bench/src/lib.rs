@@ -14,6 +14,7 @@
 pub mod acme_bench;
 pub mod cpu;
 pub mod ct;
+pub mod load;
 pub mod ocsp;
 
 use std::future::Future;

@@ -19,46 +19,16 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
 : "${SIGNET_CERTBOT:?run ensure_certbot from scripts/lib.sh first}"
 : "${SIGNET_LEGO:?run ensure_lego from scripts/lib.sh first}"
 : "${SIGNET_BIN_DIR:?source scripts/lib.sh first}"
 
-T=$(mktemp -d /tmp/signet-acme-interop.XXXXXX)
-RUN_PID=""
-cleanup() {
-  if [ -n "$RUN_PID" ]; then
-    kill -TERM "$RUN_PID" 2>/dev/null || true
-    wait "$RUN_PID" 2>/dev/null || true
-  fi
-  [ "${KEEP:-0}" = 1 ] && echo "kept $T" || rm -rf "$T"
-}
-trap cleanup EXIT
-
-passed=0
-failed=0
-pass() { printf 'PASS  %s\n' "$1"; passed=$((passed + 1)); }
-fail() { printf 'FAIL  %s\n' "$1"; failed=$((failed + 1)); }
-check() { # name command...
-  local name="$1" t0=$SECONDS; shift
-  if "$@" > "$T/last.log" 2>&1; then pass "$name ($((SECONDS - t0)) s)"; else fail "$name ($((SECONDS - t0)) s)"; sed 's/^/      /' "$T/last.log" | tail -25; fi
-}
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-OCSP_PORT=$(free_port); ACME_PORT=$(free_port); DNS_PORT=$(free_port); HTTP01_PORT=$(free_port); TLSALPN01_PORT=$(free_port)
-CT_PORT=$(free_port)
+# shellcheck source=../lib/stack.sh
+. "$here/../lib/stack.sh"
+stack_tmp acme
 
 # --- the stack, as scripts/run starts it ---------------------------------------
-"$root/scripts/run" --state-dir "$T/state" --ocsp-port "$OCSP_PORT" --acme-port "$ACME_PORT" --dns-port "$DNS_PORT" \
-  --http01-port "$HTTP01_PORT" --tlsalpn01-port "$TLSALPN01_PORT" --ct-port "$CT_PORT" > "$T/run.log" 2>&1 &
-RUN_PID=$!
-for _ in $(seq 1 3000); do # up to 5 min: scripts/run may have to build first
-  [ -f "$T/state/endpoints.json" ] && grep -q acmed "$T/state/endpoints.json" && break
-  kill -0 "$RUN_PID" 2>/dev/null || { echo "scripts/run exited:"; tail -40 "$T/run.log"; exit 1; }
-  sleep 0.1
-done
-[ -f "$T/state/endpoints.json" ] || { echo "scripts/run did not come up:"; tail -40 "$T/run.log"; exit 1; }
-ep() { python3 -c "import json,sys; d=json.load(open('$T/state/endpoints.json')); print(eval('d' + sys.argv[1]))" "$1"; }
+stack_start acmed
 DIRECTORY=$(ep '["acmed"]["directory"]')
 CA_BUNDLE=$(ep '["acmed"]["ca_bundle"]')
 CHAIN=$(ep '["acmed"]["chain"]')

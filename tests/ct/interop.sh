@@ -23,47 +23,18 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
 : "${SIGNET_CTCLIENT:?run ensure_ct_tools from scripts/lib.sh first}"
 : "${SIGNET_CT_FSCK:?run ensure_ct_tools from scripts/lib.sh first}"
 : "${SIGNET_SUNLIGHT_READER:?run ensure_ct_tools from scripts/lib.sh first}"
 : "${SIGNET_BIN_DIR:?source scripts/lib.sh first}"
 N_CERTS="${SIGNET_CT_INTEROP_CERTS:-40}"
 
-T=$(mktemp -d /tmp/signet-ct-interop.XXXXXX)
-RUN_PID=""
-cleanup() {
-  if [ -n "$RUN_PID" ]; then
-    kill -TERM "$RUN_PID" 2>/dev/null || true
-    wait "$RUN_PID" 2>/dev/null || true
-  fi
-  [ "${KEEP:-0}" = 1 ] && echo "kept $T" || rm -rf "$T"
-}
-trap cleanup EXIT
-
-passed=0
-failed=0
-pass() { printf 'PASS  %s\n' "$1"; passed=$((passed + 1)); }
-fail() { printf 'FAIL  %s\n' "$1"; failed=$((failed + 1)); }
-check() { # name command...
-  local name="$1" t0=$SECONDS; shift
-  if "$@" > "$T/last.log" 2>&1; then pass "$name ($((SECONDS - t0)) s)"; else fail "$name ($((SECONDS - t0)) s)"; sed 's/^/      /' "$T/last.log" | tail -25; fi
-}
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=../lib/stack.sh
+. "$here/../lib/stack.sh"
+stack_tmp ct
 
 # --- the stack, as scripts/run starts it ---------------------------------------
-"$root/scripts/run" --state-dir "$T/state" --ocsp-port "$(free_port)" --acme-port "$(free_port)" \
-  --dns-port "$(free_port)" --http01-port "$(free_port)" --tlsalpn01-port "$(free_port)" \
-  --ct-port "$(free_port)" > "$T/run.log" 2>&1 &
-RUN_PID=$!
-for _ in $(seq 1 3000); do # up to 5 min: scripts/run may have to build first
-  [ -f "$T/state/endpoints.json" ] && grep -q ctlogd "$T/state/endpoints.json" && break
-  kill -0 "$RUN_PID" 2>/dev/null || { echo "scripts/run exited:"; tail -40 "$T/run.log"; exit 1; }
-  sleep 0.1
-done
-[ -f "$T/state/endpoints.json" ] || { echo "scripts/run did not come up:"; tail -40 "$T/run.log"; exit 1; }
-ep() { python3 -c "import json,sys; d=json.load(open('$T/state/endpoints.json')); print(eval('d' + sys.argv[1]))" "$1"; }
+stack_start ctlogd
 LOG_URL=$(ep '["ctlogd"]["url"]')
 PUBKEY_B64=$(ep '["ctlogd"]["public_key"]')
 ORIGIN=$(ep '["ctlogd"]["origin"]')

@@ -22,7 +22,6 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -37,6 +36,7 @@ use hyper::client::conn::http1;
 use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, HOST};
 use hyper::{Request, Uri};
 use hyper_util::rt::TokioIo;
+use signet_bench::load::{connect_failed, Clock, Stats};
 use signet_bench::ocsp;
 use signet_bench::{percentile, self_cpu_time};
 use tokio::net::TcpStream;
@@ -253,53 +253,6 @@ fn read_requests(dir: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
         .collect()
 }
 
-/// The measured window: outcomes count if they complete in `[window_start, end)`.
-#[derive(Clone, Copy)]
-struct Clock {
-    window_start: Instant,
-    end: Instant,
-}
-
-impl Clock {
-    fn counts(&self, t: Instant) -> bool {
-        t >= self.window_start && t < self.end
-    }
-}
-
-/// Counts from the measured window (`connections` counts from the start).
-#[derive(Default)]
-struct Stats {
-    responses: u64,
-    latencies: Vec<Duration>,
-    errors: BTreeMap<String, u64>,
-    reconnects: u64,
-    connections: u64,
-    bytes: u64,
-    parsed: u64,
-}
-
-impl Stats {
-    fn error(&mut self, kind: String) {
-        *self.errors.entry(kind).or_default() += 1;
-    }
-
-    fn error_count(&self) -> u64 {
-        self.errors.values().sum()
-    }
-
-    fn merge(&mut self, other: Stats) {
-        self.responses += other.responses;
-        self.latencies.extend(other.latencies);
-        for (kind, n) in other.errors {
-            *self.errors.entry(kind).or_default() += n;
-        }
-        self.reconnects += other.reconnects;
-        self.connections += other.connections;
-        self.bytes += other.bytes;
-        self.parsed += other.parsed;
-    }
-}
-
 /// One connection's task: connect, run requests back to back until the
 /// server closes or fails, reconnect; until the clock ends.
 async fn connection(id: usize, target: Arc<Target>, clock: Clock) -> Stats {
@@ -404,16 +357,6 @@ async fn connection(id: usize, target: Arc<Target>, clock: Clock) -> Stats {
     stats
 }
 
-/// Counts a failed connection attempt and backs off briefly, so that a
-/// refusing server is not spun against.
-async fn connect_failed(stats: &mut Stats, clock: Clock, kind: String) {
-    let now = Instant::now();
-    if clock.counts(now) {
-        stats.error(kind);
-    }
-    sleep_until((now + Duration::from_millis(10)).min(clock.end)).await;
-}
-
 /// The merged counts and what they were measured over.
 struct Report {
     stats: Stats,
@@ -426,8 +369,7 @@ struct Report {
 impl Report {
     /// At least one response, and errors at most 0.1% of all outcomes.
     fn passed(&self) -> bool {
-        let errors = self.stats.error_count();
-        self.stats.responses > 0 && errors * 1000 <= self.stats.responses + errors
+        self.stats.passed()
     }
 
     fn per_sec(&self) -> f64 {

@@ -25,7 +25,6 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,6 +43,7 @@ use hyper::{Request, Uri};
 use hyper_util::rt::TokioIo;
 use openssl::pkey::{PKey, Private};
 use signet_bench::cpu::{cpu_snapshot, parse_servers, round, CpuUse};
+use signet_bench::load::{connect_failed, Clock, Stats};
 use signet_bench::percentile;
 use signet_jose::{compact, encode_signing_input, jwk_json, Algorithm, Jwk};
 use tokio::net::TcpStream;
@@ -411,49 +411,6 @@ async fn fetch_token(target: &Target) -> anyhow::Result<String> {
     v["access_token"].as_str().map(str::to_owned).context("no access_token in the token response")
 }
 
-/// The measured window: outcomes count if they complete in `[window_start, end)`.
-#[derive(Clone, Copy)]
-struct Clock {
-    window_start: Instant,
-    end: Instant,
-}
-
-impl Clock {
-    fn counts(&self, t: Instant) -> bool {
-        t >= self.window_start && t < self.end
-    }
-}
-
-/// Counts from the measured window.
-#[derive(Default)]
-struct Stats {
-    responses: u64,
-    latencies: Vec<Duration>,
-    errors: BTreeMap<String, u64>,
-    reconnects: u64,
-    connections: u64,
-}
-
-impl Stats {
-    fn error(&mut self, kind: String) {
-        *self.errors.entry(kind).or_default() += 1;
-    }
-
-    fn error_count(&self) -> u64 {
-        self.errors.values().sum()
-    }
-
-    fn merge(&mut self, other: Stats) {
-        self.responses += other.responses;
-        self.latencies.extend(other.latencies);
-        for (kind, n) in other.errors {
-            *self.errors.entry(kind).or_default() += n;
-        }
-        self.reconnects += other.reconnects;
-        self.connections += other.connections;
-    }
-}
-
 /// One connection's task: connect, run requests back to back until the
 /// server closes or fails, reconnect; until the clock ends.
 async fn connection(target: Arc<Target>, clock: Clock) -> Stats {
@@ -549,15 +506,6 @@ async fn connection(target: Arc<Target>, clock: Clock) -> Stats {
     stats
 }
 
-/// Counts a failed connection attempt and backs off briefly.
-async fn connect_failed(stats: &mut Stats, clock: Clock, kind: String) {
-    let now = Instant::now();
-    if clock.counts(now) {
-        stats.error(kind);
-    }
-    sleep_until((now + Duration::from_millis(10)).min(clock.end)).await;
-}
-
 /// The merged counts and what they were measured over.
 struct Report {
     stats: Stats,
@@ -570,8 +518,7 @@ struct Report {
 impl Report {
     /// At least one response, and errors at most 0.1% of all outcomes.
     fn passed(&self) -> bool {
-        let errors = self.stats.error_count();
-        self.stats.responses > 0 && errors * 1000 <= self.stats.responses + errors
+        self.stats.passed()
     }
 
     fn per_sec(&self) -> f64 {

@@ -11,7 +11,7 @@
 //! creation, and is never logged.
 
 use std::rc::Rc;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -20,7 +20,7 @@ use futures::FutureExt;
 use rand_core::{OsRng, RngCore};
 use signet_ipc::server::{serve_acmed, AcmeAdminService, AcmedService, AcmedSession, LocalResult, ServeOptions};
 use signet_ipc::{AcmedHealth, EabKey, ErrorKind, IpcError, PeerCredentials};
-use signet_runtime::principals::{supplementary_groups, ResolvedPrincipals};
+use signet_runtime::principals::supplementary_groups;
 use signet_store::StoreError;
 use tokio_util::sync::CancellationToken;
 
@@ -36,24 +36,7 @@ pub const MAX_NOTE: usize = 1024;
 pub const MAC_KEY_BYTES: usize = 32;
 
 /// Who may use the admin interface; replaced on SIGHUP.
-#[derive(Default)]
-pub struct Admins(RwLock<ResolvedPrincipals>);
-
-impl Admins {
-    /// Admits `principals`.
-    pub fn new(principals: ResolvedPrincipals) -> Self {
-        Self(RwLock::new(principals))
-    }
-
-    /// Replaces who is admitted.
-    pub fn replace(&self, principals: ResolvedPrincipals) {
-        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = principals;
-    }
-
-    fn admits(&self, peer: &PeerCredentials, groups: &[u32]) -> bool {
-        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).admits(peer.uid, peer.gid, groups)
-    }
-}
+pub type Admins = signet_runtime::principals::Admins<crate::config::Config>;
 
 /// Serves the admin interface on `listener` until `shutdown`. Runs on a
 /// `LocalSet` (see `signet_runtime::service_thread`): capnp-rpc is `!Send`.
@@ -130,7 +113,7 @@ struct Admin {
 impl Admin {
     /// Whether the caller is (still) an admin.
     fn check(&self) -> Result<(), IpcError> {
-        if self.admins.admits(&self.peer, &self.groups) {
+        if self.admins.admits(self.peer.uid, self.peer.gid, &self.groups) {
             return Ok(());
         }
         tracing::warn!(uid = self.peer.uid, gid = self.peer.gid, pid = self.peer.pid, "admin refused");

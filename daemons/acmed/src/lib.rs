@@ -48,7 +48,7 @@ use signet_acme::types::{Directory, DirectoryMeta};
 use signet_ca::{Issuer, Profile};
 use signet_ipc::{OcspdClient, SignatureScheme, SigndClient};
 use signet_runtime::config::{Checked, DaemonConfig};
-use signet_runtime::lifecycle::{Lifecycle, Reload};
+use signet_runtime::lifecycle::Lifecycle;
 use signet_runtime::metrics::Metrics;
 use signet_runtime::service_thread::ServiceThread;
 use signet_runtime::{activation, notify};
@@ -205,25 +205,14 @@ impl DaemonConfig for Config {
     }
 }
 
-/// SIGHUP re-reads who may use the admin interface. Everything else in the
-/// config takes a restart.
-impl Reload for admin::Admins {
-    type Config = Config;
-    const WHAT: &'static str = "[admin]";
-
-    fn reload(&self, config: Config) -> Result<(), String> {
-        self.replace(resolve_admins(&config)?);
-        Ok(())
-    }
-}
-
 /// Runs acmed until SIGTERM or SIGINT.
 pub fn run(config_path: &Path, config: Checked<Config>) -> Result<(), AcmedError> {
     let config = config.into_inner();
     let cfg_err = |e: String| AcmedError::Config(format!("{}: {e}", config_path.display()));
     let tls = signet_runtime::tls::acceptor_from_files(&config.tls_certificate, &config.tls_key).map_err(cfg_err)?;
     let chain_pem = config.chain.as_deref().map(read_chain).transpose().map_err(cfg_err)?;
-    let admins = Arc::new(admin::Admins::new(resolve_admins(&config).map_err(cfg_err)?));
+    // SIGHUP re-reads who may use the admin interface; everything else in the config takes a restart.
+    let admins = Arc::new(admin::Admins::new(&config, resolve_admins).map_err(cfg_err)?);
     let db =
         Db::open(&config.state_dir).map_err(|source| AcmedError::Store { path: config.state_dir.clone(), source })?;
     let mut builder = tokio::runtime::Builder::new_multi_thread();

@@ -83,6 +83,38 @@ pub fn supplementary_groups(uid: u32) -> Vec<u32> {
     nix::unistd::getgrouplist(&name, user.gid).map(|g| g.into_iter().map(|g| g.as_raw()).collect()).unwrap_or_default()
 }
 
+/// Who may use a daemon's admin interface (its `[admin]`), shared by the
+/// admin thread and the lifecycle: SIGHUP re-reads the config and
+/// [`Reload::reload`](crate::lifecycle::Reload::reload) replaces the set,
+/// which every admin call checks again.
+pub struct Admins<C> {
+    principals: std::sync::RwLock<ResolvedPrincipals>,
+    resolve: fn(&C) -> Result<ResolvedPrincipals, String>,
+}
+
+impl<C> Admins<C> {
+    /// Admits whom `resolve` finds in `config`; a reload resolves the new config the same way.
+    pub fn new(config: &C, resolve: fn(&C) -> Result<ResolvedPrincipals, String>) -> Result<Self, String> {
+        Ok(Self { principals: std::sync::RwLock::new(resolve(config)?), resolve })
+    }
+
+    /// Whether a caller with `uid`, primary `gid` and supplementary `groups` is admitted now.
+    pub fn admits(&self, uid: u32, gid: u32, groups: &[u32]) -> bool {
+        self.principals.read().unwrap_or_else(std::sync::PoisonError::into_inner).admits(uid, gid, groups)
+    }
+}
+
+impl<C: crate::config::DaemonConfig> crate::lifecycle::Reload for Admins<C> {
+    type Config = C;
+    const WHAT: &'static str = "[admin]";
+
+    fn reload(&self, config: C) -> Result<(), String> {
+        let principals = (self.resolve)(&config)?;
+        *self.principals.write().unwrap_or_else(std::sync::PoisonError::into_inner) = principals;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@
 //! values ([`check_new_client`] and the `check_*` beside it).
 
 use std::rc::Rc;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -23,7 +23,7 @@ use futures::FutureExt;
 use openssl::sha::sha256;
 use signet_ipc::server::{serve_tokend, LocalResult, ServeOptions, TokendAdminService, TokendService, TokendSession};
 use signet_ipc::{ErrorKind, IpcError, OauthClient, PeerCredentials, TokenKey, TokendHealth};
-use signet_runtime::principals::{supplementary_groups, ResolvedPrincipals};
+use signet_runtime::principals::supplementary_groups;
 use signet_store::StoreError;
 use tokio_util::sync::CancellationToken;
 
@@ -59,24 +59,7 @@ pub const GRANT_TYPES: [&str; 5] = [
 pub const DEFAULT_GRANT_TYPE: &str = "client_credentials";
 
 /// Who may use the admin interface; replaced on SIGHUP.
-#[derive(Default)]
-pub struct Admins(RwLock<ResolvedPrincipals>);
-
-impl Admins {
-    /// Admits `principals`.
-    pub fn new(principals: ResolvedPrincipals) -> Self {
-        Self(RwLock::new(principals))
-    }
-
-    /// Replaces who is admitted.
-    pub fn replace(&self, principals: ResolvedPrincipals) {
-        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = principals;
-    }
-
-    fn admits(&self, peer: &PeerCredentials, groups: &[u32]) -> bool {
-        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).admits(peer.uid, peer.gid, groups)
-    }
-}
+pub type Admins = signet_runtime::principals::Admins<crate::config::Config>;
 
 /// Serves the admin interface on `listener` until `shutdown`. Runs on a
 /// `LocalSet` (see `signet_runtime::service_thread`): capnp-rpc is `!Send`.
@@ -157,7 +140,7 @@ struct Admin {
 impl Admin {
     /// Whether the caller is (still) an admin.
     fn check(&self) -> Result<(), IpcError> {
-        if self.admins.admits(&self.peer, &self.groups) {
+        if self.admins.admits(self.peer.uid, self.peer.gid, &self.groups) {
             return Ok(());
         }
         tracing::warn!(uid = self.peer.uid, gid = self.peer.gid, pid = self.peer.pid, "admin refused");

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use openssl::sha::sha256;
+use signet_jose::jwt::Claims;
 use signet_jose::{CompactJws, Jwks};
 use signet_store::StoreError;
 
@@ -152,34 +153,6 @@ fn check_secret(client: Client, method: AuthMethod, secret: &str) -> Result<Clie
     Ok(client)
 }
 
-/// The claims of a client assertion (RFC 7523 §3).
-#[derive(serde::Deserialize)]
-struct AssertionClaims {
-    iss: String,
-    sub: String,
-    #[serde(deserialize_with = "one_or_many")]
-    aud: Vec<String>,
-    exp: u64,
-    #[serde(default)]
-    nbf: Option<u64>,
-    jti: String,
-}
-
-fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    #[derive(serde::Deserialize)]
-    #[serde(untagged)]
-    enum OneOrMany {
-        One(String),
-        Many(Vec<String>),
-    }
-    Ok(match OneOrMany::deserialize(d)? {
-        OneOrMany::One(s) => vec![s],
-        OneOrMany::Many(v) => v,
-    })
-}
-
-use serde::Deserialize as _;
-
 async fn check_assertion(
     db: &Db,
     assertion: &str,
@@ -190,14 +163,17 @@ async fn check_assertion(
 ) -> Result<Client, OAuthError> {
     let fail = |why: &str| OAuthError::invalid_client(format!("client assertion: {why}"));
     let jws = CompactJws::parse(assertion).map_err(|e| fail(&e.to_string()))?;
-    let claims: AssertionClaims = serde_json::from_slice(jws.payload()).map_err(|e| fail(&format!("claims: {e}")))?;
-    if claims.iss != claims.sub {
+    let claims: Claims = serde_json::from_slice(jws.payload()).map_err(|e| fail(&format!("claims: {e}")))?;
+    let (Some(sub), Some(exp), Some(jti)) = (claims.sub.as_deref(), claims.exp, claims.jti.as_deref()) else {
+        return Err(fail("sub, exp and jti are required (RFC 7523 §3)"));
+    };
+    if claims.iss.as_deref() != Some(sub) {
         return Err(fail("iss and sub must both be the client id"));
     }
-    if form_client_id.is_some_and(|c| c != claims.sub) {
+    if form_client_id.is_some_and(|c| c != sub) {
         return Err(fail("sub is not the client_id sent"));
     }
-    let client = lookup(db, &claims.sub)?;
+    let client = lookup(db, sub)?;
     let header_alg = jws.header().alg_name();
     match client.rec.auth_method {
         AuthMethod::ClientSecretJwt => {
@@ -223,25 +199,25 @@ async fn check_assertion(
     if !claims.aud.iter().any(|a| a == aud.issuer || a == aud.endpoint || a.trim_end_matches('/') == aud.issuer) {
         return Err(fail("aud names neither the issuer nor this endpoint"));
     }
-    if claims.exp <= now {
+    if exp <= now {
         return Err(fail("expired"));
     }
-    if claims.exp > now + max_lifetime {
+    if exp > now + max_lifetime {
         return Err(fail(&format!("exp is more than {max_lifetime} s ahead")));
     }
     if claims.nbf.is_some_and(|nbf| nbf > now + 5) {
         return Err(fail("not yet valid"));
     }
-    if claims.jti.is_empty() || claims.jti.len() > 256 {
+    if jti.is_empty() || jti.len() > 256 {
         return Err(fail("jti must be 1 to 256 characters"));
     }
     // Replay: the jti, committed before the request is answered.
-    let mut seen_key = Vec::with_capacity(client.id.len() + 1 + claims.jti.len());
+    let mut seen_key = Vec::with_capacity(client.id.len() + 1 + jti.len());
     seen_key.extend_from_slice(client.id.as_bytes());
     seen_key.push(0);
-    seen_key.extend_from_slice(claims.jti.as_bytes());
+    seen_key.extend_from_slice(jti.as_bytes());
     let seen_key = sha256(&seen_key);
-    let (table, exp) = (db.assertions, claims.exp);
+    let table = db.assertions;
     let fresh = db
         .write_grouped(move |txn| -> Result<bool, StoreError> {
             if txn.get(&table, &seen_key)?.is_some() {

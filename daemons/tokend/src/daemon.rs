@@ -8,7 +8,7 @@ use std::time::Duration;
 use signet_ipc::SigndClient;
 use signet_runtime::activation;
 use signet_runtime::config::Checked;
-use signet_runtime::lifecycle::{Lifecycle, Reload};
+use signet_runtime::lifecycle::Lifecycle;
 use signet_runtime::metrics::Metrics;
 use signet_runtime::service_thread::ServiceThread;
 
@@ -23,18 +23,6 @@ pub use signet_runtime::DaemonError as TokendError;
 /// How often expired replay and revocation records are deleted.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
-/// SIGHUP re-reads who may use the admin interface. Everything else in the
-/// config takes a restart.
-impl Reload for Admins {
-    type Config = Config;
-    const WHAT: &'static str = "[admin]";
-
-    fn reload(&self, config: Config) -> Result<(), String> {
-        self.replace(resolve_admins(&config)?);
-        Ok(())
-    }
-}
-
 /// Who may use the admin interface, resolved (`[admin]`, or tokend's own uid and root).
 fn resolve_admins(config: &Config) -> Result<signet_runtime::principals::ResolvedPrincipals, String> {
     let own_uid = nix::unistd::getuid().as_raw();
@@ -45,7 +33,8 @@ fn resolve_admins(config: &Config) -> Result<signet_runtime::principals::Resolve
 pub fn run(config_path: &Path, config: Checked<Config>) -> Result<(), TokendError> {
     let config = config.into_inner();
     let cfg_err = |e: String| TokendError::Config(format!("{}: {e}", config_path.display()));
-    let admins = Arc::new(Admins::new(resolve_admins(&config).map_err(cfg_err)?));
+    // SIGHUP re-reads who may use the admin interface; everything else in the config takes a restart.
+    let admins = Arc::new(Admins::new(&config, resolve_admins).map_err(cfg_err)?);
     let db =
         Db::open(&config.state_dir).map_err(|source| TokendError::Store { path: config.state_dir.clone(), source })?;
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -1,0 +1,84 @@
+//! What the HTTP/1.1 load generators (ocsp-load, token-load) share: the
+//! measured window, the counts a connection keeps, and the back-off after a
+//! failed connect.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio::time::{sleep_until, Instant};
+
+/// The measured window: outcomes count if they complete in `[window_start, end)`.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    /// When the warm-up ends.
+    pub window_start: Instant,
+    /// When the run ends.
+    pub end: Instant,
+}
+
+impl Clock {
+    /// Whether an outcome at `t` counts.
+    pub fn counts(&self, t: Instant) -> bool {
+        t >= self.window_start && t < self.end
+    }
+}
+
+/// Counts from the measured window (`connections` counts from the start).
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Good responses.
+    pub responses: u64,
+    /// Their latencies.
+    pub latencies: Vec<Duration>,
+    /// Failures by kind.
+    pub errors: BTreeMap<String, u64>,
+    /// Connections opened again after the server closed one.
+    pub reconnects: u64,
+    /// Connections opened.
+    pub connections: u64,
+    /// Body bytes received (ocsp-load).
+    pub bytes: u64,
+    /// Responses parsed in full (ocsp-load).
+    pub parsed: u64,
+}
+
+impl Stats {
+    /// Counts one failure of `kind`.
+    pub fn error(&mut self, kind: String) {
+        *self.errors.entry(kind).or_default() += 1;
+    }
+
+    /// Every failure.
+    pub fn error_count(&self) -> u64 {
+        self.errors.values().sum()
+    }
+
+    /// Adds another connection's counts.
+    pub fn merge(&mut self, other: Stats) {
+        self.responses += other.responses;
+        self.latencies.extend(other.latencies);
+        for (kind, n) in other.errors {
+            *self.errors.entry(kind).or_default() += n;
+        }
+        self.reconnects += other.reconnects;
+        self.connections += other.connections;
+        self.bytes += other.bytes;
+        self.parsed += other.parsed;
+    }
+
+    /// At least one response, and errors at most 0.1% of all outcomes.
+    pub fn passed(&self) -> bool {
+        let errors = self.error_count();
+        self.responses > 0 && errors * 1000 <= self.responses + errors
+    }
+}
+
+/// Counts a failed connection attempt and backs off briefly, so that a
+/// refusing server is not spun against.
+pub async fn connect_failed(stats: &mut Stats, clock: Clock, kind: String) {
+    let now = Instant::now();
+    if clock.counts(now) {
+        stats.error(kind);
+    }
+    sleep_until((now + Duration::from_millis(10)).min(clock.end)).await;
+}
