@@ -20,6 +20,9 @@ use crate::keys::Keys;
 
 pub use signet_runtime::DaemonError as TokendError;
 
+/// How many verified tokens introspection remembers (a few hundred bytes each).
+const VERIFIED_TOKENS: usize = 100_000;
+
 /// How often expired replay and revocation records are deleted.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
@@ -83,6 +86,7 @@ async fn serve(config_path: &Path, config: Config, db: Db, admins: Arc<Admins>) 
         max_assertion_seconds: config.tokens.max_assertion_seconds,
         jwks_max_age: (config.tokens.key_publish_seconds / 2).clamp(1, 300),
         metrics: TokenMetrics::register(&metrics),
+        verified: crate::token::Verified::new(VERIFIED_TOKENS),
     });
     let keys_ready = keys.clone();
     let http = tokio::spawn(signet_runtime::http::serve(

@@ -55,6 +55,8 @@ pub struct TokenService {
     pub jwks_max_age: u64,
     /// Metrics.
     pub metrics: TokenMetrics,
+    /// tokend's own tokens already verified (introspection, revocation, exchange).
+    pub verified: token::Verified,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -176,7 +178,7 @@ impl TokenService {
     /// One of tokend's own tokens, unexpired and not revoked.
     async fn check_live(&self, token: &str, now: u64) -> Result<signet_jose::jwt::Claims, Live> {
         let claims =
-            token::verify_own(&self.keys, &self.issuer, token, now).map_err(|e| Live::Invalid(e.to_string()))?;
+            self.verified.verify_own(&self.keys, &self.issuer, token, now).map_err(|e| Live::Invalid(e.to_string()))?;
         let jti = claims.jti.clone().ok_or_else(|| Live::Invalid("no jti".into()))?;
         let revoked = self
             .db
@@ -221,7 +223,7 @@ impl TokenService {
             }
         }
         // RFC 7009 §2.2: an invalid or expired token is answered 200 all the same.
-        let Ok(claims) = token::verify_own(&self.keys, &self.issuer, token, now) else { return Ok(()) };
+        let Ok(claims) = self.verified.verify_own(&self.keys, &self.issuer, token, now) else { return Ok(()) };
         if claims.client_id.as_deref() != Some(client.id.as_str()) {
             return Err(OAuthError::unauthorized_client("the token was not issued to this client"));
         }

@@ -97,3 +97,41 @@ pub fn verify_own(keys: &Keys, issuer: &str, token: &str, now: u64) -> Result<Cl
     let v = Validation { issuer: Some(issuer.to_owned()), audience: None, now, leeway: 0, typ: Some("at+jwt".into()) };
     jwt::verify_jwt(token, &view.jwks, &v)
 }
+
+/// tokend's own tokens already verified, by the SHA-256 of the token, until
+/// they expire: a resource server introspects the same token on every call
+/// it serves, and the signature check is most of an introspection's cost.
+/// Revocation is still read from LMDB on every call; only the signature and
+/// the claims' checks are remembered (a token's bytes fix both).
+pub struct Verified {
+    map: std::sync::Mutex<std::collections::HashMap<[u8; 32], Claims>>,
+    capacity: usize,
+}
+
+impl Verified {
+    /// A cache of at most `capacity` tokens.
+    pub fn new(capacity: usize) -> Self {
+        Self { map: std::sync::Mutex::new(std::collections::HashMap::new()), capacity }
+    }
+
+    /// [`verify_own`], answered from the cache for a token verified before and not expired at `now`.
+    pub fn verify_own(&self, keys: &Keys, issuer: &str, token: &str, now: u64) -> Result<Claims, JoseError> {
+        let key = openssl::sha::sha256(token.as_bytes());
+        let lock = || self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(c) = lock().get(&key) {
+            if c.exp.is_some_and(|exp| now < exp) {
+                return Ok(c.clone());
+            }
+        }
+        let claims = verify_own(keys, issuer, token, now)?;
+        let mut map = lock();
+        if map.len() >= self.capacity {
+            map.retain(|_, c| c.exp.is_some_and(|exp| now < exp));
+            if map.len() >= self.capacity {
+                map.clear();
+            }
+        }
+        map.insert(key, claims.clone());
+        Ok(claims)
+    }
+}
