@@ -6,6 +6,17 @@
 //! | `assertions` | SHA-256(client id ‖ 0 ‖ `jti`) | the assertion's `exp`: a client assertion's `jti` seen |
 //! | `revoked` | access token `jti` | its `exp`: revoked until then (RFC 7009) |
 //! | `keys` | signd key id | [`KeyRec`]: when tokend first saw the key, and when a newer one replaced it |
+//! | `client_uris` | client id | [`ClientUris`]: where a browser-facing client's users are sent back |
+//! | `users` | user name | [`UserRec`]: a local user, its password as an argon2id PHC string |
+//! | `sessions` | SHA-256 of the session cookie | [`SessionRec`]: a signed-in browser |
+//! | `consents` | user ‖ 0 ‖ client id | [`ConsentRec`]: the scopes a user granted a client |
+//! | `codes` | SHA-256 of the authorization code | [`CodeRec`]: the authorization it stands for (RFC 6749 §4.1) |
+//! | `refresh` | SHA-256 of the refresh token | [`RefreshRec`]: its family, and when it was rotated |
+//! | `families` | family id | [`FamilyRec`]: the grant behind a chain of rotated refresh tokens |
+//! | `secrets` | name | tokend's own random keys (`csrf`: the login form's CSRF MAC key) |
+//!
+//! Codes, sessions and refresh tokens are kept only as hashes: a copy of the
+//! store lets nobody act as a user or a client.
 //!
 //! Everything a client is told about is committed before the answer leaves
 //! (durability `sync` for the tables a client's security depends on: a
@@ -108,6 +119,123 @@ pub struct KeyRec {
     pub superseded: Option<u64>,
 }
 
+/// A browser-facing client's registered URIs (OIDC Core §3.1.2.1, RP-initiated logout §3).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ClientUris {
+    /// Redirect URIs, compared exactly.
+    pub redirect_uris: Vec<String>,
+    /// Where RP-initiated logout may send the browser afterwards.
+    pub post_logout_redirect_uris: Vec<String>,
+}
+
+/// A local user.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct UserRec {
+    /// The password as an argon2id PHC string (RFC 9106 parameters in it).
+    pub password: String,
+    /// A display name (OIDC `name`).
+    pub name: Option<String>,
+    /// An email address (OIDC `email`).
+    pub email: Option<String>,
+    /// Groups (OIDC `groups`); a scope named `group:<g>` needs membership of `g`.
+    pub groups: Vec<String>,
+    /// Unix seconds.
+    pub created: u64,
+    /// When the password was last set, Unix seconds.
+    pub password_set: u64,
+    /// A disabled user cannot sign in; its sessions and refresh tokens stop working.
+    pub disabled: bool,
+}
+
+/// A signed-in browser.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SessionRec {
+    /// The user.
+    pub user: String,
+    /// When the user authenticated (OIDC `auth_time`), Unix seconds.
+    pub auth_time: u64,
+    /// When the session ends, Unix seconds.
+    pub expires: u64,
+    /// The session id carried in ID tokens (`sid`, OIDC front-channel logout §2).
+    pub sid: String,
+}
+
+/// What a user granted a client.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ConsentRec {
+    /// The scopes granted.
+    pub scopes: Vec<String>,
+    /// Unix seconds.
+    pub granted: u64,
+}
+
+/// An authorization code's authorization, until it is redeemed (RFC 6749 §4.1.2).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CodeRec {
+    /// The client it was issued to.
+    pub client_id: String,
+    /// The user who authorized it.
+    pub user: String,
+    /// The redirect URI of the authorization request, compared at the token endpoint.
+    pub redirect_uri: String,
+    /// Granted scopes.
+    pub scopes: Vec<String>,
+    /// The access token's audience.
+    pub audience: String,
+    /// The PKCE S256 challenge (RFC 7636), if one was sent.
+    pub challenge: Option<String>,
+    /// The OIDC nonce, repeated in the ID token.
+    pub nonce: Option<String>,
+    /// When the user authenticated.
+    pub auth_time: u64,
+    /// The session's `sid`.
+    pub sid: String,
+    /// Unix seconds.
+    pub expires: u64,
+    /// The refresh-token family the redemption started: a second redemption
+    /// revokes it (RFC 6749 §4.1.2, RFC 9700 §4.14).
+    pub redeemed: Option<[u8; 16]>,
+}
+
+/// One refresh token.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RefreshRec {
+    /// Its family.
+    pub family: [u8; 16],
+    /// Unix seconds.
+    pub issued: u64,
+    /// When it expires (idle lifetime), Unix seconds.
+    pub expires: u64,
+    /// When it was exchanged for its successor; a later use past the grace
+    /// window is a reuse and revokes the family.
+    pub rotated: Option<u64>,
+}
+
+/// The grant behind a chain of rotated refresh tokens (RFC 9700 §4.14.2).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FamilyRec {
+    /// The client.
+    pub client_id: String,
+    /// The user.
+    pub user: String,
+    /// Granted scopes.
+    pub scopes: Vec<String>,
+    /// The access tokens' audience.
+    pub audience: String,
+    /// When the user authenticated.
+    pub auth_time: u64,
+    /// The session's `sid`.
+    pub sid: String,
+    /// Unix seconds.
+    pub created: u64,
+    /// The family's absolute end, Unix seconds.
+    pub expires: u64,
+    /// When it was revoked (a reuse, a revocation request, logout), Unix seconds.
+    pub revoked: Option<u64>,
+    /// The newest access tokens issued from the family (`jti`, `exp`), revoked with it.
+    pub access: Vec<(String, u64)>,
+}
+
 /// The store and its tables.
 #[derive(Clone)]
 pub struct Db {
@@ -123,6 +251,27 @@ pub struct Db {
     pub revoked: Table<String, u64>,
     /// See the module table.
     pub keys: Table<String, KeyRec>,
+    /// See the module table.
+    pub client_uris: Table<String, ClientUris>,
+    /// See the module table.
+    pub users: Table<String, UserRec>,
+    /// See the module table.
+    pub sessions: Table<[u8; 32], SessionRec>,
+    /// See the module table.
+    pub consents: Table<String, ConsentRec>,
+    /// See the module table.
+    pub codes: Table<[u8; 32], CodeRec>,
+    /// See the module table.
+    pub refresh: Table<[u8; 32], RefreshRec>,
+    /// See the module table.
+    pub families: Table<[u8; 16], FamilyRec>,
+    /// See the module table.
+    pub secrets: Table<String, Vec<u8>>,
+}
+
+/// The `consents` key of `user` and `client`.
+pub fn consent_key(user: &str, client: &str) -> String {
+    format!("{user}\u{0}{client}")
 }
 
 impl Db {
@@ -130,13 +279,21 @@ impl Db {
     pub fn open(dir: &Path) -> Result<Db, StoreError> {
         let mut opts = StoreOptions::new(STORE_APPLICATION, STORE_SCHEMA_VERSION);
         opts.durability = Durability::Sync;
-        opts.max_tables = 8;
+        opts.max_tables = 16;
         let store = Store::open(dir, opts)?;
         Ok(Db {
             clients: store.table("clients")?,
             assertions: store.table("assertions")?,
             revoked: store.table("revoked")?,
             keys: store.table("keys")?,
+            client_uris: store.table("client_uris")?,
+            users: store.table("users")?,
+            sessions: store.table("sessions")?,
+            consents: store.table("consents")?,
+            codes: store.table("codes")?,
+            refresh: store.table("refresh")?,
+            families: store.table("families")?,
+            secrets: store.table("secrets")?,
             space: Arc::new(SpaceWatch::new(store.path(), FULL_CONSEQUENCE)),
             store,
         })
@@ -162,31 +319,51 @@ impl Db {
         out
     }
 
-    /// Deletes replay and revocation records whose token expired before `now`.
+    /// Deletes records that ended before `now`: replay and revocation
+    /// records of expired tokens, codes, sessions, refresh tokens and families.
     pub fn prune(&self, now: u64) -> Result<u64, StoreError> {
         self.write(|txn| {
-            let mut gone = 0;
-            let old_assertions: Vec<[u8; 32]> = txn
-                .range(&self.assertions, None, usize::MAX)?
-                .into_iter()
-                .filter(|(_, exp)| *exp < now)
-                .map(|(k, _)| k)
-                .collect();
-            for k in old_assertions {
-                gone += u64::from(txn.delete(&self.assertions, &k)?);
-            }
-            let old_revoked: Vec<String> = txn
-                .range(&self.revoked, None, usize::MAX)?
-                .into_iter()
-                .filter(|(_, exp)| *exp < now)
-                .map(|(k, _)| k)
-                .collect();
-            for k in old_revoked {
-                gone += u64::from(txn.delete(&self.revoked, &k)?);
-            }
+            let mut gone = prune_table(txn, &self.assertions, |exp| *exp < now)?;
+            gone += prune_table(txn, &self.revoked, |exp| *exp < now)?;
+            gone += prune_table(txn, &self.codes, |c| c.expires < now)?;
+            gone += prune_table(txn, &self.sessions, |s| s.expires < now)?;
+            gone += prune_table(txn, &self.refresh, |r| r.expires < now)?;
+            gone += prune_table(txn, &self.families, |f| f.expires < now)?;
             Ok(gone)
         })
     }
+
+    /// tokend's own random key called `name` (32 bytes), made on first use.
+    pub fn secret(&self, name: &str) -> Result<[u8; 32], StoreError> {
+        let name = name.to_owned();
+        self.write(|txn| {
+            if let Some(k) = txn.get(&self.secrets, &name)? {
+                if let Ok(k) = <[u8; 32]>::try_from(k.as_slice()) {
+                    return Ok(k);
+                }
+            }
+            let mut k = [0u8; 32];
+            openssl::rand::rand_bytes(&mut k)
+                .map_err(|e| StoreError::Encode { table: "secrets", detail: format!("random: {e}") })?;
+            txn.put(&self.secrets, &name, &k.to_vec())?;
+            Ok(k)
+        })
+    }
+}
+
+/// Deletes the records of `table` for which `ended` holds; how many.
+fn prune_table<K, V>(txn: &mut WriteTxn<'_>, table: &Table<K, V>, ended: impl Fn(&V) -> bool) -> Result<u64, StoreError>
+where
+    K: signet_store::Key + Clone,
+    V: Serialize + serde::de::DeserializeOwned,
+{
+    let old: Vec<K> =
+        txn.range(table, None, usize::MAX)?.into_iter().filter(|(_, v)| ended(v)).map(|(k, _)| k).collect();
+    let mut gone = 0;
+    for k in old {
+        gone += u64::from(txn.delete(table, &k)?);
+    }
+    Ok(gone)
 }
 
 /// What a full store stops, for [`SpaceWatch`]'s log line.

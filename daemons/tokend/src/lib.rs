@@ -3,7 +3,9 @@
 //! files, NSS, an HSM), under a role that may sign JWS signing inputs only.
 //!
 //! - [`config`]: the TOML, strict, with `--check-config`.
-//! - [`db`]: LMDB: clients, seen client assertions, revocations, key history.
+//! - [`db`]: LMDB: clients, users, sessions, consents, codes, refresh-token families,
+//!   seen client assertions, revocations, key history.
+//! - [`users`]: local users and their argon2id passwords.
 //! - [`keys`]: the signing keys from signd and the rotation rules (published before
 //!   they sign, kept until their last token expires); the JWKS.
 //! - [`auth`]: client authentication (secret basic/post, client_secret_jwt,
@@ -26,5 +28,6 @@ pub mod grants;
 pub mod http;
 pub mod keys;
 pub mod token;
+pub mod users;
 
 pub use daemon::{run, TokendError};
