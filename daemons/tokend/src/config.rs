@@ -20,6 +20,14 @@
 //! key_publish_seconds = 60                # a new key is in the JWKS this long before it signs
 //! key_refresh_seconds = 30                # how often signd's key list is read again
 //! max_assertion_seconds = 3600            # the longest lifetime a client assertion may claim
+//! id_token_seconds = 300                  # lifetime of an ID token
+//! code_seconds = 60                       # an authorization code must be redeemed within this
+//! refresh_token_seconds = 1209600         # a refresh token unused this long expires (14 days)
+//! refresh_family_seconds = 7776000        # no refresh-token family outlives this (90 days)
+//! refresh_grace_seconds = 10              # a rotated refresh token still works this long (a lost answer)
+//!
+//! [login]
+//! session_seconds = 28800                 # a browser stays signed in this long (8 hours)
 //!
 //! [http]                                  # the listener's limits (docs/http.md)
 //! ```
@@ -61,9 +69,31 @@ pub struct Config {
     /// `[tokens]`.
     #[serde(default)]
     pub tokens: Tokens,
+    /// `[login]`.
+    #[serde(default)]
+    pub login: Login,
     /// `[http]`: the listener's limits.
     #[serde(default)]
     pub http: signet_runtime::http::HttpLimits,
+}
+
+/// `[login]`: the browser side.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Login {
+    /// How long a browser stays signed in, seconds.
+    #[serde(default = "default_session")]
+    pub session_seconds: u64,
+}
+
+impl Default for Login {
+    fn default() -> Self {
+        Self { session_seconds: default_session() }
+    }
+}
+
+fn default_session() -> u64 {
+    8 * 3600
 }
 
 /// `[tokens]`.
@@ -85,6 +115,34 @@ pub struct Tokens {
     /// The longest lifetime (`exp` − now) a client assertion may have, seconds.
     #[serde(default = "default_assertion")]
     pub max_assertion_seconds: u64,
+    /// ID token lifetime, seconds.
+    #[serde(default = "default_access")]
+    pub id_token_seconds: u64,
+    /// Authorization code lifetime, seconds.
+    #[serde(default = "default_code")]
+    pub code_seconds: u64,
+    /// Idle lifetime of a refresh token, seconds.
+    #[serde(default = "default_refresh_token")]
+    pub refresh_token_seconds: u64,
+    /// Absolute lifetime of a refresh-token family, seconds.
+    #[serde(default = "default_family")]
+    pub refresh_family_seconds: u64,
+    /// How long a rotated refresh token still works, seconds.
+    #[serde(default = "default_grace")]
+    pub refresh_grace_seconds: u64,
+}
+
+fn default_code() -> u64 {
+    60
+}
+fn default_refresh_token() -> u64 {
+    14 * 86_400
+}
+fn default_family() -> u64 {
+    90 * 86_400
+}
+fn default_grace() -> u64 {
+    10
 }
 
 impl Default for Tokens {
@@ -95,6 +153,11 @@ impl Default for Tokens {
             key_publish_seconds: default_publish(),
             key_refresh_seconds: default_refresh(),
             max_assertion_seconds: default_assertion(),
+            id_token_seconds: default_access(),
+            code_seconds: default_code(),
+            refresh_token_seconds: default_refresh_token(),
+            refresh_family_seconds: default_family(),
+            refresh_grace_seconds: default_grace(),
         }
     }
 }
@@ -170,6 +233,24 @@ impl DaemonConfig for Config {
         if !(10..=86_400).contains(&t.max_assertion_seconds) {
             return Err("tokens.max_assertion_seconds must be 10 to 86400".into());
         }
+        if !(10..=86_400).contains(&t.id_token_seconds) {
+            return Err("tokens.id_token_seconds must be 10 to 86400".into());
+        }
+        if !(10..=600).contains(&t.code_seconds) {
+            return Err("tokens.code_seconds must be 10 to 600 (RFC 6749 §4.1.2: at most 10 minutes)".into());
+        }
+        if !(60..=t.refresh_family_seconds).contains(&t.refresh_token_seconds) {
+            return Err("tokens.refresh_token_seconds must be 60 to refresh_family_seconds".into());
+        }
+        if t.refresh_family_seconds > 366 * 86_400 {
+            return Err("tokens.refresh_family_seconds must be at most a year".into());
+        }
+        if t.refresh_grace_seconds > 300 {
+            return Err("tokens.refresh_grace_seconds must be at most 300".into());
+        }
+        if !(60..=30 * 86_400).contains(&self.login.session_seconds) {
+            return Err("login.session_seconds must be 60 to 2592000".into());
+        }
         if let Some(admin) = &self.admin {
             admin.resolve().map_err(|e| format!("[admin]: {e}"))?;
         }
@@ -203,6 +284,9 @@ mod tests {
         assert!(parse("[tokens]\nalgorithm = \"HS256\"").is_err());
         assert!(parse("[tokens]\naccess_token_seconds = 1").is_err());
         assert!(parse("nonsense = 1").is_err());
+        assert!(parse("[tokens]\ncode_seconds = 3600").is_err());
+        assert!(parse("[tokens]\nrefresh_token_seconds = 100000000").is_err());
+        assert!(parse("[login]\nsession_seconds = 1").is_err());
         let http =
             "issuer = \"http://auth.example.net\"\nlisten = \"127.0.0.1:1\"\nstate_dir = \"/t\"\nsignd_socket = \"/s\"";
         let c: Config = toml::from_str(http).unwrap();

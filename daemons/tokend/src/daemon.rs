@@ -15,7 +15,7 @@ use signet_runtime::service_thread::ServiceThread;
 use crate::admin::Admins;
 use crate::config::Config;
 use crate::db::Db;
-use crate::http::{unix_now, TokenMetrics, TokenService, TokendHttp};
+use crate::http::{unix_now, FlowSettings, TokenMetrics, TokenService, TokendHttp};
 use crate::keys::Keys;
 
 pub use signet_runtime::DaemonError as TokendError;
@@ -87,6 +87,17 @@ async fn serve(config_path: &Path, config: Config, db: Db, admins: Arc<Admins>) 
         jwks_max_age: (config.tokens.key_publish_seconds / 2).clamp(1, 300),
         metrics: TokenMetrics::register(&metrics),
         verified: crate::token::Verified::new(VERIFIED_TOKENS),
+        flows: FlowSettings {
+            code_seconds: config.tokens.code_seconds,
+            id_token_seconds: config.tokens.id_token_seconds,
+            refresh_token_seconds: config.tokens.refresh_token_seconds,
+            refresh_family_seconds: config.tokens.refresh_family_seconds,
+            refresh_grace_seconds: config.tokens.refresh_grace_seconds,
+            session_seconds: config.login.session_seconds,
+            csrf_key: db
+                .secret("csrf")
+                .map_err(|source| TokendError::Store { path: config.state_dir.clone(), source })?,
+        },
     });
     let keys_ready = keys.clone();
     let http = tokio::spawn(signet_runtime::http::serve(

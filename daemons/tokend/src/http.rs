@@ -3,10 +3,14 @@
 //! | path | answers |
 //! |---|---|
 //! | `GET /.well-known/oauth-authorization-server` | RFC 8414 metadata |
+//! | `GET /.well-known/openid-configuration` | OIDC discovery |
 //! | `GET /jwks` | the published keys (RFC 7517) |
-//! | `POST /token` | client_credentials, token exchange (RFC 6749 §4.4, RFC 8693) |
-//! | `POST /introspect` | RFC 7662 |
-//! | `POST /revoke` | RFC 7009 |
+//! | `GET\|POST /authorize`, `POST /login`, `POST /consent` | the authorization endpoint and its pages ([`crate::web`]) |
+//! | `GET\|POST /logout` | RP-initiated logout |
+//! | `POST /token` | authorization_code, refresh_token, client_credentials, token exchange |
+//! | `GET\|POST /userinfo` | OIDC Core §5.3 |
+//! | `POST /introspect` | RFC 7662 (access and refresh tokens) |
+//! | `POST /revoke` | RFC 7009 (a refresh token revokes its family) |
 //!
 //! Every error is RFC 6749's JSON (`invalid_client` 401 with
 //! `WWW-Authenticate`); signd or the store unavailable is
@@ -57,6 +61,34 @@ pub struct TokenService {
     pub metrics: TokenMetrics,
     /// tokend's own tokens already verified (introspection, revocation, exchange).
     pub verified: token::Verified,
+    /// The browser flows' settings.
+    pub flows: FlowSettings,
+}
+
+/// The lifetimes and keys of the user flows.
+#[derive(Clone, Debug)]
+pub struct FlowSettings {
+    /// Authorization code lifetime, seconds.
+    pub code_seconds: u64,
+    /// ID token lifetime, seconds.
+    pub id_token_seconds: u64,
+    /// Idle lifetime of a refresh token, seconds.
+    pub refresh_token_seconds: u64,
+    /// Absolute lifetime of a refresh-token family, seconds.
+    pub refresh_family_seconds: u64,
+    /// How long a rotated refresh token still works, seconds.
+    pub refresh_grace_seconds: u64,
+    /// Session lifetime, seconds.
+    pub session_seconds: u64,
+    /// The MAC key of the forms' CSRF tokens.
+    pub csrf_key: [u8; 32],
+}
+
+/// A label for an outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    /// What happened.
+    pub outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -77,6 +109,12 @@ pub struct TokenMetrics {
     errors: Family<ErrorLabel, Counter>,
     introspections: Counter,
     revocations: Counter,
+    /// Authorization codes issued.
+    pub codes: Counter,
+    /// Sign-in attempts, by outcome.
+    pub logins: Family<OutcomeLabel, Counter>,
+    /// Refresh tokens reused (each revoked its family).
+    pub reuses: Counter,
 }
 
 impl TokenMetrics {
@@ -87,7 +125,23 @@ impl TokenMetrics {
         metrics.register("tokend_errors", "Error responses, by endpoint and OAuth error code", m.errors.clone());
         metrics.register("tokend_introspections", "Introspection requests answered", m.introspections.clone());
         metrics.register("tokend_revocations", "Tokens revoked", m.revocations.clone());
+        metrics.register("tokend_codes_issued", "Authorization codes issued", m.codes.clone());
+        metrics.register("tokend_logins", "Sign-in attempts, by outcome", m.logins.clone());
+        metrics.register(
+            "tokend_refresh_reuses",
+            "Rotated refresh tokens used again (each revoked its family)",
+            m.reuses.clone(),
+        );
         m
+    }
+}
+
+/// The OAuth error of a token that could not be signed.
+pub fn mint_error(e: MintError) -> OAuthError {
+    match e {
+        MintError::Signd(e) if e.kind.is_transient() => OAuthError::unavailable(format!("signd: {e}")),
+        MintError::NoKey => OAuthError::unavailable("no signing key is available yet"),
+        other => OAuthError::server_error(other.to_string()),
     }
 }
 
@@ -107,6 +161,7 @@ impl TokenService {
         let algs: Vec<&str> = signet_jose::Algorithm::ALL.iter().map(|a| a.name()).collect();
         json!({
             "issuer": self.issuer,
+            "authorization_endpoint": self.url("/authorize"),
             "token_endpoint": self.url("/token"),
             "jwks_uri": self.url("/jwks"),
             "introspection_endpoint": self.url("/introspect"),
@@ -116,7 +171,12 @@ impl TokenService {
             "token_endpoint_auth_signing_alg_values_supported": algs_with_mac(&algs),
             "introspection_endpoint_auth_methods_supported": methods,
             "revocation_endpoint_auth_methods_supported": methods,
-            "response_types_supported": [],
+            "response_types_supported": ["code"],
+            "response_modes_supported": ["query"],
+            "code_challenge_methods_supported": ["S256"],
+            "scopes_supported": crate::oidc::SCOPES,
+            "authorization_response_iss_parameter_supported": true,
+            "prompt_values_supported": ["none", "login", "consent"],
         })
     }
 
@@ -124,6 +184,27 @@ impl TokenService {
         let now = unix_now();
         let grant_type = form.require("grant_type")?.to_owned();
         let client = self.authenticate(auth, form, "/token", now).await?;
+        let user_flow = match grant_type.as_str() {
+            "authorization_code" => {
+                grants::allowed(&client, &grant_type)?;
+                Some(self.redeem_code(&client, form, now).await)
+            }
+            "refresh_token" => {
+                grants::allowed(&client, &grant_type)?;
+                Some(self.refresh(&client, form, now).await)
+            }
+            _ => None,
+        };
+        if let Some(outcome) = user_flow {
+            let body = outcome?;
+            self.metrics
+                .issued
+                .get_or_create(&GrantLabel {
+                    grant: if grant_type == "refresh_token" { "refresh_token" } else { "authorization_code" },
+                })
+                .inc();
+            return Ok(body);
+        }
         let (grant, label) = match grant_type.as_str() {
             "client_credentials" => {
                 grants::allowed(&client, &grant_type)?;
@@ -138,9 +219,7 @@ impl TokenService {
                 })?;
                 (grants::token_exchange(&client, form, &claims)?, "token_exchange")
             }
-            "authorization_code"
-            | "refresh_token"
-            | "urn:ietf:params:oauth:grant-type:device_code"
+            "urn:ietf:params:oauth:grant-type:device_code"
             | "urn:ietf:params:oauth:grant-type:jwt-bearer"
             | "password"
             | "implicit" => {
@@ -149,11 +228,7 @@ impl TokenService {
             other => return Err(OAuthError::unsupported_grant_type(format!("unknown grant type `{other}`"))),
         };
         let minted =
-            token::mint(&self.keys, &self.issuer, &grant, now, self.token_seconds).await.map_err(|e| match e {
-                MintError::Signd(e) if e.kind.is_transient() => OAuthError::unavailable(format!("signd: {e}")),
-                MintError::NoKey => OAuthError::unavailable("no signing key is available yet"),
-                other => OAuthError::server_error(other.to_string()),
-            })?;
+            token::mint(&self.keys, &self.issuer, &grant, now, self.token_seconds).await.map_err(mint_error)?;
         self.metrics.issued.get_or_create(&GrantLabel { grant: label }).inc();
         let mut body = json!({
             "access_token": minted.token,
@@ -176,7 +251,7 @@ impl TokenService {
     }
 
     /// One of tokend's own tokens, unexpired and not revoked.
-    async fn check_live(&self, token: &str, now: u64) -> Result<signet_jose::jwt::Claims, Live> {
+    pub(crate) async fn check_live(&self, token: &str, now: u64) -> Result<signet_jose::jwt::Claims, Live> {
         let claims =
             self.verified.verify_own(&self.keys, &self.issuer, token, now).map_err(|e| Live::Invalid(e.to_string()))?;
         let jti = claims.jti.clone().ok_or_else(|| Live::Invalid("no jti".into()))?;
@@ -198,7 +273,9 @@ impl TokenService {
         self.metrics.introspections.inc();
         let claims = match self.check_live(token, now).await {
             Ok(c) => c,
-            Err(Live::Invalid(_)) => return Ok(json!({ "active": false })),
+            Err(Live::Invalid(_)) => {
+                return Ok(self.introspect_refresh(token, now)?.unwrap_or_else(|| json!({ "active": false })))
+            }
             Err(Live::Store(e)) => return Err(e),
         };
         let mut out = json!({ "active": true, "token_type": "Bearer" });
@@ -223,7 +300,13 @@ impl TokenService {
             }
         }
         // RFC 7009 §2.2: an invalid or expired token is answered 200 all the same.
-        let Ok(claims) = self.verified.verify_own(&self.keys, &self.issuer, token, now) else { return Ok(()) };
+        let Ok(claims) = self.verified.verify_own(&self.keys, &self.issuer, token, now) else {
+            if self.revoke_refresh(&client, token, now).await? {
+                self.metrics.revocations.inc();
+                tracing::info!(client = %client.id, "refresh token revoked with its family");
+            }
+            return Ok(());
+        };
         if claims.client_id.as_deref() != Some(client.id.as_str()) {
             return Err(OAuthError::unauthorized_client("the token was not issued to this client"));
         }
@@ -254,6 +337,47 @@ impl TokenService {
                 let mut r = json_response(StatusCode::OK, &self.metadata());
                 r.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
                 r
+            }
+            "/.well-known/openid-configuration" => {
+                if method != Method::GET && method != Method::HEAD {
+                    return method_not_allowed("GET, HEAD");
+                }
+                let mut r = json_response(StatusCode::OK, &self.openid_configuration());
+                r.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+                r
+            }
+            "/authorize" | "/login" | "/consent" | "/logout" => {
+                let post = method == Method::POST;
+                if !post && method != Method::GET {
+                    return method_not_allowed("GET, POST");
+                }
+                if !post && (path == "/login" || path == "/consent") {
+                    return method_not_allowed("POST");
+                }
+                let web = match read_web(req).await {
+                    Ok(w) => w,
+                    Err(e) => return crate::pages::message(e.status, "Bad request", &e.description),
+                };
+                let now = unix_now();
+                match path.as_str() {
+                    "/authorize" => self.authorize(&web, now).await,
+                    "/login" => self.login(&web, now).await,
+                    "/consent" => self.consent(&web, now).await,
+                    _ => self.logout(&web, now).await,
+                }
+            }
+            "/userinfo" => {
+                if method != Method::GET && method != Method::POST {
+                    return method_not_allowed("GET, POST");
+                }
+                let bearer = req
+                    .headers()
+                    .get(AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.split_once(' '))
+                    .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                    .map(|(_, t)| t.trim().to_owned());
+                self.userinfo(bearer.as_deref(), unix_now()).await
             }
             "/jwks" => {
                 if method != Method::GET && method != Method::HEAD {
@@ -310,8 +434,11 @@ impl TokenService {
     }
 }
 
-enum Live {
+/// Why a token is not live.
+pub(crate) enum Live {
+    /// Not one of tokend's live access tokens: why.
     Invalid(String),
+    /// The store failed.
     Store(OAuthError),
 }
 
@@ -319,6 +446,22 @@ fn algs_with_mac(algs: &[&'static str]) -> Vec<&'static str> {
     let mut v = algs.to_vec();
     v.extend(["HS256", "HS384", "HS512"]);
     v
+}
+
+/// A browser request: query, cookies and (POST) the form body.
+async fn read_web(req: Request<Body>) -> Result<crate::web::WebRequest, OAuthError> {
+    let raw_query = req.uri().query().unwrap_or("").to_owned();
+    let query = Form::parse(raw_query.as_bytes())?;
+    let cookies = req
+        .headers()
+        .get_all(hyper::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(crate::web::parse_cookies)
+        .collect();
+    let post = req.method() == Method::POST;
+    let form = if post { read_form(req).await? } else { Form::default() };
+    Ok(crate::web::WebRequest { query, form, raw_query, cookies, post })
 }
 
 /// The form body of a POST: `application/x-www-form-urlencoded`, at most [`MAX_BODY`].

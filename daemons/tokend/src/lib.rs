@@ -11,7 +11,10 @@
 //! - [`auth`]: client authentication (secret basic/post, client_secret_jwt,
 //!   private_key_jwt with `jti` replay refused, none).
 //! - [`grants`], [`token`]: client_credentials and token exchange; minting through signd.
-//! - [`http`]: the endpoints (metadata, JWKS, token, introspection, revocation).
+//! - [`web`], [`pages`]: the authorization endpoint, sign-in, consent and logout pages.
+//! - [`flows`]: authorization_code with PKCE, refresh tokens (rotation, reuse detection), ID tokens.
+//! - [`oidc`]: discovery, claims by scope, userinfo.
+//! - [`http`]: the endpoints and their routing.
 //! - [`admin`]: the admin interface (`tokend.capnp`) for `signetctl oauth`.
 //! - [`daemon`]: start, SIGHUP (`[admin]`), stop.
 #![forbid(unsafe_code)]
@@ -23,11 +26,15 @@ pub mod config;
 pub mod daemon;
 pub mod db;
 pub mod error;
+pub mod flows;
 pub mod fuzz;
 pub mod grants;
 pub mod http;
 pub mod keys;
+pub mod oidc;
+pub mod pages;
 pub mod token;
 pub mod users;
+pub mod web;
 
 pub use daemon::{run, TokendError};

@@ -47,6 +47,9 @@ pub enum MintError {
     /// signd refused or is unreachable.
     #[error("signd: {0}")]
     Signd(#[from] IpcError),
+    /// OpenSSL's random generator failed.
+    #[error("random: {0}")]
+    Random(String),
     /// signd's signature could not be turned into a JWS signature.
     #[error("signature: {0}")]
     Signature(String),
@@ -64,8 +67,6 @@ pub fn random_id() -> String {
 
 /// Signs an access token for `grant`, valid `ttl` seconds from `now`.
 pub async fn mint(keys: &Keys, issuer: &str, grant: &Grant, now: u64, ttl: u64) -> Result<Minted, MintError> {
-    let view = keys.view();
-    let (kid, alg) = view.signer.clone().ok_or(MintError::NoKey)?;
     let jti = random_id();
     let mut claims = Map::new();
     claims.insert("iss".into(), json!(issuer));
@@ -82,12 +83,28 @@ pub async fn mint(keys: &Keys, issuer: &str, grant: &Grant, now: u64, ttl: u64) 
     for (k, v) in &grant.extra {
         claims.insert(k.clone(), v.clone());
     }
-    let header = json!({ "alg": alg.name(), "kid": kid, "typ": "at+jwt" });
+    let token = sign_jwt(keys, "at+jwt", claims).await?;
+    Ok(Minted { token, jti, expires_in: ttl })
+}
+
+/// Signs `claims` as a JWT of header `typ` with the current signing key.
+pub async fn sign_jwt(keys: &Keys, typ: &str, claims: Map<String, Value>) -> Result<String, MintError> {
+    let view = keys.view();
+    let (kid, alg) = view.signer.clone().ok_or(MintError::NoKey)?;
+    let header = json!({ "alg": alg.name(), "kid": kid, "typ": typ });
     let payload = Value::Object(claims).to_string();
     let input = encode_signing_input(&header, payload.as_bytes());
     let sig = keys.signd().sign(keys.role(), &kid, alg.scheme(), input.clone().into_bytes()).await?;
     let sig = alg.signature_from_der(&sig).map_err(|e| MintError::Signature(e.to_string()))?;
-    Ok(Minted { token: compact(&input, &sig), jti, expires_in: ttl })
+    Ok(compact(&input, &sig))
+}
+
+/// A random secret: 256 bits, base64url (authorization codes, refresh
+/// tokens, session cookies; kept only as their SHA-256).
+pub fn random_secret() -> Result<String, MintError> {
+    let mut b = [0u8; 32];
+    openssl::rand::rand_bytes(&mut b).map_err(|e| MintError::Random(e.to_string()))?;
+    Ok(URL_SAFE_NO_PAD.encode(b))
 }
 
 /// Checks that `token` is one of tokend's own unexpired access tokens:
