@@ -5,6 +5,9 @@
 #   - authlib_client.py: authlib with every client authentication method,
 #     token exchange, introspection, revocation; each token verified by PyJWT
 #     and jwcrypto through the JWKS URL, RFC 9068 claims checked; errors.
+#   - authlib_browser.py: the code flow with PKCE through tokend's real sign-in
+#     and consent pages (requests as the browser), ID tokens, userinfo,
+#     refresh rotation and reuse detection, logout, CSRF and PKCE errors.
 #   - the demo client scripts/run prints works with the curl line it prints.
 #
 # Needs SIGNET_OAUTH_PYTHON (scripts/lib.sh: ensure_oauth_tools) and
@@ -43,6 +46,13 @@ if "$SIGNET_OAUTH_PYTHON" "$here/authlib_client.py" "$ISSUER" "$SIGNET_BIN_DIR/s
   cat "$T/authlib.log"; pass "authlib suite"
 else
   cat "$T/authlib.log"; fail "authlib suite"
+fi
+
+# --- the browser flows: authlib as the client, requests as the browser ------------
+if "$SIGNET_OAUTH_PYTHON" "$here/authlib_browser.py" "$ISSUER" "$SIGNET_BIN_DIR/signetctl" "$T" > "$T/browser.log" 2>&1; then
+  cat "$T/browser.log"; pass "authlib browser suite"
+else
+  cat "$T/browser.log"; fail "authlib browser suite"
 fi
 
 echo "oauth interop: $passed passed, $failed failed"

@@ -44,6 +44,11 @@ impl Form {
         self.0.get(name).map(String::as_str).filter(|v| !v.is_empty())
     }
 
+    /// Every parameter, in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// A parameter that must be there.
     pub fn require(&self, name: &str) -> Result<&str, OAuthError> {
         self.get(name).ok_or_else(|| OAuthError::invalid_request(format!("`{name}` is missing")))

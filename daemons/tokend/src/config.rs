@@ -25,6 +25,7 @@
 //! refresh_token_seconds = 1209600         # a refresh token unused this long expires (14 days)
 //! refresh_family_seconds = 7776000        # no refresh-token family outlives this (90 days)
 //! refresh_grace_seconds = 10              # a rotated refresh token still works this long (a lost answer)
+//! dpop_nonce = true                       # DPoP proofs must carry a nonce tokend gave out (RFC 9449 §8)
 //!
 //! [login]
 //! session_seconds = 28800                 # a browser stays signed in this long (8 hours)
@@ -130,6 +131,13 @@ pub struct Tokens {
     /// How long a rotated refresh token still works, seconds.
     #[serde(default = "default_grace")]
     pub refresh_grace_seconds: u64,
+    /// Whether DPoP proofs must carry a server nonce.
+    #[serde(default = "default_true")]
+    pub dpop_nonce: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_code() -> u64 {
@@ -158,6 +166,7 @@ impl Default for Tokens {
             refresh_token_seconds: default_refresh_token(),
             refresh_family_seconds: default_family(),
             refresh_grace_seconds: default_grace(),
+            dpop_nonce: true,
         }
     }
 }

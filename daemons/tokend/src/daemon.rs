@@ -97,6 +97,10 @@ async fn serve(config_path: &Path, config: Config, db: Db, admins: Arc<Admins>) 
             csrf_key: db
                 .secret("csrf")
                 .map_err(|source| TokendError::Store { path: config.state_dir.clone(), source })?,
+            dpop_key: db
+                .secret("dpop-nonce")
+                .map_err(|source| TokendError::Store { path: config.state_dir.clone(), source })?,
+            dpop_require_nonce: config.tokens.dpop_nonce,
         },
     });
     let keys_ready = keys.clone();

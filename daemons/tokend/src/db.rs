@@ -13,7 +13,9 @@
 //! | `codes` | SHA-256 of the authorization code | [`CodeRec`]: the authorization it stands for (RFC 6749 §4.1) |
 //! | `refresh` | SHA-256 of the refresh token | [`RefreshRec`]: its family, and when it was rotated |
 //! | `families` | family id | [`FamilyRec`]: the grant behind a chain of rotated refresh tokens |
-//! | `secrets` | name | tokend's own random keys (`csrf`: the login form's CSRF MAC key) |
+//! | `secrets` | name | tokend's own random keys (`csrf`: the forms' CSRF MAC key; `dpop-nonce`) |
+//! | `par` | SHA-256 of the request URI | [`ParRec`]: a pushed authorization request (RFC 9126) |
+//! | `dpop_proofs` | SHA-256(`jkt` ‖ 0 ‖ `jti`) | until when the DPoP proof's `jti` is remembered (RFC 9449 §11.1) |
 //!
 //! Codes, sessions and refresh tokens are kept only as hashes: a copy of the
 //! store lets nobody act as a user or a client.
@@ -192,6 +194,8 @@ pub struct CodeRec {
     pub sid: String,
     /// Unix seconds.
     pub expires: u64,
+    /// The DPoP key thumbprint the authorization request bound the code to (RFC 9449 §10).
+    pub dpop_jkt: Option<String>,
     /// The refresh-token family the redemption started: a second redemption
     /// revokes it (RFC 6749 §4.1.2, RFC 9700 §4.14).
     pub redeemed: Option<[u8; 16]>,
@@ -234,6 +238,19 @@ pub struct FamilyRec {
     pub revoked: Option<u64>,
     /// The newest access tokens issued from the family (`jti`, `exp`), revoked with it.
     pub access: Vec<(String, u64)>,
+    /// The DPoP key a public client's refresh tokens are bound to (RFC 9449 §5).
+    pub jkt: Option<String>,
+}
+
+/// A pushed authorization request (RFC 9126).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ParRec {
+    /// The client that pushed it.
+    pub client_id: String,
+    /// Its parameters, `application/x-www-form-urlencoded`.
+    pub params: String,
+    /// Unix seconds.
+    pub expires: u64,
 }
 
 /// The store and its tables.
@@ -267,6 +284,10 @@ pub struct Db {
     pub families: Table<[u8; 16], FamilyRec>,
     /// See the module table.
     pub secrets: Table<String, Vec<u8>>,
+    /// See the module table.
+    pub par: Table<[u8; 32], ParRec>,
+    /// See the module table.
+    pub dpop_proofs: Table<[u8; 32], u64>,
 }
 
 /// The `consents` key of `user` and `client`.
@@ -279,7 +300,7 @@ impl Db {
     pub fn open(dir: &Path) -> Result<Db, StoreError> {
         let mut opts = StoreOptions::new(STORE_APPLICATION, STORE_SCHEMA_VERSION);
         opts.durability = Durability::Sync;
-        opts.max_tables = 16;
+        opts.max_tables = 24;
         let store = Store::open(dir, opts)?;
         Ok(Db {
             clients: store.table("clients")?,
@@ -294,6 +315,8 @@ impl Db {
             refresh: store.table("refresh")?,
             families: store.table("families")?,
             secrets: store.table("secrets")?,
+            par: store.table("par")?,
+            dpop_proofs: store.table("dpop_proofs")?,
             space: Arc::new(SpaceWatch::new(store.path(), FULL_CONSEQUENCE)),
             store,
         })
@@ -329,6 +352,8 @@ impl Db {
             gone += prune_table(txn, &self.sessions, |s| s.expires < now)?;
             gone += prune_table(txn, &self.refresh, |r| r.expires < now)?;
             gone += prune_table(txn, &self.families, |f| f.expires < now)?;
+            gone += prune_table(txn, &self.par, |p| p.expires < now)?;
+            gone += prune_table(txn, &self.dpop_proofs, |exp| *exp < now)?;
             Ok(gone)
         })
     }

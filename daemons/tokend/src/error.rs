@@ -14,11 +14,26 @@ pub struct OAuthError {
     pub code: &'static str,
     /// `error_description`: one line for the developer.
     pub description: String,
+    /// A fresh DPoP nonce for the client (`DPoP-Nonce`, RFC 9449 §8).
+    pub dpop_nonce: Option<String>,
 }
 
 impl OAuthError {
-    fn new(status: StatusCode, code: &'static str, description: impl Into<String>) -> Self {
-        Self { status, code, description: description.into() }
+    /// An error of any status and code.
+    pub fn new(status: StatusCode, code: &'static str, description: impl Into<String>) -> Self {
+        Self { status, code, description: description.into(), dpop_nonce: None }
+    }
+
+    /// `invalid_dpop_proof` (400, RFC 9449 §5.8).
+    pub fn invalid_dpop_proof(d: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_dpop_proof", d)
+    }
+
+    /// `use_dpop_nonce` (400, RFC 9449 §8) with the nonce to use.
+    pub fn use_dpop_nonce(nonce: String) -> Self {
+        let mut e = Self::new(StatusCode::BAD_REQUEST, "use_dpop_nonce", "a DPoP proof must carry the server's nonce");
+        e.dpop_nonce = Some(nonce);
+        e
     }
 
     /// `invalid_request` (400).
@@ -77,6 +92,9 @@ impl OAuthError {
         let mut r = json_response(self.status, &body);
         if self.status == StatusCode::UNAUTHORIZED {
             r.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"tokend\""));
+        }
+        if let Some(n) = self.dpop_nonce.as_deref().and_then(|n| HeaderValue::from_str(n).ok()) {
+            r.headers_mut().insert("dpop-nonce", n);
         }
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));

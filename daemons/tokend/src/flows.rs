@@ -17,6 +17,7 @@ use signet_store::{StoreError, Table, WriteTxn};
 
 use crate::auth::{Client, Form};
 use crate::db::{AuthMethod, CodeRec, FamilyRec, RefreshRec, UserRec};
+use crate::dpop::Proof;
 use crate::error::OAuthError;
 use crate::http::{mint_error, TokenService};
 use crate::oidc::user_claims;
@@ -75,10 +76,14 @@ impl TokenService {
         fam: &FamilyRec,
         user: &UserRec,
         nonce: Option<&str>,
+        proof: Option<&Proof>,
         now: u64,
     ) -> Result<(Minted, Option<String>), OAuthError> {
         let mut extra = Map::new();
         extra.insert("auth_time".into(), json!(fam.auth_time));
+        if let Some(p) = proof {
+            extra.insert("cnf".into(), json!({ "jkt": p.jkt }));
+        }
         let grant = Grant {
             subject: fam.user.clone(),
             client_id: fam.client_id.clone(),
@@ -106,10 +111,17 @@ impl TokenService {
         Ok((minted, Some(id_token)))
     }
 
-    fn user_body(&self, minted: &Minted, id_token: Option<String>, refresh: Option<&str>, scopes: &[String]) -> Value {
+    fn user_body(
+        &self,
+        minted: &Minted,
+        id_token: Option<String>,
+        refresh: Option<&str>,
+        scopes: &[String],
+        dpop: bool,
+    ) -> Value {
         let mut body = json!({
             "access_token": minted.token,
-            "token_type": "Bearer",
+            "token_type": if dpop { "DPoP" } else { "Bearer" },
             "expires_in": minted.expires_in,
             "scope": scopes.join(" "),
         });
@@ -123,7 +135,13 @@ impl TokenService {
     }
 
     /// `grant_type=authorization_code`.
-    pub async fn redeem_code(&self, client: &Client, form: &Form, now: u64) -> Result<Value, OAuthError> {
+    pub async fn redeem_code(
+        &self,
+        client: &Client,
+        form: &Form,
+        proof: Option<&Proof>,
+        now: u64,
+    ) -> Result<Value, OAuthError> {
         let code = form.require("code")?;
         let key = sha256(code.as_bytes());
         let rec: Option<CodeRec> =
@@ -168,6 +186,13 @@ impl TokenService {
             }
             (None, None) => {}
         }
+        if let Some(bound) = &rec.dpop_jkt {
+            match proof {
+                Some(p) if &p.jkt == bound => {}
+                Some(_) => return Err(OAuthError::invalid_grant("the DPoP key is not the one the code was bound to")),
+                None => return Err(OAuthError::invalid_dpop_proof("the code is bound to a DPoP key: send a proof")),
+            }
+        }
         let user = match self.user(&rec.user)? {
             Some(u) if !u.disabled => u,
             _ => return Err(OAuthError::invalid_grant("the user who authorized the code is gone or disabled")),
@@ -184,8 +209,10 @@ impl TokenService {
             expires: now + self.token_seconds,
             revoked: None,
             access: Vec::new(),
+            // RFC 9449 §5: a public client's refresh tokens are bound to its DPoP key.
+            jkt: proof.filter(|_| client.rec.auth_method == AuthMethod::None).map(|p| p.jkt.clone()),
         };
-        let (minted, id_token) = self.mint_user(&fam, &user, rec.nonce.as_deref(), now).await?;
+        let (minted, id_token) = self.mint_user(&fam, &user, rec.nonce.as_deref(), proof, now).await?;
         fam.access.push((minted.jti.clone(), now + minted.expires_in));
         let family_id = random16()?;
         let refresh = if with_refresh {
@@ -221,11 +248,17 @@ impl TokenService {
             })
             .await;
         decided(stored)?;
-        Ok(self.user_body(&minted, id_token, refresh.as_deref(), &rec.scopes))
+        Ok(self.user_body(&minted, id_token, refresh.as_deref(), &rec.scopes, proof.is_some()))
     }
 
     /// `grant_type=refresh_token`.
-    pub async fn refresh(&self, client: &Client, form: &Form, now: u64) -> Result<Value, OAuthError> {
+    pub async fn refresh(
+        &self,
+        client: &Client,
+        form: &Form,
+        proof: Option<&Proof>,
+        now: u64,
+    ) -> Result<Value, OAuthError> {
         let presented = form.require("refresh_token")?;
         let key = sha256(presented.as_bytes());
         let found = self
@@ -251,6 +284,17 @@ impl TokenService {
             self.reuse(rec.family, &fam, now).await?;
             return Err(OAuthError::invalid_grant("the refresh token was used before; its family is revoked"));
         }
+        if let Some(bound) = &fam.jkt {
+            match proof {
+                Some(p) if &p.jkt == bound => {}
+                Some(_) => return Err(OAuthError::invalid_grant("the refresh token is bound to another DPoP key")),
+                None => {
+                    return Err(OAuthError::invalid_dpop_proof(
+                        "the refresh token is bound to a DPoP key: send a proof",
+                    ))
+                }
+            }
+        }
         let user = match self.user(&fam.user)? {
             Some(u) if !u.disabled => u,
             _ => return Err(OAuthError::invalid_grant("the user is gone or disabled")),
@@ -268,7 +312,7 @@ impl TokenService {
             }
             narrowed.scopes = scopes;
         }
-        let (minted, id_token) = self.mint_user(&narrowed, &user, None, now).await?;
+        let (minted, id_token) = self.mint_user(&narrowed, &user, None, proof, now).await?;
         let next = random_secret().map_err(mint_error)?;
         let next_rec = RefreshRec {
             family: rec.family,
@@ -305,7 +349,7 @@ impl TokenService {
             })
             .await;
         decided(stored)?;
-        Ok(self.user_body(&minted, id_token, Some(&next), &narrowed.scopes))
+        Ok(self.user_body(&minted, id_token, Some(&next), &narrowed.scopes, proof.is_some()))
     }
 
     async fn reuse(&self, family: [u8; 16], fam: &FamilyRec, now: u64) -> Result<(), OAuthError> {

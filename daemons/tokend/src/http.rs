@@ -82,6 +82,10 @@ pub struct FlowSettings {
     pub session_seconds: u64,
     /// The MAC key of the forms' CSRF tokens.
     pub csrf_key: [u8; 32],
+    /// The MAC key of DPoP nonces.
+    pub dpop_key: [u8; 32],
+    /// Whether DPoP proofs must carry a nonce.
+    pub dpop_require_nonce: bool,
 }
 
 /// A label for an outcome.
@@ -169,6 +173,7 @@ impl TokenService {
             "grant_types_supported": GRANT_TYPES,
             "token_endpoint_auth_methods_supported": methods,
             "token_endpoint_auth_signing_alg_values_supported": algs_with_mac(&algs),
+            "pushed_authorization_request_endpoint_auth_methods_supported": methods,
             "introspection_endpoint_auth_methods_supported": methods,
             "revocation_endpoint_auth_methods_supported": methods,
             "response_types_supported": ["code"],
@@ -177,21 +182,29 @@ impl TokenService {
             "scopes_supported": crate::oidc::SCOPES,
             "authorization_response_iss_parameter_supported": true,
             "prompt_values_supported": ["none", "login", "consent"],
+            "pushed_authorization_request_endpoint": self.url("/par"),
+            "require_pushed_authorization_requests": false,
+            "dpop_signing_alg_values_supported": algs,
         })
     }
 
-    async fn token(&self, auth: Option<&str>, form: &Form) -> Result<serde_json::Value, OAuthError> {
+    async fn token(&self, auth: Option<&str>, dpop: Dpop, form: &Form) -> Result<serde_json::Value, OAuthError> {
         let now = unix_now();
         let grant_type = form.require("grant_type")?.to_owned();
         let client = self.authenticate(auth, form, "/token", now).await?;
+        let proof = match dpop {
+            Dpop::None => None,
+            Dpop::Many => return Err(OAuthError::invalid_dpop_proof("more than one DPoP header")),
+            Dpop::One(p) => Some(self.check_dpop(&p, "POST", &self.url("/token"), None, now).await?),
+        };
         let user_flow = match grant_type.as_str() {
             "authorization_code" => {
                 grants::allowed(&client, &grant_type)?;
-                Some(self.redeem_code(&client, form, now).await)
+                Some(self.redeem_code(&client, form, proof.as_ref(), now).await)
             }
             "refresh_token" => {
                 grants::allowed(&client, &grant_type)?;
-                Some(self.refresh(&client, form, now).await)
+                Some(self.refresh(&client, form, proof.as_ref(), now).await)
             }
             _ => None,
         };
@@ -232,7 +245,7 @@ impl TokenService {
         self.metrics.issued.get_or_create(&GrantLabel { grant: label }).inc();
         let mut body = json!({
             "access_token": minted.token,
-            "token_type": "Bearer",
+            "token_type": if proof.is_some() { "DPoP" } else { "Bearer" },
             "expires_in": minted.expires_in,
         });
         if !grant.scopes.is_empty() {
@@ -244,7 +257,13 @@ impl TokenService {
         Ok(body)
     }
 
-    async fn authenticate(&self, auth: Option<&str>, form: &Form, path: &str, now: u64) -> Result<Client, OAuthError> {
+    pub(crate) async fn authenticate(
+        &self,
+        auth: Option<&str>,
+        form: &Form,
+        path: &str,
+        now: u64,
+    ) -> Result<Client, OAuthError> {
         let endpoint = self.url(path);
         let aud = Audiences { issuer: &self.issuer, endpoint: &endpoint };
         authenticate(&self.db, auth, form, &aud, now, self.max_assertion_seconds).await
@@ -278,7 +297,8 @@ impl TokenService {
             }
             Err(Live::Store(e)) => return Err(e),
         };
-        let mut out = json!({ "active": true, "token_type": "Bearer" });
+        let bound = claims.cnf.as_ref().is_some_and(|c| c.jkt.is_some());
+        let mut out = json!({ "active": true, "token_type": if bound { "DPoP" } else { "Bearer" } });
         let value = serde_json::to_value(&claims).map_err(|e| OAuthError::server_error(e.to_string()))?;
         if let (Some(out), serde_json::Value::Object(claims)) = (out.as_object_mut(), value) {
             for (k, v) in claims {
@@ -370,14 +390,14 @@ impl TokenService {
                 if method != Method::GET && method != Method::POST {
                     return method_not_allowed("GET, POST");
                 }
-                let bearer = req
+                let presented = req
                     .headers()
                     .get(AUTHORIZATION)
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.split_once(' '))
-                    .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-                    .map(|(_, t)| t.trim().to_owned());
-                self.userinfo(bearer.as_deref(), unix_now()).await
+                    .map(|(scheme, t)| (scheme.to_ascii_lowercase(), t.trim().to_owned()));
+                let dpop = Dpop::of(req.headers());
+                self.userinfo(presented, dpop, method.as_str(), unix_now()).await
             }
             "/jwks" => {
                 if method != Method::GET && method != Method::HEAD {
@@ -390,20 +410,23 @@ impl TokenService {
                 }
                 r
             }
-            "/token" | "/introspect" | "/revoke" => {
+            "/token" | "/introspect" | "/revoke" | "/par" => {
                 let endpoint: &'static str = match path.as_str() {
                     "/token" => "token",
                     "/introspect" => "introspect",
+                    "/par" => "par",
                     _ => "revoke",
                 };
                 if method != Method::POST {
                     return method_not_allowed("POST");
                 }
                 let auth = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
+                let dpop = Dpop::of(req.headers());
                 let outcome = match read_form(req).await {
                     Err(e) => Err(e),
                     Ok(form) => match endpoint {
-                        "token" => self.token(auth.as_deref(), &form).await,
+                        "token" => self.token(auth.as_deref(), dpop, &form).await,
+                        "par" => self.push(auth.as_deref(), &form).await,
                         "introspect" => self.introspect(auth.as_deref(), &form).await,
                         _ => self.revoke(auth.as_deref(), &form).await.map(|()| json!({})),
                     },
@@ -415,6 +438,7 @@ impl TokenService {
                         r.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
                         r
                     }
+                    Ok(body) if endpoint == "par" => json_response(StatusCode::CREATED, &body),
                     Ok(body) => json_response(StatusCode::OK, &body),
                     Err(e) => {
                         self.count_error(endpoint, &e);
@@ -422,14 +446,29 @@ impl TokenService {
                     }
                 }
             }
-            _ => {
-                let e = OAuthError {
-                    status: StatusCode::NOT_FOUND,
-                    code: "not_found",
-                    description: format!("no endpoint at {path}"),
-                };
-                e.response()
-            }
+            _ => OAuthError::new(StatusCode::NOT_FOUND, "not_found", format!("no endpoint at {path}")).response(),
+        }
+    }
+}
+
+/// The `DPoP` headers of a request.
+pub enum Dpop {
+    /// None.
+    None,
+    /// Exactly one: the proof.
+    One(String),
+    /// More than one (refused, RFC 9449 §4.3).
+    Many,
+}
+
+impl Dpop {
+    /// The DPoP headers of `headers`.
+    pub fn of(headers: &hyper::HeaderMap) -> Dpop {
+        let mut all = headers.get_all("dpop").iter();
+        match (all.next(), all.next()) {
+            (None, _) => Dpop::None,
+            (Some(v), None) => v.to_str().map_or(Dpop::Many, |s| Dpop::One(s.to_owned())),
+            (Some(_), Some(_)) => Dpop::Many,
         }
     }
 }
@@ -473,10 +512,12 @@ async fn read_form(req: Request<Body>) -> Result<Form, OAuthError> {
         return Err(OAuthError::invalid_request("the body must be application/x-www-form-urlencoded"));
     }
     let declared = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    let too_big = || OAuthError {
-        status: StatusCode::PAYLOAD_TOO_LARGE,
-        code: "invalid_request",
-        description: format!("the body is larger than {MAX_BODY} bytes"),
+    let too_big = || {
+        OAuthError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request",
+            format!("the body is larger than {MAX_BODY} bytes"),
+        )
     };
     if declared.is_some_and(|n| n > MAX_BODY) {
         return Err(too_big());
@@ -490,12 +531,7 @@ async fn read_form(req: Request<Body>) -> Result<Form, OAuthError> {
 }
 
 fn method_not_allowed(allow: &'static str) -> Response<Full<Bytes>> {
-    let mut r = OAuthError {
-        status: StatusCode::METHOD_NOT_ALLOWED,
-        code: "invalid_request",
-        description: format!("use {allow}"),
-    }
-    .response();
+    let mut r = OAuthError::new(StatusCode::METHOD_NOT_ALLOWED, "invalid_request", format!("use {allow}")).response();
     r.headers_mut().insert(ALLOW, HeaderValue::from_static(allow));
     r
 }

@@ -14,6 +14,8 @@
 //! - [`web`], [`pages`]: the authorization endpoint, sign-in, consent and logout pages.
 //! - [`flows`]: authorization_code with PKCE, refresh tokens (rotation, reuse detection), ID tokens.
 //! - [`oidc`]: discovery, claims by scope, userinfo.
+//! - [`dpop`]: DPoP proofs (RFC 9449) and nonces; tokens bound to `cnf.jkt`.
+//! - PAR (RFC 9126): [`web`]'s pushed requests.
 //! - [`http`]: the endpoints and their routing.
 //! - [`admin`]: the admin interface (`tokend.capnp`) for `signetctl oauth`.
 //! - [`daemon`]: start, SIGHUP (`[admin]`), stop.
@@ -25,6 +27,7 @@ pub mod auth;
 pub mod config;
 pub mod daemon;
 pub mod db;
+pub mod dpop;
 pub mod error;
 pub mod flows;
 pub mod fuzz;

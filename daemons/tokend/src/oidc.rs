@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use crate::db::UserRec;
 use crate::error::json_response;
-use crate::http::TokenService;
+use crate::http::{Dpop, TokenService};
 
 /// The scopes tokend knows the meaning of.
 pub const SCOPES: [&str; 5] = ["openid", "profile", "email", "groups", "offline_access"];
@@ -68,6 +68,23 @@ fn bearer_error(status: StatusCode, code: &str, description: &str) -> Response<F
     r
 }
 
+/// An RFC 9449 §7.1 error: `WWW-Authenticate: DPoP`, and a nonce if one is needed.
+fn dpop_error(status: StatusCode, code: &str, description: &str, nonce: Option<String>) -> Response<Full<Bytes>> {
+    let mut r = json_response(status, &json!({ "error": code, "error_description": description }));
+    let challenge = format!(
+        "DPoP algs=\"{}\", error=\"{code}\", error_description=\"{}\"",
+        signet_jose::Algorithm::ALL.iter().map(|a| a.name()).collect::<Vec<_>>().join(" "),
+        description.replace(['"', '\\'], "'")
+    );
+    if let Ok(v) = HeaderValue::from_str(&challenge) {
+        r.headers_mut().insert(WWW_AUTHENTICATE, v);
+    }
+    if let Some(n) = nonce.and_then(|n| HeaderValue::from_str(&n).ok()) {
+        r.headers_mut().insert("dpop-nonce", n);
+    }
+    r
+}
+
 impl TokenService {
     /// OIDC discovery: RFC 8414's metadata plus OpenID Connect's members.
     pub fn openid_configuration(&self) -> Value {
@@ -87,20 +104,66 @@ impl TokenService {
         m
     }
 
-    /// `GET|POST /userinfo` with the access token `bearer`.
-    pub async fn userinfo(&self, bearer: Option<&str>, now: u64) -> Response<Full<Bytes>> {
-        let Some(token) = bearer else {
+    /// `GET|POST /userinfo` with `presented` (the Authorization scheme,
+    /// lower-cased, and the token) and its DPoP proof, if any.
+    pub async fn userinfo(
+        &self,
+        presented: Option<(String, String)>,
+        dpop: Dpop,
+        method: &str,
+        now: u64,
+    ) -> Response<Full<Bytes>> {
+        let Some((scheme, token)) = presented.filter(|(s, _)| s == "bearer" || s == "dpop") else {
             let mut r = json_response(StatusCode::UNAUTHORIZED, &json!({ "error": "invalid_request" }));
             r.headers_mut().insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"tokend\""));
             return r;
         };
-        let claims = match self.check_live(token, now).await {
+        let claims = match self.check_live(&token, now).await {
             Ok(c) => c,
             Err(crate::http::Live::Invalid(why)) => {
                 return bearer_error(StatusCode::UNAUTHORIZED, "invalid_token", &why)
             }
             Err(crate::http::Live::Store(e)) => return e.response(),
         };
+        let bound = claims.cnf.as_ref().and_then(|c| c.jkt.clone());
+        match (bound, scheme.as_str()) {
+            (None, "bearer") => {}
+            (None, _) => return bearer_error(StatusCode::UNAUTHORIZED, "invalid_token", "the token is not DPoP-bound"),
+            (Some(_), "bearer") => {
+                return dpop_error(
+                    StatusCode::UNAUTHORIZED,
+                    "invalid_token",
+                    "a DPoP-bound token needs the DPoP scheme",
+                    None,
+                )
+            }
+            (Some(jkt), _) => {
+                let Dpop::One(proof) = dpop else {
+                    return dpop_error(
+                        StatusCode::UNAUTHORIZED,
+                        "invalid_dpop_proof",
+                        "exactly one DPoP proof is needed",
+                        None,
+                    );
+                };
+                let htu = format!("{}/userinfo", self.issuer);
+                match self.check_dpop(&proof, method, &htu, Some(&token), now).await {
+                    Ok(p) if p.jkt == jkt => {}
+                    Ok(_) => {
+                        return dpop_error(
+                            StatusCode::UNAUTHORIZED,
+                            "invalid_token",
+                            "the proof's key is not the token's",
+                            None,
+                        )
+                    }
+                    Err(e) if e.code == "use_dpop_nonce" || e.code == "invalid_dpop_proof" => {
+                        return dpop_error(StatusCode::UNAUTHORIZED, e.code, &e.description, e.dpop_nonce)
+                    }
+                    Err(e) => return e.response(),
+                }
+            }
+        }
         let scopes: Vec<String> =
             claims.scope.as_deref().unwrap_or("").split(' ').filter(|s| !s.is_empty()).map(str::to_owned).collect();
         if !scopes.iter().any(|s| s == "openid") {

@@ -31,7 +31,7 @@ use openssl::sign::Signer;
 use signet_store::StoreError;
 
 use crate::auth::{Client, Form};
-use crate::db::{consent_key, AuthMethod, ClientUris, CodeRec, ConsentRec, SessionRec};
+use crate::db::{consent_key, AuthMethod, ClientUris, CodeRec, ConsentRec, ParRec, SessionRec};
 use crate::error::OAuthError;
 use crate::http::TokenService;
 use crate::pages;
@@ -42,6 +42,10 @@ use crate::users::{self, LoginError};
 pub const SESSION_COOKIE: &str = "tokend_session";
 /// The pre-login CSRF cookie.
 pub const CSRF_COOKIE: &str = "tokend_csrf";
+/// The prefix of a pushed request's URI (RFC 9126 §2.2).
+pub const PAR_URN: &str = "urn:ietf:params:oauth:request_uri:";
+/// How long a pushed request may be used, seconds.
+pub const PAR_SECONDS: u64 = 90;
 
 type Resp = Response<Full<Bytes>>;
 
@@ -104,6 +108,8 @@ pub struct AuthzRequest {
     pub prompt: Prompt,
     /// `max_age`, seconds.
     pub max_age: Option<u64>,
+    /// `dpop_jkt` (RFC 9449 §10): the DPoP key the code is bound to.
+    pub dpop_jkt: Option<String>,
     /// The request as a query string, for the forms.
     pub encoded: String,
 }
@@ -212,7 +218,7 @@ impl TokenService {
             return Err(back("request_not_supported", "request objects are not supported".into()));
         }
         if p.get("request_uri").is_some() {
-            return Err(back("request_uri_not_supported", "request_uri is not supported".into()));
+            return Err(back("invalid_request", "request_uri cannot be nested".into()));
         }
         match p.get("response_type") {
             Some("code") => {}
@@ -295,6 +301,7 @@ impl TokenService {
             nonce,
             prompt,
             max_age,
+            dpop_jkt: p.get("dpop_jkt").map(str::to_owned),
             encoded: enc.finish(),
         })
     }
@@ -438,6 +445,7 @@ impl TokenService {
             auth_time: session.auth_time,
             sid: session.sid.clone(),
             expires: now + self.flows.code_seconds,
+            dpop_jkt: req.dpop_jkt.clone(),
             redeemed: None,
         };
         let (table, key) = (self.db.codes, sha256(code.as_bytes()));
@@ -454,9 +462,74 @@ impl TokenService {
         self.redirect(post, &req.redirect_uri, &params)
     }
 
+    /// The parameters of a pushed request named by `request_uri` (RFC 9126 §4).
+    fn pushed(&self, params: &Form, request_uri: &str, now: u64) -> Result<Form, AuthzError> {
+        let page = |why: &str| AuthzError::Page(StatusCode::BAD_REQUEST, why.to_owned());
+        let key = request_uri.strip_prefix(PAR_URN).ok_or_else(|| page("request_uri is not one tokend issued"))?;
+        let rec = self
+            .db
+            .store
+            .read(|txn| txn.get(&self.db.par, &sha256(key.as_bytes())))
+            .map_err(|e| AuthzError::Unavailable(e.to_string()))?
+            .filter(|r| r.expires > now)
+            .ok_or_else(|| page("request_uri is unknown or expired"))?;
+        if params.get("client_id") != Some(rec.client_id.as_str()) {
+            return Err(page("client_id is not the client that pushed the request"));
+        }
+        Form::parse(rec.params.as_bytes()).map_err(|e| page(&e.description))
+    }
+
+    /// `POST /par` (RFC 9126): a client pushes its authorization request.
+    pub async fn push(&self, auth: Option<&str>, form: &Form) -> Result<serde_json::Value, OAuthError> {
+        let now = crate::http::unix_now();
+        let client = self.authenticate(auth, form, "/par", now).await?;
+        if form.get("client_id").is_some_and(|c| c != client.id) {
+            return Err(OAuthError::invalid_request("client_id is not the authenticated client"));
+        }
+        if form.get("request_uri").is_some() {
+            return Err(OAuthError::invalid_request("request_uri cannot be pushed"));
+        }
+        let params = {
+            let mut enc = form_urlencoded::Serializer::new(String::new());
+            enc.append_pair("client_id", &client.id);
+            for (k, v) in form.iter() {
+                if !matches!(k, "client_id" | "client_secret" | "client_assertion" | "client_assertion_type") {
+                    enc.append_pair(k, v);
+                }
+            }
+            enc.finish()
+        };
+        self.check_authz(&Form::parse(params.as_bytes())?).map_err(|e| match e {
+            AuthzError::Page(_, why) => OAuthError::invalid_request(why),
+            AuthzError::Redirect { error, description, .. } => {
+                OAuthError::new(StatusCode::BAD_REQUEST, error, description)
+            }
+            AuthzError::Unavailable(why) => OAuthError::unavailable(format!("store: {why}")),
+        })?;
+        let key = random_secret().map_err(crate::http::mint_error)?;
+        let rec = ParRec { client_id: client.id.clone(), params, expires: now + PAR_SECONDS };
+        let (table, hash) = (self.db.par, sha256(key.as_bytes()));
+        self.db
+            .write_grouped(move |txn| -> Result<(), StoreError> { txn.put(&table, &hash, &rec) })
+            .await
+            .map_err(|e| unavailable(&e))?;
+        Ok(serde_json::json!({ "request_uri": format!("{PAR_URN}{key}"), "expires_in": PAR_SECONDS }))
+    }
+
     /// `GET|POST /authorize`.
     pub async fn authorize(&self, web: &WebRequest, now: u64) -> Resp {
         let params = if web.post { &web.form } else { &web.query };
+        let pushed;
+        let params = match params.get("request_uri") {
+            Some(uri) => match self.pushed(params, uri, now) {
+                Ok(p) => {
+                    pushed = p;
+                    &pushed
+                }
+                Err(e) => return self.authz_error(web.post, e),
+            },
+            None => params,
+        };
         let req = match self.check_authz(params) {
             Ok(r) => r,
             Err(e) => return self.authz_error(web.post, e),
