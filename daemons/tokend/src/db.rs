@@ -15,6 +15,8 @@
 //! | `families` | family id | [`FamilyRec`]: the grant behind a chain of rotated refresh tokens |
 //! | `secrets` | name | tokend's own random keys (`csrf`: the forms' CSRF MAC key; `dpop-nonce`) |
 //! | `par` | SHA-256 of the request URI | [`ParRec`]: a pushed authorization request (RFC 9126) |
+//! | `devices` | SHA-256 of the device code | [`DeviceRec`]: a device authorization (RFC 8628) and how it stands |
+//! | `user_codes` | the user code, normalised | SHA-256 of its device code |
 //! | `dpop_proofs` | SHA-256(`jkt` ‖ 0 ‖ `jti`) | until when the DPoP proof's `jti` is remembered (RFC 9449 §11.1) |
 //!
 //! Codes, sessions and refresh tokens are kept only as hashes: a copy of the
@@ -242,6 +244,47 @@ pub struct FamilyRec {
     pub jkt: Option<String>,
 }
 
+/// How a device authorization stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DeviceState {
+    /// Waiting for the user.
+    Pending,
+    /// The user approved it.
+    Approved {
+        /// The user.
+        user: String,
+        /// When the user authenticated.
+        auth_time: u64,
+        /// The session's `sid`.
+        sid: String,
+    },
+    /// The user refused.
+    Denied,
+    /// Tokens were issued for it (the refresh-token family).
+    Redeemed([u8; 16]),
+}
+
+/// A device authorization (RFC 8628 §3.2).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DeviceRec {
+    /// The client.
+    pub client_id: String,
+    /// Scopes asked for.
+    pub scopes: Vec<String>,
+    /// The access tokens' audience.
+    pub audience: String,
+    /// The user code (normalised: 8 letters, no dash).
+    pub user_code: String,
+    /// Unix seconds.
+    pub expires: u64,
+    /// The polling interval, seconds (raised by 5 on each `slow_down`).
+    pub interval: u64,
+    /// The last poll, Unix seconds.
+    pub last_poll: u64,
+    /// How it stands.
+    pub state: DeviceState,
+}
+
 /// A pushed authorization request (RFC 9126).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ParRec {
@@ -288,6 +331,10 @@ pub struct Db {
     pub par: Table<[u8; 32], ParRec>,
     /// See the module table.
     pub dpop_proofs: Table<[u8; 32], u64>,
+    /// See the module table.
+    pub devices: Table<[u8; 32], DeviceRec>,
+    /// See the module table.
+    pub user_codes: Table<String, [u8; 32]>,
 }
 
 /// The `consents` key of `user` and `client`.
@@ -317,6 +364,8 @@ impl Db {
             secrets: store.table("secrets")?,
             par: store.table("par")?,
             dpop_proofs: store.table("dpop_proofs")?,
+            devices: store.table("devices")?,
+            user_codes: store.table("user_codes")?,
             space: Arc::new(SpaceWatch::new(store.path(), FULL_CONSEQUENCE)),
             store,
         })
@@ -354,6 +403,12 @@ impl Db {
             gone += prune_table(txn, &self.families, |f| f.expires < now)?;
             gone += prune_table(txn, &self.par, |p| p.expires < now)?;
             gone += prune_table(txn, &self.dpop_proofs, |exp| *exp < now)?;
+            let ended: Vec<([u8; 32], DeviceRec)> =
+                txn.range(&self.devices, None, usize::MAX)?.into_iter().filter(|(_, d)| d.expires < now).collect();
+            for (k, d) in ended {
+                txn.delete(&self.user_codes, &d.user_code)?;
+                gone += u64::from(txn.delete(&self.devices, &k)?);
+            }
             Ok(gone)
         })
     }

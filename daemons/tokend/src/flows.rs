@@ -49,7 +49,7 @@ pub fn revoke_family(
 }
 
 /// A transaction's outcome: `Err` a grant refused inside it (nothing written).
-type Decided = Result<(), &'static str>;
+pub(crate) type Decided = Result<(), &'static str>;
 
 fn decided(r: Result<Decided, StoreError>) -> Result<(), OAuthError> {
     match r {
@@ -197,8 +197,7 @@ impl TokenService {
             Some(u) if !u.disabled => u,
             _ => return Err(OAuthError::invalid_grant("the user who authorized the code is gone or disabled")),
         };
-        let with_refresh = client.rec.grant_types.iter().any(|g| g == "refresh_token");
-        let mut fam = FamilyRec {
+        let fam = FamilyRec {
             client_id: client.id.clone(),
             user: rec.user.clone(),
             scopes: rec.scopes.clone(),
@@ -206,13 +205,47 @@ impl TokenService {
             auth_time: rec.auth_time,
             sid: rec.sid.clone(),
             created: now,
-            expires: now + self.token_seconds,
+            expires: now,
             revoked: None,
             access: Vec::new(),
-            // RFC 9449 §5: a public client's refresh tokens are bound to its DPoP key.
-            jkt: proof.filter(|_| client.rec.auth_method == AuthMethod::None).map(|p| p.jkt.clone()),
+            jkt: None,
         };
-        let (minted, id_token) = self.mint_user(&fam, &user, rec.nonce.as_deref(), proof, now).await?;
+        let codes = self.db.codes;
+        let claim = move |txn: &mut WriteTxn<'_>, family_id: [u8; 16]| -> Result<Decided, StoreError> {
+            let Some(mut code) = txn.get(&codes, &key)? else { return Ok(Err("the code is unknown")) };
+            if code.redeemed.is_some() {
+                return Ok(Err("the code was used before"));
+            }
+            code.redeemed = Some(family_id);
+            txn.put(&codes, &key, &code)?;
+            Ok(Ok(()))
+        };
+        self.start_family(client, fam, &user, rec.nonce.as_deref(), proof, now, claim).await
+    }
+
+    /// Issues the first tokens of a user's grant `fam` and records its
+    /// family (with a refresh token if the client holds that grant), once
+    /// `claim` (the code or device authorization being used up, in the same
+    /// transaction) agrees.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn start_family<F>(
+        &self,
+        client: &Client,
+        mut fam: FamilyRec,
+        user: &UserRec,
+        nonce: Option<&str>,
+        proof: Option<&Proof>,
+        now: u64,
+        claim: F,
+    ) -> Result<Value, OAuthError>
+    where
+        F: FnOnce(&mut WriteTxn<'_>, [u8; 16]) -> Result<Decided, StoreError> + Send + 'static,
+    {
+        let with_refresh = client.rec.grant_types.iter().any(|g| g == "refresh_token");
+        fam.expires = now + self.token_seconds;
+        // RFC 9449 §5: a public client's refresh tokens are bound to its DPoP key.
+        fam.jkt = proof.filter(|_| client.rec.auth_method == AuthMethod::None).map(|p| p.jkt.clone());
+        let (minted, id_token) = self.mint_user(&fam, user, nonce, proof, now).await?;
         fam.access.push((minted.jti.clone(), now + minted.expires_in));
         let family_id = random16()?;
         let refresh = if with_refresh {
@@ -230,16 +263,14 @@ impl TokenService {
             };
             (sha256(r.as_bytes()), rec)
         });
-        let (codes, families, refresh_t) = (self.db.codes, self.db.families, self.db.refresh);
+        let scopes = fam.scopes.clone();
+        let (families, refresh_t) = (self.db.families, self.db.refresh);
         let stored = self
             .db
             .write_grouped(move |txn| -> Result<Decided, StoreError> {
-                let Some(mut code) = txn.get(&codes, &key)? else { return Ok(Err("the code is unknown")) };
-                if code.redeemed.is_some() {
-                    return Ok(Err("the code was used before"));
+                if let Err(why) = claim(txn, family_id)? {
+                    return Ok(Err(why));
                 }
-                code.redeemed = Some(family_id);
-                txn.put(&codes, &key, &code)?;
                 txn.put(&families, &family_id, &fam)?;
                 if let Some((k, r)) = first {
                     txn.put(&refresh_t, &k, &r)?;
@@ -248,7 +279,7 @@ impl TokenService {
             })
             .await;
         decided(stored)?;
-        Ok(self.user_body(&minted, id_token, refresh.as_deref(), &rec.scopes, proof.is_some()))
+        Ok(self.user_body(&minted, id_token, refresh.as_deref(), &scopes, proof.is_some()))
     }
 
     /// `grant_type=refresh_token`.

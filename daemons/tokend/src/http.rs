@@ -183,6 +183,7 @@ impl TokenService {
             "authorization_response_iss_parameter_supported": true,
             "prompt_values_supported": ["none", "login", "consent"],
             "pushed_authorization_request_endpoint": self.url("/par"),
+            "device_authorization_endpoint": self.url("/device_authorization"),
             "require_pushed_authorization_requests": false,
             "dpop_signing_alg_values_supported": algs,
         })
@@ -205,6 +206,10 @@ impl TokenService {
             "refresh_token" => {
                 grants::allowed(&client, &grant_type)?;
                 Some(self.refresh(&client, form, proof.as_ref(), now).await)
+            }
+            crate::device::DEVICE_CODE => {
+                grants::allowed(&client, &grant_type)?;
+                Some(self.device_token(&client, form, proof.as_ref(), now).await)
             }
             _ => None,
         };
@@ -232,10 +237,7 @@ impl TokenService {
                 })?;
                 (grants::token_exchange(&client, form, &claims)?, "token_exchange")
             }
-            "urn:ietf:params:oauth:grant-type:device_code"
-            | "urn:ietf:params:oauth:grant-type:jwt-bearer"
-            | "password"
-            | "implicit" => {
+            "urn:ietf:params:oauth:grant-type:jwt-bearer" | "password" | "implicit" => {
                 return Err(OAuthError::unsupported_grant_type(format!("{grant_type} is not served by this tokend")))
             }
             other => return Err(OAuthError::unsupported_grant_type(format!("unknown grant type `{other}`"))),
@@ -366,7 +368,7 @@ impl TokenService {
                 r.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
                 r
             }
-            "/authorize" | "/login" | "/consent" | "/logout" => {
+            "/authorize" | "/login" | "/consent" | "/logout" | "/device" => {
                 let post = method == Method::POST;
                 if !post && method != Method::GET {
                     return method_not_allowed("GET, POST");
@@ -383,6 +385,7 @@ impl TokenService {
                     "/authorize" => self.authorize(&web, now).await,
                     "/login" => self.login(&web, now).await,
                     "/consent" => self.consent(&web, now).await,
+                    "/device" => self.device_page(&web, now).await,
                     _ => self.logout(&web, now).await,
                 }
             }
@@ -410,11 +413,12 @@ impl TokenService {
                 }
                 r
             }
-            "/token" | "/introspect" | "/revoke" | "/par" => {
+            "/token" | "/introspect" | "/revoke" | "/par" | "/device_authorization" => {
                 let endpoint: &'static str = match path.as_str() {
                     "/token" => "token",
                     "/introspect" => "introspect",
                     "/par" => "par",
+                    "/device_authorization" => "device_authorization",
                     _ => "revoke",
                 };
                 if method != Method::POST {
@@ -427,6 +431,7 @@ impl TokenService {
                     Ok(form) => match endpoint {
                         "token" => self.token(auth.as_deref(), dpop, &form).await,
                         "par" => self.push(auth.as_deref(), &form).await,
+                        "device_authorization" => self.device_authorization(auth.as_deref(), &form).await,
                         "introspect" => self.introspect(auth.as_deref(), &form).await,
                         _ => self.revoke(auth.as_deref(), &form).await.map(|()| json!({})),
                     },

@@ -14,6 +14,7 @@
 //! - [`web`], [`pages`]: the authorization endpoint, sign-in, consent and logout pages.
 //! - [`flows`]: authorization_code with PKCE, refresh tokens (rotation, reuse detection), ID tokens.
 //! - [`oidc`]: discovery, claims by scope, userinfo.
+//! - [`device`]: the device authorization grant (RFC 8628) and its page.
 //! - [`dpop`]: DPoP proofs (RFC 9449) and nonces; tokens bound to `cnf.jkt`.
 //! - PAR (RFC 9126): [`web`]'s pushed requests.
 //! - [`http`]: the endpoints and their routing.
@@ -27,6 +28,7 @@ pub mod auth;
 pub mod config;
 pub mod daemon;
 pub mod db;
+pub mod device;
 pub mod dpop;
 pub mod error;
 pub mod flows;

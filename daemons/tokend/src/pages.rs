@@ -152,6 +152,91 @@ pub fn logout_confirm(params: &[(&str, &str)], csrf: &str) -> Response<Full<Byte
     page(StatusCode::OK, "Sign out?", &b)
 }
 
+/// The device page before sign-in: the code and the user's credentials.
+pub fn device_login(
+    status: StatusCode,
+    user_code: &str,
+    user: &str,
+    csrf: &str,
+    error: Option<&str>,
+) -> Response<Full<Bytes>> {
+    let mut b =
+        String::from("<h1>Connect a device</h1><p class=\"note\">Sign in, then check the code your device shows.</p>");
+    if let Some(e) = error {
+        let _ = write!(b, "<p class=\"error\" role=\"alert\">{}</p>", esc(e));
+    }
+    let _ = write!(
+        b,
+        "<form method=\"post\" action=\"device\"><input type=\"hidden\" name=\"step\" value=\"login\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+         <label for=\"user_code\">Code</label>\
+         <input type=\"text\" id=\"user_code\" name=\"user_code\" value=\"{}\" autocomplete=\"off\" required>\
+         <label for=\"username\">User name</label>\
+         <input type=\"text\" id=\"username\" name=\"username\" value=\"{}\" autocomplete=\"username\" required>\
+         <label for=\"password\">Password</label>\
+         <input type=\"password\" id=\"password\" name=\"password\" autocomplete=\"current-password\" required>\
+         <button type=\"submit\">Sign in</button></form>",
+        esc(csrf),
+        esc(user_code),
+        esc(user)
+    );
+    page(status, "Connect a device", &b)
+}
+
+/// The device page when signed in: enter the code.
+pub fn device_code(user_code: &str, csrf: &str, error: Option<&str>) -> Response<Full<Bytes>> {
+    let mut b = String::from("<h1>Connect a device</h1>");
+    if let Some(e) = error {
+        let _ = write!(b, "<p class=\"error\" role=\"alert\">{}</p>", esc(e));
+    }
+    let _ = write!(
+        b,
+        "<form method=\"post\" action=\"device\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+         <label for=\"user_code\">The code your device shows</label>\
+         <input type=\"text\" id=\"user_code\" name=\"user_code\" value=\"{}\" autocomplete=\"off\" required autofocus>\
+         <button type=\"submit\">Continue</button></form>",
+        esc(csrf),
+        esc(user_code)
+    );
+    let status = if error.is_some() { StatusCode::BAD_REQUEST } else { StatusCode::OK };
+    page(status, "Connect a device", &b)
+}
+
+/// The device consent form.
+pub fn device_consent(
+    client: &str,
+    user: &str,
+    scopes: &[String],
+    user_code: &str,
+    csrf: &str,
+) -> Response<Full<Bytes>> {
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        "<h1>Allow this device?</h1><p>The device showing <strong>{}</strong> runs <strong>{}</strong>, \
+         and asks, for <strong>{}</strong>, to:</p><ul class=\"scopes\">",
+        esc(user_code),
+        esc(client),
+        esc(user)
+    );
+    if scopes.is_empty() {
+        b.push_str("<li>know that you signed in</li>");
+    }
+    for s in scopes {
+        let _ = write!(b, "<li>{}</li>", describe(s));
+    }
+    let _ = write!(
+        b,
+        "</ul><form method=\"post\" action=\"device\">\
+         <input type=\"hidden\" name=\"user_code\" value=\"{}\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+         <button type=\"submit\" name=\"decision\" value=\"allow\">Allow</button> \
+         <button type=\"submit\" name=\"decision\" value=\"deny\" class=\"secondary\">Deny</button></form>",
+        esc(user_code),
+        esc(csrf)
+    );
+    page(StatusCode::OK, "Allow this device?", &b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

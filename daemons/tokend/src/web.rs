@@ -35,7 +35,7 @@ use crate::db::{consent_key, AuthMethod, ClientUris, CodeRec, ConsentRec, ParRec
 use crate::error::OAuthError;
 use crate::http::TokenService;
 use crate::pages;
-use crate::token::{random_id, random_secret};
+use crate::token::random_secret;
 use crate::users::{self, LoginError};
 
 /// The session cookie.
@@ -145,7 +145,7 @@ pub fn s256(verifier: &str) -> String {
 }
 
 impl TokenService {
-    fn csrf_token(&self, purpose: &str, bound_to: &str) -> String {
+    pub(crate) fn csrf_for(&self, purpose: &str, bound_to: &str) -> String {
         let mac = PKey::hmac(&self.flows.csrf_key)
             .and_then(|k| {
                 let mut s = Signer::new(MessageDigest::sha256(), &k)?;
@@ -158,17 +158,17 @@ impl TokenService {
         signet_jose::b64_encode(&mac)
     }
 
-    fn csrf_ok(&self, purpose: &str, bound_to: Option<&str>, presented: Option<&str>) -> bool {
+    pub(crate) fn csrf_matches(&self, purpose: &str, bound_to: Option<&str>, presented: Option<&str>) -> bool {
         match (bound_to, presented) {
             (Some(b), Some(p)) => {
-                let want = self.csrf_token(purpose, b);
+                let want = self.csrf_for(purpose, b);
                 want.len() == p.len() && openssl::memcmp::eq(want.as_bytes(), p.as_bytes())
             }
             _ => false,
         }
     }
 
-    fn cookie(&self, name: &str, value: &str, max_age: Option<u64>) -> HeaderValue {
+    pub(crate) fn session_cookie(&self, name: &str, value: &str, max_age: Option<u64>) -> HeaderValue {
         let mut c = Cookie::build((name.to_owned(), value.to_owned()))
             .path("/")
             .http_only(true)
@@ -375,6 +375,12 @@ impl TokenService {
         }
     }
 
+    /// The browser's live session: its cookie and record.
+    pub(crate) fn web_session(&self, web: &WebRequest, now: u64) -> Result<Option<(String, SessionRec)>, String> {
+        let found = self.session(web, now)?;
+        Ok(found.and_then(|(_, s)| web.cookie(SESSION_COOKIE).map(|c| (c.to_owned(), s))))
+    }
+
     fn login_page(
         &self,
         web: &WebRequest,
@@ -390,10 +396,10 @@ impl TokenService {
                 Err(e) => return pages::message(StatusCode::INTERNAL_SERVER_ERROR, "Sign-in failed", &e.to_string()),
             },
         };
-        let csrf = self.csrf_token("login", &csrf_cookie);
+        let csrf = self.csrf_for("login", &csrf_cookie);
         let mut r = pages::login(status, &req.client.rec.name, &req.encoded, &csrf, user, error);
         if fresh {
-            r.headers_mut().append(SET_COOKIE, self.cookie(CSRF_COOKIE, &csrf_cookie, None));
+            r.headers_mut().append(SET_COOKIE, self.session_cookie(CSRF_COOKIE, &csrf_cookie, None));
         }
         r
     }
@@ -423,7 +429,7 @@ impl TokenService {
             if req.prompt.none {
                 return self.deny(post, &req, "consent_required", "the user has not consented to these scopes");
             }
-            let csrf = self.csrf_token("consent", &cookie);
+            let csrf = self.csrf_for("consent", &cookie);
             return pages::consent(&req.client.rec.name, &session.user, &req.scopes, &req.encoded, &csrf);
         }
         self.issue_code(post, &req, &session, now).await
@@ -564,7 +570,7 @@ impl TokenService {
             Ok(r) => r,
             Err(page) => return *page,
         };
-        if !self.csrf_ok("login", web.cookie(CSRF_COOKIE), web.form.get("csrf")) {
+        if !self.csrf_matches("login", web.cookie(CSRF_COOKIE), web.form.get("csrf")) {
             self.metrics.logins.get_or_create(&crate::http::OutcomeLabel { outcome: "csrf" }).inc();
             return self.login_page(
                 web,
@@ -607,21 +613,15 @@ impl TokenService {
                 );
             }
         }
-        let (cookie, sid) = match (random_secret(), random_id()) {
-            (Ok(c), sid) => (c, sid),
-            (Err(e), _) => return pages::message(StatusCode::INTERNAL_SERVER_ERROR, "Sign-in failed", &e.to_string()),
+        let (cookie, session) = match self.start_session(&user, now).await {
+            Ok(s) => s,
+            Err(e) => return pages::message(StatusCode::SERVICE_UNAVAILABLE, "Sign-in is unavailable", &e),
         };
-        let session = SessionRec { user: user.clone(), auth_time: now, expires: now + self.flows.session_seconds, sid };
-        let (table, key, rec) = (self.db.sessions, sha256(cookie.as_bytes()), session.clone());
-        if let Err(e) =
-            self.db.write_grouped(move |txn| -> Result<(), StoreError> { txn.put(&table, &key, &rec) }).await
-        {
-            return pages::message(StatusCode::SERVICE_UNAVAILABLE, "Sign-in is unavailable", &format!("store: {e}"));
-        }
         self.metrics.logins.get_or_create(&label("ok")).inc();
         tracing::info!(user = %user, client = %req.client.id, "signed in");
         let mut r = self.proceed(web, req, Some((cookie.clone(), session)), now).await;
-        r.headers_mut().append(SET_COOKIE, self.cookie(SESSION_COOKIE, &cookie, Some(self.flows.session_seconds)));
+        r.headers_mut()
+            .append(SET_COOKIE, self.session_cookie(SESSION_COOKIE, &cookie, Some(self.flows.session_seconds)));
         r
     }
 
@@ -638,7 +638,7 @@ impl TokenService {
         let (Some((_, session)), Some(cookie)) = (session, web.cookie(SESSION_COOKIE)) else {
             return self.login_page(web, &req, StatusCode::OK, "", Some("Your session ended. Please sign in again."));
         };
-        if !self.csrf_ok("consent", Some(cookie), web.form.get("csrf")) {
+        if !self.csrf_matches("consent", Some(cookie), web.form.get("csrf")) {
             return pages::message(StatusCode::FORBIDDEN, "The form expired", "Please start the sign-in again.");
         }
         if web.form.get("decision") != Some("allow") {
@@ -711,10 +711,14 @@ impl TokenService {
         };
         let confirmed = web.post
             && web.form.get("confirm") == Some("yes")
-            && self.csrf_ok("logout", web.cookie(SESSION_COOKIE).or(web.cookie(CSRF_COOKIE)), web.form.get("csrf"));
+            && self.csrf_matches(
+                "logout",
+                web.cookie(SESSION_COOKIE).or(web.cookie(CSRF_COOKIE)),
+                web.form.get("csrf"),
+            );
         if session.is_some() && !hint_matches && !confirmed {
             let bound = web.cookie(SESSION_COOKIE).unwrap_or("");
-            let csrf = self.csrf_token("logout", bound);
+            let csrf = self.csrf_for("logout", bound);
             let mut keep: Vec<(&str, &str)> = Vec::new();
             for name in ["id_token_hint", "post_logout_redirect_uri", "state", "client_id"] {
                 if let Some(v) = web.param(name) {
@@ -768,7 +772,7 @@ impl TokenService {
             }
             None => pages::message(StatusCode::OK, "Signed out", "You are signed out."),
         };
-        r.headers_mut().append(SET_COOKIE, self.cookie(SESSION_COOKIE, "", Some(0)));
+        r.headers_mut().append(SET_COOKIE, self.session_cookie(SESSION_COOKIE, "", Some(0)));
         r
     }
 
