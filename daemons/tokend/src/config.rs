@@ -27,6 +27,10 @@
 //! refresh_grace_seconds = 10              # a rotated refresh token still works this long (a lost answer)
 //! dpop_nonce = true                       # DPoP proofs must carry a nonce tokend gave out (RFC 9449 §8)
 //!
+//! [[trusted_issuers]]                     # JWT bearer grant (RFC 7523 §2.1): whose assertions are accepted
+//! issuer = "https://idp.example.net"
+//! jwks_file = "/etc/signet/idp-jwks.json" # its public keys, a JWK set
+//!
 //! [login]
 //! session_seconds = 28800                 # a browser stays signed in this long (8 hours)
 //!
@@ -73,9 +77,40 @@ pub struct Config {
     /// `[login]`.
     #[serde(default)]
     pub login: Login,
+    /// `[[trusted_issuers]]`: assertion issuers of the JWT bearer grant.
+    #[serde(default)]
+    pub trusted_issuers: Vec<TrustedIssuerConfig>,
     /// `[http]`: the listener's limits.
     #[serde(default)]
     pub http: signet_runtime::http::HttpLimits,
+}
+
+/// One `[[trusted_issuers]]` entry.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustedIssuerConfig {
+    /// The assertions' `iss`.
+    pub issuer: String,
+    /// A file holding the issuer's JWK set.
+    pub jwks_file: PathBuf,
+}
+
+impl Config {
+    /// The trusted issuers with their keys, read from their files.
+    pub fn trusted_issuers(&self) -> Result<Vec<crate::bearer::TrustedIssuer>, String> {
+        let mut out = Vec::new();
+        for t in &self.trusted_issuers {
+            if t.issuer.is_empty() || out.iter().any(|o: &crate::bearer::TrustedIssuer| o.issuer == t.issuer) {
+                return Err(format!("trusted_issuers: `{}` is empty or repeated", t.issuer));
+            }
+            let text = std::fs::read(&t.jwks_file)
+                .map_err(|e| format!("trusted_issuers `{}`: {}: {e}", t.issuer, t.jwks_file.display()))?;
+            let jwks = signet_jose::Jwks::parse(&text)
+                .map_err(|e| format!("trusted_issuers `{}`: {}: {e}", t.issuer, t.jwks_file.display()))?;
+            out.push(crate::bearer::TrustedIssuer { issuer: t.issuer.clone(), jwks });
+        }
+        Ok(out)
+    }
 }
 
 /// `[login]`: the browser side.
@@ -263,6 +298,7 @@ impl DaemonConfig for Config {
         if let Some(admin) = &self.admin {
             admin.resolve().map_err(|e| format!("[admin]: {e}"))?;
         }
+        self.trusted_issuers()?;
         Ok(())
     }
 }

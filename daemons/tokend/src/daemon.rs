@@ -77,6 +77,7 @@ async fn serve(config_path: &Path, config: Config, db: Db, admins: Arc<Admins>) 
         Err(e) => tracing::warn!(error = %e, "signing keys not read yet; retrying"),
     }
 
+    let trusted_issuers = config.trusted_issuers().map_err(cfg_err)?;
     let metrics = Metrics::new("tokend");
     let service = Arc::new(TokenService {
         issuer: config.base_url().to_owned(),
@@ -102,6 +103,7 @@ async fn serve(config_path: &Path, config: Config, db: Db, admins: Arc<Admins>) 
                 .map_err(|source| TokendError::Store { path: config.state_dir.clone(), source })?,
             dpop_require_nonce: config.tokens.dpop_nonce,
         },
+        trusted_issuers,
     });
     let keys_ready = keys.clone();
     let http = tokio::spawn(signet_runtime::http::serve(

@@ -16,8 +16,14 @@ pub const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_tok
 pub const JWT_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
 
 /// The grant types tokend serves.
-pub const GRANT_TYPES: [&str; 5] =
-    ["authorization_code", "refresh_token", crate::device::DEVICE_CODE, "client_credentials", TOKEN_EXCHANGE];
+pub const GRANT_TYPES: [&str; 6] = [
+    "authorization_code",
+    "refresh_token",
+    crate::device::DEVICE_CODE,
+    "client_credentials",
+    TOKEN_EXCHANGE,
+    crate::bearer::JWT_BEARER,
+];
 
 /// Checks that `client` may use `grant_type`.
 pub fn allowed(client: &Client, grant_type: &str) -> Result<(), OAuthError> {

@@ -63,6 +63,8 @@ pub struct TokenService {
     pub verified: token::Verified,
     /// The browser flows' settings.
     pub flows: FlowSettings,
+    /// Issuers whose assertions the JWT bearer grant accepts.
+    pub trusted_issuers: Vec<crate::bearer::TrustedIssuer>,
 }
 
 /// The lifetimes and keys of the user flows.
@@ -237,7 +239,11 @@ impl TokenService {
                 })?;
                 (grants::token_exchange(&client, form, &claims)?, "token_exchange")
             }
-            "urn:ietf:params:oauth:grant-type:jwt-bearer" | "password" | "implicit" => {
+            crate::bearer::JWT_BEARER => {
+                grants::allowed(&client, &grant_type)?;
+                (self.jwt_bearer(&client, form, now).await?, "jwt_bearer")
+            }
+            "password" | "implicit" => {
                 return Err(OAuthError::unsupported_grant_type(format!("{grant_type} is not served by this tokend")))
             }
             other => return Err(OAuthError::unsupported_grant_type(format!("unknown grant type `{other}`"))),

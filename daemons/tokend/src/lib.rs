@@ -14,6 +14,7 @@
 //! - [`web`], [`pages`]: the authorization endpoint, sign-in, consent and logout pages.
 //! - [`flows`]: authorization_code with PKCE, refresh tokens (rotation, reuse detection), ID tokens.
 //! - [`oidc`]: discovery, claims by scope, userinfo.
+//! - [`bearer`]: the JWT bearer grant (RFC 7523 §2.1) for trusted issuers' assertions.
 //! - [`device`]: the device authorization grant (RFC 8628) and its page.
 //! - [`dpop`]: DPoP proofs (RFC 9449) and nonces; tokens bound to `cnf.jkt`.
 //! - PAR (RFC 9126): [`web`]'s pushed requests.
@@ -25,6 +26,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod bearer;
 pub mod config;
 pub mod daemon;
 pub mod db;
