@@ -26,6 +26,26 @@ struct OauthClient {
   grantTypes @7 :List(Text);   # grant types it may use; empty in clientCreate: client_credentials
   createdUnixSecs @8 :Int64;
   secretSetUnixSecs @9 :Int64; # when the secret was last set; 0 without a secret
+  redirectUris @10 :List(Text);           # where the authorization endpoint may send the
+                                          # browser back (compared exactly): absolute, no
+                                          # fragment; https, http on a loopback host, or a
+                                          # private-use scheme (RFC 8252 §7.1); at least one
+                                          # with authorization_code, none without it
+  postLogoutRedirectUris @11 :List(Text); # where RP-initiated logout may send the browser
+                                          # afterwards; the same rules
+}
+
+# A local user, who signs in to tokend's login page with a password.
+struct OauthUser {
+  userName @0 :Text;           # [A-Za-z0-9._@-]{1,64}, not starting with '-'
+  name @1 :Text;               # a display name (OIDC `name`), up to 256 printable characters
+  email @2 :Text;              # an email address (OIDC `email`); empty: none
+  groups @3 :List(Text);       # groups (OIDC `groups`), each [A-Za-z0-9._-]{1,64}
+  password @4 :Text;           # only in the requests of userCreate and userSetPassword
+                               # (8 to 1024 bytes); empty in every answer
+  createdUnixSecs @5 :Int64;
+  passwordSetUnixSecs @6 :Int64;
+  disabled @7 :Bool;           # a disabled user cannot sign in
 }
 
 # A token signing key tokend publishes in its JWKS.
@@ -49,6 +69,8 @@ struct TokendAdminResult   { union { ok @0 :TokendAdmin;       err @1 :Signd.Err
 struct OauthClientResult   { union { ok @0 :OauthClient;       err @1 :Signd.Error; } }
 struct OauthClientListResult { union { ok @0 :List(OauthClient); err @1 :Signd.Error; } }
 struct TokenKeyListResult  { union { ok @0 :List(TokenKey);    err @1 :Signd.Error; } }
+struct OauthUserResult     { union { ok @0 :OauthUser;         err @1 :Signd.Error; } }
+struct OauthUserListResult { union { ok @0 :List(OauthUser);   err @1 :Signd.Error; } }
 
 # The bootstrap capability, one per connection, bound to the caller's peer
 # credentials.
@@ -63,7 +85,8 @@ interface Tokend {
 # tokend administration. Every call re-checks that the caller is still
 # admitted (SIGHUP reloads `[admin]`); a change is committed to tokend's store
 # before it is answered. No answer but clientCreate's and clientRotateSecret's
-# carries a secret.
+# carries a secret; no answer carries a user's password (tokend keeps only its
+# argon2id hash).
 interface TokendAdmin {
   # Registers a client. tokend generates the secret (256 random bits,
   # base64url) for the client_secret_* methods; the answer is the only time it
@@ -91,4 +114,23 @@ interface TokendAdmin {
   # is published at once and signs after `key_publish_seconds`); answers with
   # the published keys. unavailable if signd cannot be reached.
   keyRefresh @6 () -> (result :TokenKeyListResult);
+
+  # Creates a local user with `password` (hashed with argon2id; the times and
+  # `disabled` are ignored: a new user is enabled). alreadyExists if the name
+  # is taken; invalidArgument for a bad name, display name, email, group or
+  # password.
+  userCreate @7 (user :OauthUser) -> (result :OauthUserResult);
+  # Every user, ordered by name.
+  userList @8 () -> (result :OauthUserListResult);
+  # One user; notFound if there is none.
+  userShow @9 (userName :Text) -> (result :OauthUserResult);
+  # Deletes a user, ends its sessions and revokes its refresh tokens (and the
+  # access tokens issued from them). Answers with the user as it was.
+  userDelete @10 (userName :Text) -> (result :OauthUserResult);
+  # Replaces a user's password; ends its sessions and revokes its refresh
+  # tokens, as userDelete.
+  userSetPassword @11 (userName :Text, password :Text) -> (result :OauthUserResult);
+  # Disables (ending its sessions and revoking its refresh tokens, as
+  # userDelete) or enables a user.
+  userSetDisabled @12 (userName :Text, disabled :Bool) -> (result :OauthUserResult);
 }

@@ -463,6 +463,11 @@ pub struct OauthClient {
     pub created_unix_secs: i64,
     /// When its secret was last set, Unix seconds; 0 without a secret.
     pub secret_set_unix_secs: i64,
+    /// Where the authorization endpoint may send the browser back (compared
+    /// exactly); at least one with `authorization_code`, none without it.
+    pub redirect_uris: Vec<String>,
+    /// Where RP-initiated logout may send the browser afterwards.
+    pub post_logout_redirect_uris: Vec<String>,
 }
 
 impl fmt::Debug for OauthClient {
@@ -478,6 +483,46 @@ impl fmt::Debug for OauthClient {
             .field("grant_types", &self.grant_types)
             .field("created_unix_secs", &self.created_unix_secs)
             .field("secret_set_unix_secs", &self.secret_set_unix_secs)
+            .field("redirect_uris", &self.redirect_uris)
+            .field("post_logout_redirect_uris", &self.post_logout_redirect_uris)
+            .finish()
+    }
+}
+
+/// A local user of tokend, as its admin interface shows it. `Debug` leaves
+/// the password out.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OauthUser {
+    /// The user name: `[A-Za-z0-9._@-]{1,64}`, not starting with `-`.
+    pub user_name: String,
+    /// A display name (OIDC `name`); empty: none.
+    pub name: String,
+    /// An email address (OIDC `email`); empty: none.
+    pub email: String,
+    /// Groups (OIDC `groups`).
+    pub groups: Vec<String>,
+    /// The password: only in the requests of a create and a password change,
+    /// empty in every answer.
+    pub password: String,
+    /// When the user was created, Unix seconds.
+    pub created_unix_secs: i64,
+    /// When the password was last set, Unix seconds.
+    pub password_set_unix_secs: i64,
+    /// A disabled user cannot sign in.
+    pub disabled: bool,
+}
+
+impl fmt::Debug for OauthUser {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OauthUser")
+            .field("user_name", &self.user_name)
+            .field("name", &self.name)
+            .field("email", &self.email)
+            .field("groups", &self.groups)
+            .field("password", &format_args!("<{} bytes>", self.password.len()))
+            .field("created_unix_secs", &self.created_unix_secs)
+            .field("password_set_unix_secs", &self.password_set_unix_secs)
+            .field("disabled", &self.disabled)
             .finish()
     }
 }

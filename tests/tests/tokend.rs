@@ -1,7 +1,8 @@
 //! tokend against a real signd, driven with curl and `signetctl oauth`:
 //! signd's `sign-jws` role, client_credentials with each client
 //! authentication method, introspection, revocation, token exchange, key
-//! rotation, every error in RFC 6749's form, and `kill -9`.
+//! rotation, every error in RFC 6749's form, `kill -9`, and local users and
+//! redirect URIs managed with `signetctl oauth user ...`/`client create`.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -373,4 +374,180 @@ fn a_rotated_key_is_published_before_it_signs_and_the_old_one_stays() {
     // After its last token expired (20 s) and a refresh, it leaves.
     std::thread::sleep(Duration::from_secs(21));
     assert!(jwks(&t).find(Some("tok-es256"), Algorithm::Es256).is_none(), "the old key never left");
+}
+
+/// signetctl with `input` on its standard input: (status, stdout, stderr).
+fn run_with_stdin(cmd: &mut std::process::Command, input: &str) -> (std::process::ExitStatus, String, String) {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    // signetctl may exit (bad arguments) without reading it: a broken pipe is no failure.
+    let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+    let out = child.wait_with_output().unwrap();
+    (out.status, String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn users_and_redirect_uris_through_signetctl_and_no_password_is_ever_printed() {
+    let (_signd, dir, mut t) = stack("");
+    let (pw_alice, pw_bob, pw_new) = ("alice-first-pw-1", "bob's second pw 2", "alice-new-pw-3");
+    let mut outputs: Vec<String> = Vec::new();
+    let mut run = |cmd: &mut std::process::Command, stdin: Option<&str>| {
+        let (st, out, err) = match stdin {
+            Some(input) => run_with_stdin(cmd, input),
+            None => signet_tests::run(cmd),
+        };
+        outputs.push(format!("{out}{err}"));
+        (st.code().unwrap_or(-1), out, err)
+    };
+    let pw_file = dir.path().join("alice.pw");
+    std::fs::write(&pw_file, format!("{pw_alice}\n")).unwrap();
+
+    // Create: from a file (one trailing newline dropped), and from standard input.
+    let (code, out, err) = run(
+        t.signetctl()
+            .args(["oauth", "user", "create", "alice", "--name", "Alice Smith", "--email", "alice@example.net"])
+            .args(["--group", "admins", "--group", "ops", "--password-file"])
+            .arg(&pw_file),
+        None,
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    for line in ["user name:    alice", "name:         Alice Smith", "email:        alice@example.net"] {
+        assert!(out.contains(line), "{line:?} not in {out}");
+    }
+    assert!(out.contains("groups:       admins ops") && out.contains("disabled:     no"), "{out}");
+    let (code, out, err) =
+        run(t.signetctl().args(["--json", "oauth", "user", "create", "bob", "--password-stdin"]), Some(pw_bob));
+    assert_eq!(code, 0, "{out}{err}");
+    let bob = json_of(&out);
+    assert_eq!((bob["user_name"].as_str(), bob["disabled"].as_bool()), (Some("bob"), Some(false)));
+    assert!(bob.get("password").is_none() && bob["email"].is_null(), "{bob}");
+    assert!(bob["created_unix_secs"].as_i64().unwrap() >= now() as i64 - 60);
+
+    // Refusals: no password on the command line (not even as an option), none
+    // at all, two sources, a short one, a bad name, a taken name.
+    let (code, _, err) = run(t.signetctl().args(["oauth", "user", "create", "carol", "--password", pw_new]), None);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = run(t.signetctl().args(["oauth", "user", "create", "carol"]), None);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = run(
+        t.signetctl().args(["oauth", "user", "create", "carol", "--password-stdin", "--password-file"]).arg(&pw_file),
+        Some(pw_new),
+    );
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) =
+        run(t.signetctl().args(["oauth", "user", "create", "carol", "--password-stdin"]), Some("short"));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("8 to 1024 bytes"), "{err}");
+    let (code, _, err) = run(t.signetctl().args(["oauth", "user", "create", "a b", "--password-stdin"]), Some(pw_new));
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) =
+        run(t.signetctl().args(["oauth", "user", "create", "alice", "--password-stdin"]), Some(pw_new));
+    assert_ne!(code, 0);
+    assert!(err.contains("exists"), "{err}");
+
+    // List and show, text and JSON.
+    let (code, out, _) = run(t.signetctl().args(["oauth", "user", "list"]), None);
+    assert_eq!(code, 0);
+    let rows: Vec<&str> = out.lines().collect();
+    assert_eq!(rows.len(), 3, "{out}");
+    assert!(rows[0].starts_with("USER") && rows[1].starts_with("alice") && rows[2].starts_with("bob"), "{out}");
+    assert!(rows[1].contains("enabled") && rows[1].ends_with("Alice Smith"), "{out}");
+    let (_, out, _) = run(t.signetctl().args(["--json", "oauth", "user", "show", "alice"]), None);
+    let alice = json_of(&out);
+    assert_eq!(alice["groups"], json!(["admins", "ops"]));
+    assert_eq!(alice["email"], "alice@example.net");
+    let first_set = alice["password_set_unix_secs"].as_i64().unwrap();
+    let (code, _, err) = run(t.signetctl().args(["oauth", "user", "show", "carol"]), None);
+    assert_eq!(code, 4, "{err}");
+
+    // A new password, disabling and enabling, each committed.
+    std::thread::sleep(Duration::from_millis(1100));
+    let (code, out, err) =
+        run(t.signetctl().args(["oauth", "user", "set-password", "alice", "--password-stdin"]), Some(pw_new));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("password set for user alice"), "{out}");
+    let (code, _, err) =
+        run(t.signetctl().args(["oauth", "user", "set-password", "alice", "--password-stdin"]), Some("short"));
+    assert_eq!(code, 2, "{err}");
+    let (code, _, _) =
+        run(t.signetctl().args(["oauth", "user", "set-password", "carol", "--password-stdin"]), Some(pw_new));
+    assert_eq!(code, 4);
+    let (code, out, _) = run(t.signetctl().args(["oauth", "user", "disable", "alice"]), None);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("disabled user alice"), "{out}");
+    let (_, out, _) = run(t.signetctl().args(["oauth", "user", "list"]), None);
+    assert!(out.lines().nth(1).unwrap().contains("disabled"), "{out}");
+
+    // All of it survives kill -9.
+    t.kill9();
+    t.spawn();
+    let (_, out, _) = run(t.signetctl().args(["--json", "oauth", "user", "show", "alice"]), None);
+    let alice = json_of(&out);
+    assert_eq!(alice["disabled"], true);
+    assert!(alice["password_set_unix_secs"].as_i64().unwrap() > first_set, "{alice}");
+    let (code, out, _) = run(t.signetctl().args(["oauth", "user", "enable", "alice"]), None);
+    assert_eq!((code, out.trim()), (0, "enabled user alice"));
+    let (_, out, _) = run(t.signetctl().args(["oauth", "user", "show", "alice"]), None);
+    assert!(out.contains("disabled:     no"), "{out}");
+
+    // Delete.
+    let (code, out, _) = run(t.signetctl().args(["--json", "oauth", "user", "delete", "bob"]), None);
+    assert_eq!(code, 0);
+    assert_eq!(json_of(&out)["deleted"]["user_name"], "bob");
+    let (code, _, _) = run(t.signetctl().args(["oauth", "user", "delete", "bob"]), None);
+    assert_eq!(code, 4);
+    let (_, out, _) = run(t.signetctl().args(["--json", "oauth", "user", "list"]), None);
+    assert_eq!(json_of(&out).as_array().unwrap().len(), 1);
+
+    // A browser-facing public client with redirect URIs.
+    let (code, out, err) = run(
+        t.signetctl()
+            .args(["oauth", "client", "create", "web", "--auth-method", "none", "--audience", "api"])
+            .args(["--grant-type", "authorization_code", "--grant-type", "refresh_token"])
+            .args(["--redirect-uri", "https://app.example.net/cb", "--redirect-uri", "com.example.app:/cb"])
+            .args(["--post-logout-redirect-uri", "https://app.example.net/"]),
+        None,
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("redirect:     https://app.example.net/cb com.example.app:/cb"), "{out}");
+    assert!(out.contains("after logout: https://app.example.net/"), "{out}");
+    let (_, out, _) = run(t.signetctl().args(["--json", "oauth", "client", "show", "web"]), None);
+    let web = json_of(&out);
+    assert_eq!(web["redirect_uris"], json!(["https://app.example.net/cb", "com.example.app:/cb"]));
+    assert_eq!(web["post_logout_redirect_uris"], json!(["https://app.example.net/"]));
+    let (_, out, _) = run(t.signetctl().args(["--json", "oauth", "client", "list"]), None);
+    assert_eq!(json_of(&out)[0]["redirect_uris"][1], "com.example.app:/cb");
+    for (args, why) in [
+        (vec!["--redirect-uri", "http://app.example.net/cb"], "http only on a loopback host"),
+        (vec!["--redirect-uri", "https://app.example.net/cb#x"], "a fragment"),
+        (vec![], "at least one redirect URI"),
+    ] {
+        let (code, _, err) = run(
+            t.signetctl()
+                .args(["oauth", "client", "create", "web2", "--auth-method", "none", "--audience", "api"])
+                .args(["--grant-type", "authorization_code"])
+                .args(args),
+            None,
+        );
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(why), "{why:?} not in {err}");
+    }
+    let (code, _, err) = run(
+        t.signetctl()
+            .args(["oauth", "client", "create", "svc", "--auth-method", "client_secret_basic", "--audience", "api"])
+            .args(["--redirect-uri", "https://app.example.net/cb"]),
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    let (code, _, _) = run(t.signetctl().args(["oauth", "client", "delete", "web"]), None);
+    assert_eq!(code, 0);
+
+    drop(run);
+    let log = t.log();
+    for text in outputs.iter().chain([&log]) {
+        for pw in [pw_alice, pw_bob, pw_new] {
+            assert!(!text.contains(pw), "a password was printed: {text}");
+        }
+    }
 }

@@ -33,7 +33,7 @@ use clap::{Args, Parser, Subcommand};
 use signet_ipc::{block_on, AuditQuery, ErrorKind, IpcError, KeyAlgorithm, KeySpec, SignatureScheme, SigndClient};
 
 pub(crate) const EXIT_CODES: &str = "Exit codes: 0 ok; 1 failure (ct: a check failed); 2 bad arguments or request; \
-3 permission denied; 4 unknown key, serial, EAB key id or OAuth client; 5 signd, ocspd, acmed, tokend or the CT log \
+3 permission denied; 4 unknown key, serial, EAB key id, OAuth client or user; 5 signd, ocspd, acmed, tokend or the CT log \
 unavailable.";
 
 /// Administer Signet: keys, signing, the audit log, certificates, acmed, tokend, CT logs, probes.
@@ -91,7 +91,7 @@ enum Command {
     /// Administer acmed: external account binding keys.
     #[command(subcommand, after_help = EXIT_CODES)]
     Acme(acme::AcmeCommand),
-    /// Administer tokend: OAuth clients and token signing keys.
+    /// Administer tokend: OAuth clients, local users and token signing keys.
     #[command(subcommand, after_help = EXIT_CODES)]
     Oauth(oauth::OauthCommand),
     /// Check a CT log over its public HTTP APIs: checkpoint, tiles, proofs.

@@ -1,5 +1,7 @@
-//! `signetctl oauth ...`: tokend's admin interface (its OAuth 2.0 clients and
-//! the signing keys it publishes), and key rotation through signd.
+//! `signetctl oauth ...`: tokend's admin interface (its OAuth 2.0 clients,
+//! local users and the signing keys it publishes), and key rotation through
+//! signd. A user's password is read from a file or standard input, never from
+//! the command line, and never printed.
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -7,7 +9,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use clap::Subcommand;
 use serde_json::json;
 use signet_ipc::{
-    block_on, IpcError, KeyAlgorithm, KeySpec, OauthClient, SigndClient, TokenKey, TokendClient, TokendHealth,
+    block_on, IpcError, KeyAlgorithm, KeySpec, OauthClient, OauthUser, SigndClient, TokenKey, TokendClient,
+    TokendHealth,
 };
 
 use crate::output::{rfc3339_secs, Printer};
@@ -22,6 +25,9 @@ pub enum OauthCommand {
     /// The keys tokend signs tokens with: list, refresh, rotate.
     #[command(subcommand, after_help = EXIT_CODES)]
     Key(KeyCommand),
+    /// Manage local users (who sign in to tokend's login page).
+    #[command(subcommand, after_help = EXIT_CODES)]
+    User(UserCommand),
     /// Show tokend's health.
     #[command(after_help = EXIT_CODES)]
     Health,
@@ -34,7 +40,8 @@ pub enum ClientCommand {
     ///
     /// client_secret_basic, client_secret_post and client_secret_jwt clients
     /// get a random secret made by tokend; private_key_jwt clients need
-    /// --jwks; none (a public client) cannot use client_credentials.
+    /// --jwks; none (a public client) cannot use client_credentials. A client
+    /// with the authorization_code grant needs at least one --redirect-uri.
     #[command(after_help = EXIT_CODES)]
     Create {
         /// The client id ([A-Za-z0-9._-], up to 64, starting with a letter or digit); default: a random one.
@@ -57,6 +64,13 @@ pub enum ClientCommand {
         /// The client's public keys, a JWKS file (private_key_jwt); `-` for standard input.
         #[arg(long)]
         jwks: Option<PathBuf>,
+        /// A redirect URI (repeatable, up to 16; authorization_code clients): https, http on
+        /// 127.0.0.1, [::1] or localhost, or a private-use scheme such as com.example.app:/cb.
+        #[arg(long = "redirect-uri")]
+        redirect_uris: Vec<String>,
+        /// Where RP-initiated logout may send the browser afterwards (repeatable, up to 16).
+        #[arg(long = "post-logout-redirect-uri")]
+        post_logout_redirect_uris: Vec<String>,
     },
     /// List every client: id, auth method, creation time, name.
     #[command(after_help = EXIT_CODES)]
@@ -78,6 +92,76 @@ pub enum ClientCommand {
     RotateSecret {
         /// The client id.
         id: String,
+    },
+}
+
+/// Where a password comes from: never the command line (other users see it
+/// in `ps`, and shells keep histories).
+#[derive(clap::Args)]
+#[group(required = true, multiple = false)]
+pub struct PasswordSource {
+    /// A file holding the password (one trailing newline is dropped).
+    #[arg(long)]
+    password_file: Option<PathBuf>,
+    /// Read the password from standard input (one trailing newline is dropped).
+    #[arg(long)]
+    password_stdin: bool,
+}
+
+/// `signetctl oauth user ...`
+#[derive(Subcommand)]
+pub enum UserCommand {
+    /// Create a local user with a password (8 to 1024 bytes; tokend keeps only its argon2id hash).
+    #[command(after_help = EXIT_CODES)]
+    Create {
+        /// The user name ([A-Za-z0-9._@-], up to 64, not starting with '-').
+        user_name: String,
+        /// A display name.
+        #[arg(long, default_value = "")]
+        name: String,
+        /// An email address.
+        #[arg(long, default_value = "")]
+        email: String,
+        /// A group the user belongs to (repeatable; [A-Za-z0-9._-], up to 64).
+        #[arg(long = "group")]
+        groups: Vec<String>,
+        #[command(flatten)]
+        password: PasswordSource,
+    },
+    /// List every user: name, state, creation time, display name.
+    #[command(after_help = EXIT_CODES)]
+    List,
+    /// Show one user.
+    #[command(after_help = EXIT_CODES)]
+    Show {
+        /// The user name.
+        user_name: String,
+    },
+    /// Delete a user; its sessions end and its refresh tokens are revoked.
+    #[command(after_help = EXIT_CODES)]
+    Delete {
+        /// The user name.
+        user_name: String,
+    },
+    /// Set a user's password; its sessions end and its refresh tokens are revoked.
+    #[command(after_help = EXIT_CODES)]
+    SetPassword {
+        /// The user name.
+        user_name: String,
+        #[command(flatten)]
+        password: PasswordSource,
+    },
+    /// Disable a user: it cannot sign in; its sessions end and its refresh tokens are revoked.
+    #[command(after_help = EXIT_CODES)]
+    Disable {
+        /// The user name.
+        user_name: String,
+    },
+    /// Enable a disabled user.
+    #[command(after_help = EXIT_CODES)]
+    Enable {
+        /// The user name.
+        user_name: String,
     },
 }
 
@@ -115,7 +199,17 @@ pub enum KeyCommand {
 pub fn run(tokend: &TokendClient, signd: &SigndClient, cmd: &OauthCommand, out: &Printer) -> Result<(), Failure> {
     match cmd {
         OauthCommand::Health => health(&block_on(tokend.health())?, out),
-        OauthCommand::Client(ClientCommand::Create { id, auth_method, name, scopes, audiences, grant_types, jwks }) => {
+        OauthCommand::Client(ClientCommand::Create {
+            id,
+            auth_method,
+            name,
+            scopes,
+            audiences,
+            grant_types,
+            jwks,
+            redirect_uris,
+            post_logout_redirect_uris,
+        }) => {
             let jwks = match jwks {
                 Some(path) => String::from_utf8(crate::read_input(path)?)
                     .map_err(|_| Failure { code: 2, message: format!("{}: not UTF-8", path.display()) })?,
@@ -129,6 +223,8 @@ pub fn run(tokend: &TokendClient, signd: &SigndClient, cmd: &OauthCommand, out: 
                 scopes: scopes.clone(),
                 audiences: audiences.clone(),
                 grant_types: grant_types.clone(),
+                redirect_uris: redirect_uris.clone(),
+                post_logout_redirect_uris: post_logout_redirect_uris.clone(),
                 ..OauthClient::default()
             };
             with_secret(&block_on(tokend.client_create(client))?, out);
@@ -146,6 +242,7 @@ pub fn run(tokend: &TokendClient, signd: &SigndClient, cmd: &OauthCommand, out: 
         OauthCommand::Client(ClientCommand::RotateSecret { id }) => {
             with_secret(&block_on(tokend.client_rotate_secret(id))?, out)
         }
+        OauthCommand::User(cmd) => user(tokend, cmd, out)?,
         OauthCommand::Key(KeyCommand::List) => keys(&block_on(tokend.key_list())?, out),
         OauthCommand::Key(KeyCommand::Refresh) => keys(&block_on(tokend.key_refresh())?, out),
         OauthCommand::Key(KeyCommand::Rotate { algorithm, role, backend }) => {
@@ -153,6 +250,114 @@ pub fn run(tokend: &TokendClient, signd: &SigndClient, cmd: &OauthCommand, out: 
         }
     }
     Ok(())
+}
+
+/// `oauth user ...`.
+fn user(tokend: &TokendClient, cmd: &UserCommand, out: &Printer) -> Result<(), Failure> {
+    match cmd {
+        UserCommand::Create { user_name, name, email, groups, password } => {
+            let user = OauthUser {
+                user_name: user_name.clone(),
+                name: name.clone(),
+                email: email.clone(),
+                groups: groups.clone(),
+                password: read_password(password)?,
+                ..OauthUser::default()
+            };
+            show_user(&block_on(tokend.user_create(user))?, out);
+        }
+        UserCommand::List => users(&block_on(tokend.user_list())?, out),
+        UserCommand::Show { user_name } => show_user(&block_on(tokend.user_show(user_name))?, out),
+        UserCommand::Delete { user_name } => {
+            let u = block_on(tokend.user_delete(user_name))?;
+            if out.json {
+                out.json(&json!({"deleted": user_json(&u)}));
+            } else {
+                outln!("deleted user {} (its sessions ended, its refresh tokens revoked)", u.user_name);
+            }
+        }
+        UserCommand::SetPassword { user_name, password } => {
+            let u = block_on(tokend.user_set_password(user_name, &read_password(password)?))?;
+            changed(&u, "password set for user", out);
+        }
+        UserCommand::Disable { user_name } => {
+            changed(&block_on(tokend.user_set_disabled(user_name, true))?, "disabled user", out)
+        }
+        UserCommand::Enable { user_name } => {
+            let u = block_on(tokend.user_set_disabled(user_name, false))?;
+            if out.json {
+                out.json(&user_json(&u));
+            } else {
+                outln!("enabled user {}", u.user_name);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A password from `--password-file` or `--password-stdin`, without one
+/// trailing newline (`\n` or `\r\n`); it must be UTF-8.
+fn read_password(src: &PasswordSource) -> Result<String, Failure> {
+    let path = match (&src.password_file, src.password_stdin) {
+        (Some(p), _) => p.clone(),
+        (None, _) => PathBuf::from("-"),
+    };
+    let bytes = crate::read_input(&path)?;
+    let what = if src.password_stdin { "standard input".to_owned() } else { path.display().to_string() };
+    let mut text = String::from_utf8(bytes)
+        .map_err(|_| Failure { code: 2, message: format!("the password in {what} is not UTF-8") })?;
+    if text.ends_with('\n') {
+        text.pop();
+        if text.ends_with('\r') {
+            text.pop();
+        }
+    }
+    Ok(text)
+}
+
+/// A user whose password was set or who was disabled: its sessions ended.
+fn changed(u: &OauthUser, done: &str, out: &Printer) {
+    if out.json {
+        return out.json(&user_json(u));
+    }
+    outln!("{done} {} (its sessions ended, its refresh tokens revoked)", u.user_name);
+}
+
+fn user_json(u: &OauthUser) -> serde_json::Value {
+    json!({
+        "user_name": u.user_name,
+        "name": (!u.name.is_empty()).then_some(&u.name),
+        "email": (!u.email.is_empty()).then_some(&u.email),
+        "groups": u.groups,
+        "created_unix_secs": u.created_unix_secs,
+        "password_set_unix_secs": u.password_set_unix_secs,
+        "disabled": u.disabled,
+    })
+}
+
+fn show_user(u: &OauthUser, out: &Printer) {
+    if out.json {
+        return out.json(&user_json(u));
+    }
+    outln!("user name:    {}", u.user_name);
+    outln!("name:         {}", u.name);
+    outln!("email:        {}", if u.email.is_empty() { "-" } else { &u.email });
+    outln!("groups:       {}", list_or_dash(&u.groups));
+    outln!("disabled:     {}", if u.disabled { "yes" } else { "no" });
+    outln!("created:      {}", rfc3339_secs(u.created_unix_secs));
+    outln!("password set: {}", rfc3339_secs(u.password_set_unix_secs));
+}
+
+fn users(users: &[OauthUser], out: &Printer) {
+    if out.json {
+        return out.json(&serde_json::Value::Array(users.iter().map(user_json).collect()));
+    }
+    outln!("{:<24} {:<8} {:<20} NAME", "USER", "STATE", "CREATED");
+    for u in users {
+        let state = if u.disabled { "disabled" } else { "enabled" };
+        let row = format!("{:<24} {:<8} {:<20} {}", u.user_name, state, rfc3339_secs(u.created_unix_secs), u.name);
+        outln!("{}", row.trim_end());
+    }
 }
 
 /// `oauth key rotate`: the key generated in signd, then tokend's refresh.
@@ -216,6 +421,8 @@ fn client_json(c: &OauthClient) -> serde_json::Value {
         "grant_types": c.grant_types,
         "created_unix_secs": c.created_unix_secs,
         "secret_set_unix_secs": (c.secret_set_unix_secs != 0).then_some(c.secret_set_unix_secs),
+        "redirect_uris": c.redirect_uris,
+        "post_logout_redirect_uris": c.post_logout_redirect_uris,
     });
     if !c.jwks.is_empty() {
         // The JWKS as the JSON it is; as a string if it somehow is not.
@@ -248,6 +455,12 @@ fn show(c: &OauthClient, out: &Printer) {
     outln!("scopes:       {}", list_or_dash(&c.scopes));
     outln!("audiences:    {}", list_or_dash(&c.audiences));
     outln!("grant types:  {}", list_or_dash(&c.grant_types));
+    if !c.redirect_uris.is_empty() {
+        outln!("redirect:     {}", c.redirect_uris.join(" "));
+    }
+    if !c.post_logout_redirect_uris.is_empty() {
+        outln!("after logout: {}", c.post_logout_redirect_uris.join(" "));
+    }
     outln!("created:      {}", rfc3339_secs(c.created_unix_secs));
     if c.secret_set_unix_secs != 0 {
         outln!("secret set:   {}", rfc3339_secs(c.secret_set_unix_secs));

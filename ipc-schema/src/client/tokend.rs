@@ -29,6 +29,21 @@ pub(crate) enum Request {
     ClientRotateSecret { client_id: String },
     KeyList,
     KeyRefresh,
+    UserCreate { user: OauthUser },
+    UserList,
+    UserShow { user_name: String },
+    UserDelete { user_name: String },
+    UserSetPassword { user_name: String, password: Password },
+    UserSetDisabled { user_name: String, disabled: bool },
+}
+
+/// A password on its way to tokend: `Debug` leaves it out.
+pub(crate) struct Password(String);
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} bytes>", self.0.len())
+    }
 }
 
 #[derive(Debug)]
@@ -37,6 +52,8 @@ pub(crate) enum Response {
     Client(OauthClient),
     Clients(Vec<OauthClient>),
     Keys(Vec<TokenKey>),
+    User(OauthUser),
+    Users(Vec<OauthUser>),
 }
 
 impl TokendClient {
@@ -113,6 +130,48 @@ impl TokendClient {
     pub async fn key_refresh(&self) -> Result<Vec<TokenKey>, IpcError> {
         self.keys(Request::KeyRefresh).await
     }
+
+    async fn user(&self, request: Request) -> Result<OauthUser, IpcError> {
+        match self.0.call(request).await? {
+            Response::User(u) => Ok(u),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Admin: creates a local user with `user.password` (the times and
+    /// `disabled` are ignored). The answer carries no password. Not retried
+    /// when the connection breaks during the call.
+    pub async fn user_create(&self, user: OauthUser) -> Result<OauthUser, IpcError> {
+        self.user(Request::UserCreate { user }).await
+    }
+
+    /// Admin: every local user.
+    pub async fn user_list(&self) -> Result<Vec<OauthUser>, IpcError> {
+        match self.0.call(Request::UserList).await? {
+            Response::Users(u) => Ok(u),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Admin: one user.
+    pub async fn user_show(&self, user_name: &str) -> Result<OauthUser, IpcError> {
+        self.user(Request::UserShow { user_name: user_name.into() }).await
+    }
+
+    /// Admin: deletes a user, ending its sessions and refresh tokens; returns it as it was.
+    pub async fn user_delete(&self, user_name: &str) -> Result<OauthUser, IpcError> {
+        self.user(Request::UserDelete { user_name: user_name.into() }).await
+    }
+
+    /// Admin: replaces a user's password, ending its sessions and refresh tokens.
+    pub async fn user_set_password(&self, user_name: &str, password: &str) -> Result<OauthUser, IpcError> {
+        self.user(Request::UserSetPassword { user_name: user_name.into(), password: Password(password.into()) }).await
+    }
+
+    /// Admin: disables (ending its sessions and refresh tokens) or enables a user.
+    pub async fn user_set_disabled(&self, user_name: &str, disabled: bool) -> Result<OauthUser, IpcError> {
+        self.user(Request::UserSetDisabled { user_name: user_name.into(), disabled }).await
+    }
 }
 
 /// tokend's calls, as the [`Connection`] carries them.
@@ -136,7 +195,11 @@ impl Protocol for Tokend {
         // A create or a rotation is not: the first may have been committed,
         // and a second would fail with alreadyExists (or replace the secret
         // again) while the caller never saw the first one's secret.
-        !matches!(request, Request::ClientCreate { .. } | Request::ClientRotateSecret { .. })
+        // A user create likewise (alreadyExists for the caller's own user).
+        !matches!(
+            request,
+            Request::ClientCreate { .. } | Request::ClientRotateSecret { .. } | Request::UserCreate { .. }
+        )
     }
 
     async fn attempt(conn: &Conn<Self>, request: &Request) -> Result<Response, CallError> {
@@ -176,6 +239,35 @@ impl Protocol for Tokend {
             Request::KeyRefresh => {
                 let req = conn.tokend_admin().await?.key_refresh_request();
                 Response::Keys(req.send().promise.await?.get()?.read_outcome()?)
+            }
+            Request::UserCreate { user } => {
+                let mut req = conn.tokend_admin().await?.user_create_request();
+                conv::write_user_create(req.get(), user);
+                Response::User(req.send().promise.await?.get()?.read_outcome()?)
+            }
+            Request::UserList => {
+                let req = conn.tokend_admin().await?.user_list_request();
+                Response::Users(req.send().promise.await?.get()?.read_outcome()?)
+            }
+            Request::UserShow { user_name } => {
+                let mut req = conn.tokend_admin().await?.user_show_request();
+                conv::write_user_show(req.get(), user_name);
+                Response::User(req.send().promise.await?.get()?.read_outcome()?)
+            }
+            Request::UserDelete { user_name } => {
+                let mut req = conn.tokend_admin().await?.user_delete_request();
+                conv::write_user_delete(req.get(), user_name);
+                Response::User(req.send().promise.await?.get()?.read_outcome()?)
+            }
+            Request::UserSetPassword { user_name, password } => {
+                let mut req = conn.tokend_admin().await?.user_set_password_request();
+                conv::write_user_set_password(req.get(), user_name, &password.0);
+                Response::User(req.send().promise.await?.get()?.read_outcome()?)
+            }
+            Request::UserSetDisabled { user_name, disabled } => {
+                let mut req = conn.tokend_admin().await?.user_set_disabled_request();
+                conv::write_user_set_disabled(req.get(), user_name, *disabled);
+                Response::User(req.send().promise.await?.get()?.read_outcome()?)
             }
         })
     }
@@ -251,6 +343,29 @@ mod tests {
             grant_types: vec!["client_credentials".into()],
             created_unix_secs: 5,
             secret_set_unix_secs: 6,
+            redirect_uris: vec!["https://app.example.net/cb".into(), "com.example.app:/cb".into()],
+            post_logout_redirect_uris: vec!["https://app.example.net/".into()],
+        }
+    }
+
+    fn user(name: &str) -> OauthUser {
+        OauthUser {
+            user_name: name.into(),
+            name: "Alice ✓".into(),
+            email: "alice@example.net".into(),
+            groups: vec!["admins".into(), "ops".into()],
+            password: String::new(),
+            created_unix_secs: 7,
+            password_set_unix_secs: 8,
+            disabled: false,
+        }
+    }
+
+    fn known_user(name: String) -> Result<OauthUser, IpcError> {
+        if name == "alice" {
+            Ok(user("alice"))
+        } else {
+            Err(IpcError::new(ErrorKind::NotFound, format!("no user {name}")))
         }
     }
 
@@ -312,6 +427,30 @@ mod tests {
         fn key_refresh(&self) -> LocalResult<Vec<TokenKey>> {
             ready(Err(IpcError::new(ErrorKind::Unavailable, "signd is down")))
         }
+        fn user_create(&self, u: OauthUser) -> LocalResult<OauthUser> {
+            // Proves the password arrived, then answers without it, as tokend does.
+            assert_eq!(u.password, "pw-12345678");
+            ready(Ok(OauthUser { password: String::new(), ..u }))
+        }
+        fn user_list(&self) -> LocalResult<Vec<OauthUser>> {
+            ready(Ok(vec![user("alice"), user("bob")]))
+        }
+        fn user_show(&self, name: String) -> LocalResult<OauthUser> {
+            ready(known_user(name))
+        }
+        fn user_delete(&self, name: String) -> LocalResult<OauthUser> {
+            ready(known_user(name))
+        }
+        fn user_set_password(&self, name: String, password: String) -> LocalResult<OauthUser> {
+            ready(if password == "n3w-password" {
+                known_user(name).map(|u| OauthUser { password_set_unix_secs: 9, ..u })
+            } else {
+                Err(IpcError::invalid("short"))
+            })
+        }
+        fn user_set_disabled(&self, name: String, disabled: bool) -> LocalResult<OauthUser> {
+            ready(known_user(name).map(|u| OauthUser { disabled, ..u }))
+        }
     }
 
     fn serve(admit: bool) -> (tempfile::TempDir, std::path::PathBuf) {
@@ -341,6 +480,20 @@ mod tests {
         assert_eq!(block_on(c.client_rotate_secret("p")).unwrap_err().kind, ErrorKind::InvalidArgument);
         assert_eq!(block_on(c.key_list()).unwrap(), keys());
         assert_eq!(block_on(c.key_refresh()).unwrap_err().kind, ErrorKind::Unavailable);
+
+        let sent = OauthUser { password: "pw-12345678".into(), ..user("carol") };
+        assert!(!format!("{sent:?}").contains("pw-12345678"), "Debug shows the password: {sent:?}");
+        assert_eq!(block_on(c.user_create(sent)).unwrap(), user("carol"));
+        assert_eq!(block_on(c.user_list()).unwrap(), vec![user("alice"), user("bob")]);
+        assert_eq!(block_on(c.user_show("alice")).unwrap(), user("alice"));
+        let e = block_on(c.user_show("x")).unwrap_err();
+        assert_eq!((e.kind, e.detail.as_str()), (ErrorKind::NotFound, "no user x"));
+        assert_eq!(block_on(c.user_delete("alice")).unwrap().user_name, "alice");
+        assert_eq!(block_on(c.user_set_password("alice", "n3w-password")).unwrap().password_set_unix_secs, 9);
+        assert_eq!(block_on(c.user_set_password("alice", "x")).unwrap_err().kind, ErrorKind::InvalidArgument);
+        assert!(block_on(c.user_set_disabled("alice", true)).unwrap().disabled);
+        assert!(!block_on(c.user_set_disabled("alice", false)).unwrap().disabled);
+        assert_eq!(block_on(c.user_set_disabled("x", true)).unwrap_err().kind, ErrorKind::NotFound);
     }
 
     #[test]
@@ -350,6 +503,7 @@ mod tests {
         assert_eq!(block_on(c.client_list()).unwrap_err().kind, ErrorKind::PermissionDenied);
         assert_eq!(block_on(c.client_create(OauthClient::default())).unwrap_err().kind, ErrorKind::PermissionDenied);
         assert_eq!(block_on(c.key_refresh()).unwrap_err().kind, ErrorKind::PermissionDenied);
+        assert_eq!(block_on(c.user_list()).unwrap_err().kind, ErrorKind::PermissionDenied);
         assert!(block_on(c.health()).unwrap().ok);
     }
 

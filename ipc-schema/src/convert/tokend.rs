@@ -15,6 +15,11 @@ fn write_client(mut b: wire::oauth_client::Builder<'_>, c: &OauthClient) {
     set_text_list(b.reborrow().init_grant_types(c.grant_types.len() as u32), &c.grant_types);
     b.set_created_unix_secs(c.created_unix_secs);
     b.set_secret_set_unix_secs(c.secret_set_unix_secs);
+    set_text_list(b.reborrow().init_redirect_uris(c.redirect_uris.len() as u32), &c.redirect_uris);
+    set_text_list(
+        b.reborrow().init_post_logout_redirect_uris(c.post_logout_redirect_uris.len() as u32),
+        &c.post_logout_redirect_uris,
+    );
 }
 
 fn read_client(r: wire::oauth_client::Reader<'_>) -> Result<OauthClient, IpcError> {
@@ -29,6 +34,8 @@ fn read_client(r: wire::oauth_client::Reader<'_>) -> Result<OauthClient, IpcErro
         grant_types: text_list(r.get_grant_types(), "grant types")?,
         created_unix_secs: r.get_created_unix_secs(),
         secret_set_unix_secs: r.get_secret_set_unix_secs(),
+        redirect_uris: text_list(r.get_redirect_uris(), "redirect URIs")?,
+        post_logout_redirect_uris: text_list(r.get_post_logout_redirect_uris(), "post-logout redirect URIs")?,
     })
 }
 
@@ -67,6 +74,65 @@ fn read_client_list_result(r: wire::oauth_client_list_result::Reader<'_>) -> Res
             list.map_err(|e| malformed("client list", e))?.iter().map(read_client).collect()
         }
         wire::oauth_client_list_result::Err(e) => Err(read_error(e)),
+    }
+}
+
+fn write_user(mut b: wire::oauth_user::Builder<'_>, u: &OauthUser) {
+    b.set_user_name(u.user_name.as_str());
+    b.set_name(u.name.as_str());
+    b.set_email(u.email.as_str());
+    set_text_list(b.reborrow().init_groups(u.groups.len() as u32), &u.groups);
+    b.set_password(u.password.as_str());
+    b.set_created_unix_secs(u.created_unix_secs);
+    b.set_password_set_unix_secs(u.password_set_unix_secs);
+    b.set_disabled(u.disabled);
+}
+
+fn read_user(r: wire::oauth_user::Reader<'_>) -> Result<OauthUser, IpcError> {
+    Ok(OauthUser {
+        user_name: text(r.get_user_name(), "user name")?,
+        name: text(r.get_name(), "user's display name")?,
+        email: text(r.get_email(), "email")?,
+        groups: text_list(r.get_groups(), "groups")?,
+        password: text(r.get_password(), "password")?,
+        created_unix_secs: r.get_created_unix_secs(),
+        password_set_unix_secs: r.get_password_set_unix_secs(),
+        disabled: r.get_disabled(),
+    })
+}
+
+fn write_user_result(b: wire::oauth_user_result::Builder<'_>, outcome: Result<OauthUser, IpcError>) {
+    match outcome {
+        Ok(u) => write_user(b.init_ok(), &u),
+        Err(e) => write_error(b.init_err(), &e),
+    }
+}
+
+fn read_user_result(r: wire::oauth_user_result::Reader<'_>) -> Result<OauthUser, IpcError> {
+    match r.which().map_err(|e| malformed("user result", e))? {
+        wire::oauth_user_result::Ok(u) => read_user(u.map_err(|e| malformed("user", e))?),
+        wire::oauth_user_result::Err(e) => Err(read_error(e)),
+    }
+}
+
+fn write_user_list_result(b: wire::oauth_user_list_result::Builder<'_>, outcome: Result<Vec<OauthUser>, IpcError>) {
+    let users = match outcome {
+        Ok(u) => u,
+        Err(e) => return write_error(b.init_err(), &e),
+    };
+    let mut list = b.init_ok(users.len() as u32);
+    for (i, u) in users.iter().enumerate() {
+        // Indexes come from `users`, which sized the list.
+        write_user(list.reborrow().get(i as u32), u);
+    }
+}
+
+fn read_user_list_result(r: wire::oauth_user_list_result::Reader<'_>) -> Result<Vec<OauthUser>, IpcError> {
+    match r.which().map_err(|e| malformed("user list result", e))? {
+        wire::oauth_user_list_result::Ok(list) => {
+            list.map_err(|e| malformed("user list", e))?.iter().map(read_user).collect()
+        }
+        wire::oauth_user_list_result::Err(e) => Err(read_error(e)),
     }
 }
 
@@ -151,6 +217,12 @@ outcome!(tokend_admin::client_delete_results: OauthClient, write_client_result, 
 outcome!(tokend_admin::client_rotate_secret_results: OauthClient, write_client_result, read_client_result);
 outcome!(tokend_admin::key_list_results: Vec<TokenKey>, write_key_list_result, read_key_list_result);
 outcome!(tokend_admin::key_refresh_results: Vec<TokenKey>, write_key_list_result, read_key_list_result);
+outcome!(tokend_admin::user_create_results: OauthUser, write_user_result, read_user_result);
+outcome!(tokend_admin::user_list_results: Vec<OauthUser>, write_user_list_result, read_user_list_result);
+outcome!(tokend_admin::user_show_results: OauthUser, write_user_result, read_user_result);
+outcome!(tokend_admin::user_delete_results: OauthUser, write_user_result, read_user_result);
+outcome!(tokend_admin::user_set_password_results: OauthUser, write_user_result, read_user_result);
+outcome!(tokend_admin::user_set_disabled_results: OauthUser, write_user_result, read_user_result);
 
 /// Server: fills `health`'s Results (anyone may ask; it has no error).
 pub(crate) fn write_health_results(mut r: wire::tokend::health_results::Builder<'_>, h: &TokendHealth) {
@@ -195,3 +267,61 @@ client_id_params!(
     client_rotate_secret_params,
     "client secret rotation request"
 );
+
+pub(crate) fn write_user_create(p: wire::tokend_admin::user_create_params::Builder<'_>, user: &OauthUser) {
+    write_user(p.init_user(), user);
+}
+
+pub(crate) fn read_user_create(
+    p: capnp::Result<wire::tokend_admin::user_create_params::Reader<'_>>,
+) -> Result<OauthUser, IpcError> {
+    p.and_then(|p| p.get_user()).map_err(|e| malformed("user create request", e)).and_then(read_user)
+}
+
+/// The methods whose only parameter is a user name: show, delete.
+macro_rules! user_name_params {
+    ($write:ident, $read:ident, $params:ident, $what:expr) => {
+        pub(crate) fn $write(mut p: wire::tokend_admin::$params::Builder<'_>, user_name: &str) {
+            p.set_user_name(user_name);
+        }
+
+        pub(crate) fn $read(p: capnp::Result<wire::tokend_admin::$params::Reader<'_>>) -> Result<String, IpcError> {
+            p.map_err(|e| malformed($what, e)).and_then(|p| text(p.get_user_name(), "user name"))
+        }
+    };
+}
+
+user_name_params!(write_user_show, read_user_show, user_show_params, "user show request");
+user_name_params!(write_user_delete, read_user_delete, user_delete_params, "user delete request");
+
+pub(crate) fn write_user_set_password(
+    mut p: wire::tokend_admin::user_set_password_params::Builder<'_>,
+    user_name: &str,
+    password: &str,
+) {
+    p.set_user_name(user_name);
+    p.set_password(password);
+}
+
+pub(crate) fn read_user_set_password(
+    p: capnp::Result<wire::tokend_admin::user_set_password_params::Reader<'_>>,
+) -> Result<(String, String), IpcError> {
+    let p = p.map_err(|e| malformed("password change request", e))?;
+    Ok((text(p.get_user_name(), "user name")?, text(p.get_password(), "password")?))
+}
+
+pub(crate) fn write_user_set_disabled(
+    mut p: wire::tokend_admin::user_set_disabled_params::Builder<'_>,
+    user_name: &str,
+    disabled: bool,
+) {
+    p.set_user_name(user_name);
+    p.set_disabled(disabled);
+}
+
+pub(crate) fn read_user_set_disabled(
+    p: capnp::Result<wire::tokend_admin::user_set_disabled_params::Reader<'_>>,
+) -> Result<(String, bool), IpcError> {
+    let p = p.map_err(|e| malformed("user disable request", e))?;
+    Ok((text(p.get_user_name(), "user name")?, p.get_disabled()))
+}

@@ -46,6 +46,18 @@ pub trait TokendAdminService: 'static {
     fn key_list(&self) -> LocalResult<Vec<TokenKey>>;
     /// Reads signd's key list again, then answers as [`key_list`](Self::key_list).
     fn key_refresh(&self) -> LocalResult<Vec<TokenKey>>;
+    /// Creates a local user with the password it carries; the answer has none.
+    fn user_create(&self, user: OauthUser) -> LocalResult<OauthUser>;
+    /// Every user.
+    fn user_list(&self) -> LocalResult<Vec<OauthUser>>;
+    /// One user.
+    fn user_show(&self, user_name: String) -> LocalResult<OauthUser>;
+    /// Deletes a user (its sessions and refresh tokens end); answers with it as it was.
+    fn user_delete(&self, user_name: String) -> LocalResult<OauthUser>;
+    /// Replaces a user's password (its sessions and refresh tokens end).
+    fn user_set_password(&self, user_name: String, password: String) -> LocalResult<OauthUser>;
+    /// Disables (its sessions and refresh tokens end) or enables a user.
+    fn user_set_disabled(&self, user_name: String, disabled: bool) -> LocalResult<OauthUser>;
 }
 
 /// Serves tokend's admin interface on `listener` until `shutdown` is
@@ -164,5 +176,59 @@ impl wire::tokend_admin::Server for TokendAdminServer {
         results: wire::tokend_admin::KeyRefreshResults,
     ) -> capnp::Result<()> {
         handle(&self.in_flight, params, results, |_| Ok(()), |()| self.inner.key_refresh()).await
+    }
+
+    async fn user_create(
+        self: CapRc<Self>,
+        params: wire::tokend_admin::UserCreateParams,
+        results: wire::tokend_admin::UserCreateResults,
+    ) -> capnp::Result<()> {
+        handle(&self.in_flight, params, results, conv::read_user_create, |u| self.inner.user_create(u)).await
+    }
+
+    async fn user_list(
+        self: CapRc<Self>,
+        params: wire::tokend_admin::UserListParams,
+        results: wire::tokend_admin::UserListResults,
+    ) -> capnp::Result<()> {
+        handle(&self.in_flight, params, results, |_| Ok(()), |()| self.inner.user_list()).await
+    }
+
+    async fn user_show(
+        self: CapRc<Self>,
+        params: wire::tokend_admin::UserShowParams,
+        results: wire::tokend_admin::UserShowResults,
+    ) -> capnp::Result<()> {
+        handle(&self.in_flight, params, results, conv::read_user_show, |n| self.inner.user_show(n)).await
+    }
+
+    async fn user_delete(
+        self: CapRc<Self>,
+        params: wire::tokend_admin::UserDeleteParams,
+        results: wire::tokend_admin::UserDeleteResults,
+    ) -> capnp::Result<()> {
+        handle(&self.in_flight, params, results, conv::read_user_delete, |n| self.inner.user_delete(n)).await
+    }
+
+    async fn user_set_password(
+        self: CapRc<Self>,
+        params: wire::tokend_admin::UserSetPasswordParams,
+        results: wire::tokend_admin::UserSetPasswordResults,
+    ) -> capnp::Result<()> {
+        handle(&self.in_flight, params, results, conv::read_user_set_password, |(n, p)| {
+            self.inner.user_set_password(n, p)
+        })
+        .await
+    }
+
+    async fn user_set_disabled(
+        self: CapRc<Self>,
+        params: wire::tokend_admin::UserSetDisabledParams,
+        results: wire::tokend_admin::UserSetDisabledResults,
+    ) -> capnp::Result<()> {
+        handle(&self.in_flight, params, results, conv::read_user_set_disabled, |(n, d)| {
+            self.inner.user_set_disabled(n, d)
+        })
+        .await
     }
 }
