@@ -543,7 +543,6 @@ fn users_and_redirect_uris_through_signetctl_and_no_password_is_ever_printed() {
     let (code, _, _) = run(t.signetctl().args(["oauth", "client", "delete", "web"]), None);
     assert_eq!(code, 0);
 
-    drop(run);
     let log = t.log();
     for text in outputs.iter().chain([&log]) {
         for pw in [pw_alice, pw_bob, pw_new] {

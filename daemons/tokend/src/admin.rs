@@ -552,7 +552,8 @@ pub fn check_client_uris(
             "a client with the authorization_code grant needs at least one redirect URI (RFC 9700 §2.1)",
         ));
     }
-    if !code && !(redirect_uris.is_empty() && post_logout_redirect_uris.is_empty()) {
+    let any_uri = !redirect_uris.is_empty() || !post_logout_redirect_uris.is_empty();
+    if !code && any_uri {
         return Err(IpcError::invalid(
             "only a client with the authorization_code grant has redirect or post-logout redirect URIs",
         ));
@@ -1482,8 +1483,8 @@ lines"
         signed_in(&db, "alice", 4);
         let (rec, ended) = set_disabled(&db, "alice", false, 301).unwrap();
         assert_eq!((rec.disabled, ended), (false, Ended::default()));
-        assert_eq!(live(&db, "alice", 4).0, true);
-        assert!(show_user(&db, "alice").unwrap().password == rec.password);
+        assert!(live(&db, "alice", 4).0);
+        assert_eq!(show_user(&db, "alice").unwrap().password, rec.password);
         assert_eq!(set_disabled(&db, "carol", true, 300).unwrap_err().kind, ErrorKind::NotFound);
 
         // Deleting: the user, its grants and its consents go; bob's stay.
