@@ -216,7 +216,7 @@ mod tests {
         submitted.truncate(1);
         submitted.extend_from_slice(above);
         let built = vec![submitted[0].clone(), above[0].clone(), pki.root.0.to_der().unwrap()];
-        let v = Verified::new(&submitted, &pki.intermediate.0, &built, &[pki.root.0.clone()]).unwrap();
+        let v = Verified::new(&submitted, &pki.intermediate.0, &built, std::slice::from_ref(&pki.root.0)).unwrap();
         (key(above).unwrap(), v)
     }
 
