@@ -8,6 +8,10 @@
 //! (a precertificate's poison is one), the validity of issuers is not checked
 //! (only the leaf's), and no purpose is required. The stored chain is the one
 //! OpenSSL built, from the leaf to the root, so a submitter may omit the root.
+//!
+//! What a submission sends above its leaf, once verified, is remembered
+//! (`chain/verified.rs`): the next submission sending the same costs the check of
+//! its leaf alone, under the same rules.
 
 use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -22,6 +26,13 @@ use signet_ct::rfc6962::{precert, SignedEntry};
 use signet_ct::Hash;
 
 use crate::sequencer::NewEntry;
+
+mod verified;
+
+use verified::{Verified, VerifiedIssuers};
+
+/// The flags of every chain check (see the module's documentation).
+const VERIFY_FLAGS: X509VerifyFlags = X509VerifyFlags::IGNORE_CRITICAL.union(X509VerifyFlags::NO_CHECK_TIME);
 
 /// Why a submission is refused (all are client errors: HTTP 400).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -93,7 +104,10 @@ pub struct Roots {
 
 struct RootSet {
     store: X509Store,
+    roots: Vec<X509>,
     ders: Vec<Vec<u8>>,
+    /// Chains verified to these roots (a reload starts afresh).
+    verified: VerifiedIssuers,
 }
 
 impl std::fmt::Debug for RootSet {
@@ -121,6 +135,16 @@ impl Roots {
         self.set().ders.clone()
     }
 
+    /// How many verified chains above a leaf the current roots remember.
+    pub fn verified_chains(&self) -> usize {
+        self.set().verified.entries()
+    }
+
+    /// How many leaves the current roots checked against a remembered chain.
+    pub fn verified_chain_hits(&self) -> u64 {
+        self.set().verified.hits()
+    }
+
     fn set(&self) -> Arc<RootSet> {
         self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -133,13 +157,19 @@ impl Roots {
         window: Option<TemporalWindow>,
         now: SystemTime,
     ) -> Result<NewEntry, ChainError> {
-        let certs = chain
-            .iter()
-            .enumerate()
-            .map(|(index, der)| {
-                X509::from_der(der).map_err(|e| ChainError::BadCertificate { index, detail: first_error(&e) })
-            })
-            .collect::<Result<Vec<X509>, _>>()?;
+        let set = self.set();
+        let now_secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        let key = chain.get(1..).and_then(verified::key);
+        let cached = key.and_then(|k| set.verified.get(&k, now_secs));
+        // Parsed as before (every element, in order) unless the chain above
+        // the leaf is one already verified, byte for byte.
+        let parse = |(index, der): (usize, &Vec<u8>)| {
+            X509::from_der(der).map_err(|e| ChainError::BadCertificate { index, detail: first_error(&e) })
+        };
+        let mut certs = match cached {
+            Some(_) => chain.iter().enumerate().take(1).map(parse).collect::<Result<Vec<X509>, _>>()?,
+            None => chain.iter().enumerate().map(parse).collect::<Result<Vec<X509>, _>>()?,
+        };
         let leaf = certs.first().ok_or(ChainError::BadCertificate { index: 0, detail: "empty chain".into() })?;
         let is_precert = precert::is_precertificate(&chain[0])
             .map_err(|e| ChainError::BadCertificate { index: 0, detail: e.to_string() })?;
@@ -151,8 +181,26 @@ impl Roots {
             _ => {}
         }
         check_validity(leaf, window, now)?;
-        let verified = self.set().verify(&certs)?;
-        let issuers: Vec<Vec<u8>> = verified.into_iter().skip(1).collect();
+        let issuers = match cached.and_then(|v| v.issuers_of(leaf, chain)) {
+            Some(issuers) => {
+                set.verified.hit();
+                issuers
+            }
+            None => {
+                if certs.len() < chain.len() {
+                    // A hit whose issuer did not take this leaf: the full way.
+                    let rest = chain.iter().enumerate().skip(1).map(parse).collect::<Result<Vec<X509>, _>>()?;
+                    certs.extend(rest);
+                }
+                let built = set.verify(&certs)?;
+                if let (Some(key), Some(issuer)) = (key, certs.get(1)) {
+                    if let Some(v) = Verified::new(chain, issuer, &built, &set.roots) {
+                        set.verified.insert(key, v, now_secs);
+                    }
+                }
+                built.into_iter().skip(1).collect()
+            }
+        };
         let entry = match kind {
             Submission::Chain => SignedEntry::X509(chain[0].clone()),
             Submission::PreChain => {
@@ -177,16 +225,17 @@ impl RootSet {
         }
         let parse = |e: openssl::error::ErrorStack| RootsError::Parse(first_error(&e));
         let mut b = X509StoreBuilder::new().map_err(parse)?;
-        b.set_flags(X509VerifyFlags::IGNORE_CRITICAL | X509VerifyFlags::NO_CHECK_TIME).map_err(parse)?;
-        let mut ders = Vec::new();
+        b.set_flags(VERIFY_FLAGS).map_err(parse)?;
+        let (mut roots, mut ders) = (Vec::new(), Vec::new());
         for c in certs {
             let der = c.to_der().map_err(parse)?;
             if !ders.contains(&der) {
-                b.add_cert(c).map_err(parse)?;
+                b.add_cert(c.clone()).map_err(parse)?;
+                roots.push(c);
                 ders.push(der);
             }
         }
-        Ok(Self { store: b.build(), ders })
+        Ok(Self { store: b.build(), roots, ders, verified: VerifiedIssuers::default() })
     }
 
     /// The verified chain, leaf to root, as DER.

@@ -187,3 +187,119 @@ fn bad_submissions_are_refused() {
     assert!(roots.reload_pem(b"garbage").is_err());
     assert_eq!(roots.certificates().len(), 2);
 }
+
+fn cached(roots: &Roots) -> usize {
+    roots.verified_chains()
+}
+
+#[test]
+fn a_chain_above_the_leaf_is_verified_once() {
+    let pki = Pki::new();
+    let roots = pki.roots();
+    let now = SystemTime::now();
+    let root = pki.root.0.to_der().unwrap();
+    let first = pki.chain(&Spec::leaf("a.example"));
+    let e = roots.check(&first, Submission::Chain, None, now).unwrap();
+    assert_eq!(cached(&roots), 1);
+    assert_eq!(roots.verified_chain_hits(), 0);
+    // Another leaf under the same intermediate: the same entry as the full
+    // check gives, from the cache.
+    let second = pki.chain(&Spec::leaf("b.example"));
+    let e2 = roots.check(&second, Submission::Chain, None, now).unwrap();
+    assert_eq!(roots.verified_chain_hits(), 1);
+    assert_eq!(e2.issuers, e.issuers);
+    assert_eq!(e2.issuers, vec![second[1].clone(), root.clone()]);
+    assert_eq!(e2.entry, SignedEntry::X509(second[0].clone()));
+    let full = pki.roots().check(&second, Submission::Chain, None, now).unwrap();
+    assert_eq!(e2, full);
+    // A precertificate through the same intermediate, and the leaf's own
+    // rules still apply on a hit.
+    let pre = pki.chain(&Spec { poison: true, ..Spec::leaf("p.example") });
+    let e3 = roots.check(&pre, Submission::PreChain, None, now).unwrap();
+    assert_eq!(e3.entry, precert::precert_entry(&[pre[0].clone(), pre[1].clone(), root.clone()]).unwrap());
+    assert_eq!(e3, pki.roots().check(&pre, Submission::PreChain, None, now).unwrap());
+    assert_eq!(roots.check(&pre, Submission::Chain, None, now), Err(ChainError::UnexpectedPrecertificate));
+    assert!(matches!(roots.check(&second, Submission::PreChain, None, now), Err(ChainError::NotPrecertificate(_))));
+    let t = unix(now);
+    let expired = pki.chain(&Spec { not_before: t - 9000, not_after: t - 10, ..Spec::leaf("e.example") });
+    assert_eq!(roots.check(&expired, Submission::Chain, None, now), Err(ChainError::Expired));
+    let future = pki.chain(&Spec { not_before: t + 3600, ..Spec::leaf("f.example") });
+    assert_eq!(roots.check(&future, Submission::Chain, None, now), Err(ChainError::NotYetValid));
+    let window = TemporalWindow { start: t, end: t + 30 * 86400 };
+    assert_eq!(roots.check(&second, Submission::Chain, Some(window), now), Err(ChainError::OutsideWindow));
+    let hits = roots.verified_chain_hits();
+    assert_eq!(hits, 2);
+    // A chain through a Precertificate Signing Certificate: its own entry,
+    // then a hit for the next precertificate it signs.
+    let (ic, ik) = &pki.intermediate;
+    let pk = key();
+    let psc = build(&Spec { ca: true, psc: true, ..Spec::leaf("Test PSC") }, &pk, Some((ic, ik)), 500);
+    let signed_by_psc = |cn: &str, serial: u32| {
+        let pre = build(&Spec { poison: true, ..Spec::leaf(cn) }, &key(), Some((&psc, &pk)), serial);
+        vec![pre.to_der().unwrap(), psc.to_der().unwrap(), ic.to_der().unwrap()]
+    };
+    let e4 = roots.check(&signed_by_psc("c.example", 501), Submission::PreChain, None, now).unwrap();
+    assert_eq!(cached(&roots), 2);
+    let p2 = signed_by_psc("d.example", 502);
+    let e5 = roots.check(&p2, Submission::PreChain, None, now).unwrap();
+    assert_eq!(roots.verified_chain_hits(), 3);
+    assert_eq!(e4.issuers.len(), 3);
+    assert_eq!(e5.issuers, e4.issuers);
+    assert_eq!(e5, pki.roots().check(&p2, Submission::PreChain, None, now).unwrap());
+    // The leaf alone, or with the root only: nothing to remember.
+    assert!(matches!(roots.check(&second[..1], Submission::Chain, None, now), Err(ChainError::NotVerified(_))));
+    let direct = vec![first[1].clone(), root.clone()];
+    roots.check(&direct, Submission::Chain, None, now).unwrap();
+    assert_eq!(cached(&roots), 2);
+    assert_eq!(roots.verified_chain_hits(), 3);
+}
+
+#[test]
+fn a_leaf_not_signed_by_the_cached_issuer_is_refused() {
+    let pki = Pki::new();
+    let roots = pki.roots();
+    let now = SystemTime::now();
+    let good = pki.chain(&Spec::leaf("good.example"));
+    roots.check(&good, Submission::Chain, None, now).unwrap();
+    assert_eq!(cached(&roots), 1);
+    // Named as issued by the intermediate, signed by another key.
+    let (ic, _) = &pki.intermediate;
+    let forged = build(&Spec::leaf("forged.example"), &key(), Some((ic, &key())), 999);
+    let chain = vec![forged.to_der().unwrap(), ic.to_der().unwrap()];
+    assert!(matches!(roots.check(&chain, Submission::Chain, None, now), Err(ChainError::NotVerified(_))));
+    let pre = build(&Spec { poison: true, ..Spec::leaf("forged.example") }, &key(), Some((ic, &key())), 1000);
+    let chain = vec![pre.to_der().unwrap(), ic.to_der().unwrap()];
+    assert!(matches!(roots.check(&chain, Submission::PreChain, None, now), Err(ChainError::NotVerified(_))));
+    // Signed by the root, sent with the intermediate: the full check builds
+    // the chain it can (to the root directly), as without the cache.
+    let (rc, rk) = &pki.root;
+    let by_root = build(&Spec::leaf("r.example"), &key(), Some((rc, rk)), 1001);
+    let chain = vec![by_root.to_der().unwrap(), ic.to_der().unwrap()];
+    let e = roots.check(&chain, Submission::Chain, None, now).unwrap();
+    assert_eq!(e.issuers, vec![rc.to_der().unwrap()]);
+    assert_eq!(roots.verified_chain_hits(), 0);
+    // The cached chain itself still serves leaves it did sign.
+    roots.check(&pki.chain(&Spec::leaf("b.example")), Submission::Chain, None, now).unwrap();
+    assert_eq!(roots.verified_chain_hits(), 1);
+}
+
+#[test]
+fn a_reload_forgets_verified_chains() {
+    let pki = Pki::new();
+    let other = Pki::new();
+    let roots = pki.roots();
+    let now = SystemTime::now();
+    roots.check(&pki.chain(&Spec::leaf("a.example")), Submission::Chain, None, now).unwrap();
+    assert_eq!(cached(&roots), 1);
+    // The same roots again: still a new set, verified afresh.
+    roots.reload_pem(&pki.roots_pem()).unwrap();
+    assert_eq!(cached(&roots), 0);
+    roots.check(&pki.chain(&Spec::leaf("b.example")), Submission::Chain, None, now).unwrap();
+    assert_eq!((cached(&roots), roots.verified_chain_hits()), (1, 0));
+    // The root removed: what was verified through it is refused.
+    roots.reload_pem(&other.roots_pem()).unwrap();
+    assert_eq!(cached(&roots), 0);
+    let c = pki.chain(&Spec::leaf("c.example"));
+    assert!(matches!(roots.check(&c, Submission::Chain, None, now), Err(ChainError::NotVerified(_))));
+    assert_eq!(cached(&roots), 0);
+}
