@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlencode, urljoin, urlparse
 import jwt as pyjwt
 import requests
 from authlib.common.security import generate_token
+from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from authlib.integrations.requests_client import OAuth2Session
 from jwcrypto import jwk as jc_jwk
 from jwcrypto import jwt as jc_jwt
@@ -97,10 +98,13 @@ signetctl("oauth", "user", "create", USER, "--name", "Alice Example", "--email",
           "--group", "admins", "--password-stdin", stdin=PASSWORD + "\n")
 
 
+DEVICE = "urn:ietf:params:oauth:grant-type:device_code"
+
+
 def web_client(method="none", *extra):
     cid = f"web-{method}-{uuid.uuid4().hex[:8]}"
     c = signetctl("oauth", "client", "create", cid, "--auth-method", method,
-                  "--grant-type", "authorization_code", "--grant-type", "refresh_token",
+                  "--grant-type", "authorization_code", "--grant-type", "refresh_token", "--grant-type", DEVICE,
                   "--scope", "openid", "--scope", "profile", "--scope", "email", "--scope", "groups",
                   "--scope", "read", "--scope", "offline_access", "--audience", API,
                   "--redirect-uri", REDIRECT, "--post-logout-redirect-uri", LOGGED_OUT, *extra)
@@ -123,7 +127,7 @@ def start(client, browser, **extra):
 
 
 def sign_in(browser, page, password=PASSWORD):
-    assert page.status_code == 200 and "Sign in" in page.text, (page.status_code, page.text[:300])
+    assert page.status_code in (200, 401) and "Sign in" in page.text, (page.status_code, page.text[:300])
     return submit(browser, page, username=USER, password=password)
 
 
@@ -368,6 +372,161 @@ def _():
         assert refused.status_code == 401 and "wrong" in refused.text, refused.status_code
     finally:
         signetctl("oauth", "user", "enable", USER)
+
+
+def dpop_proof(key, htm, htu, nonce=None, ath=None):
+    claims = {"jti": uuid.uuid4().hex, "htm": htm, "htu": htu, "iat": int(time.time())}
+    if nonce:
+        claims["nonce"] = nonce
+    if ath:
+        claims["ath"] = ath
+    header = {"typ": "dpop+jwt", "alg": "ES256", "jwk": json.loads(key.export_public())}
+    t = jc_jwt.JWT(header=header, claims=claims)
+    t.make_signed_token(key)
+    return t.serialize()
+
+
+def code_for(cid, browser, extra=None):
+    """A code for `cid` from a signed-in, consented browser: (code, verifier)."""
+    verifier = generate_token(64)
+    q = {"response_type": "code", "client_id": cid, "redirect_uri": REDIRECT, "scope": "openid profile",
+         "state": "st", "code_challenge": create_s256_code_challenge(verifier), "code_challenge_method": "S256",
+         **(extra or {})}
+    r = browser.get(META["authorization_endpoint"] + "?" + urlencode(q), allow_redirects=False, timeout=10)
+    if r.status_code == 200 and "Sign in" in r.text:
+        r = sign_in(browser, r)
+    if r.status_code == 200 and "Allow access?" in r.text:
+        r = submit(browser, r, decision="allow")
+    _, q = back_at_client(r, "st")
+    return q["code"][0], verifier
+
+
+@check("DPoP (RFC 9449): use_dpop_nonce first, then a cnf.jkt-bound token; a replayed proof is refused; userinfo needs the DPoP scheme and a proof with ath")
+def _():
+    cid, _ = web_client()
+    browser = requests.Session()
+    code, verifier = code_for(cid, browser)
+    key = jc_jwk.JWK.generate(kty="EC", crv="P-256")
+    token_url = META["token_endpoint"]
+    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT, "client_id": cid,
+            "code_verifier": verifier}
+    r = requests.post(token_url, data=form, headers={"DPoP": dpop_proof(key, "POST", token_url)}, timeout=10)
+    assert r.status_code == 400 and r.json()["error"] == "use_dpop_nonce" and r.headers.get("DPoP-Nonce"), r.text
+    nonce = r.headers["DPoP-Nonce"]
+    proof = dpop_proof(key, "POST", token_url, nonce)
+    r = requests.post(token_url, data=form, headers={"DPoP": proof}, timeout=10)
+    assert r.status_code == 200 and r.json()["token_type"] == "DPoP", r.text
+    tok = r.json()
+    at = pyjwt.decode(tok["access_token"], options={"verify_signature": False})
+    assert at["cnf"] == {"jkt": key.thumbprint()}, at
+    again = requests.post(token_url, data={"grant_type": "refresh_token", "refresh_token": tok["refresh_token"],
+                                           "client_id": cid}, headers={"DPoP": proof}, timeout=10)
+    assert again.status_code == 400 and again.json()["error"] == "invalid_dpop_proof" and "replay" in again.text, again.text
+    # A public client's refresh token is bound to the key: no proof, or another key, is refused.
+    r = requests.post(token_url, data={"grant_type": "refresh_token", "refresh_token": tok["refresh_token"],
+                                       "client_id": cid}, timeout=10)
+    assert r.status_code == 400 and r.json()["error"] == "invalid_dpop_proof", r.text
+    other = jc_jwk.JWK.generate(kty="EC", crv="P-256")
+    r = requests.post(token_url, data={"grant_type": "refresh_token", "refresh_token": tok["refresh_token"],
+                                       "client_id": cid}, headers={"DPoP": dpop_proof(other, "POST", token_url, nonce)},
+                      timeout=10)
+    assert r.status_code == 400 and r.json()["error"] == "invalid_grant", r.text
+    r = requests.post(token_url, data={"grant_type": "refresh_token", "refresh_token": tok["refresh_token"],
+                                       "client_id": cid}, headers={"DPoP": dpop_proof(key, "POST", token_url, nonce)},
+                      timeout=10)
+    assert r.status_code == 200 and r.json()["token_type"] == "DPoP", r.text
+    ui = META["userinfo_endpoint"]
+    ath = jc_jwk.base64url_encode(__import__("hashlib").sha256(tok["access_token"].encode()).digest())
+    r = requests.get(ui, headers={"Authorization": f"Bearer {tok['access_token']}"}, timeout=10)
+    assert r.status_code == 401 and r.headers["WWW-Authenticate"].startswith("DPoP"), r.headers
+    r = requests.get(ui, headers={"Authorization": f"DPoP {tok['access_token']}",
+                                  "DPoP": dpop_proof(key, "GET", ui, nonce, ath)}, timeout=10)
+    assert r.status_code == 200 and r.json()["sub"] == USER, r.text
+    r = requests.get(ui, headers={"Authorization": f"DPoP {tok['access_token']}",
+                                  "DPoP": dpop_proof(other, "GET", ui, nonce, ath)}, timeout=10)
+    assert r.status_code == 401, r.text
+    intro = requests.post(META["introspection_endpoint"], data={"token": tok["access_token"], "client_id": cid},
+                          timeout=10).json()
+    assert intro["active"] and intro["token_type"] == "DPoP" and intro["cnf"]["jkt"] == key.thumbprint(), intro
+
+
+@check("PAR (RFC 9126): a pushed request's request_uri drives the sign-in; a wrong client or unknown URI is refused")
+def _():
+    cid, secret = web_client("client_secret_basic")
+    verifier = generate_token(64)
+    push = {"response_type": "code", "redirect_uri": REDIRECT, "scope": "openid profile", "state": "par-st",
+            "code_challenge": create_s256_code_challenge(verifier), "code_challenge_method": "S256"}
+    r = requests.post(META["pushed_authorization_request_endpoint"], data=push, auth=(cid, secret), timeout=10)
+    assert r.status_code == 201, r.text
+    uri = r.json()["request_uri"]
+    assert uri.startswith("urn:ietf:params:oauth:request_uri:") and r.json()["expires_in"] > 0, r.text
+    bad = requests.post(META["pushed_authorization_request_endpoint"], data={**push, "redirect_uri": "https://evil/"},
+                        auth=(cid, secret), timeout=10)
+    assert bad.status_code == 400 and bad.json()["error"] == "invalid_request", bad.text
+    browser = requests.Session()
+    page = browser.get(META["authorization_endpoint"] + "?" + urlencode({"client_id": cid, "request_uri": uri}),
+                       allow_redirects=False, timeout=10)
+    consent = sign_in(browser, page)
+    loc, q = back_at_client(submit(browser, consent, decision="allow"), "par-st")
+    r = requests.post(META["token_endpoint"], data={"grant_type": "authorization_code", "code": q["code"][0],
+                                                      "redirect_uri": REDIRECT, "code_verifier": verifier},
+                      auth=(cid, secret), timeout=10)
+    assert r.status_code == 200 and r.json()["id_token"], r.text
+    for q in [{"client_id": "someone-else", "request_uri": uri},
+              {"client_id": cid, "request_uri": "urn:ietf:params:oauth:request_uri:nope"}]:
+        r = browser.get(META["authorization_endpoint"] + "?" + urlencode(q), allow_redirects=False, timeout=10)
+        assert r.status_code == 400 and "Location" not in r.headers, r.status_code
+
+
+def device_start(cid):
+    r = requests.post(META["device_authorization_endpoint"], data={"client_id": cid, "scope": "openid read"},
+                      timeout=10)
+    assert r.status_code == 200, r.text
+    d = r.json()
+    assert d["verification_uri"] == f"{ISSUER}/device" and len(d["user_code"]) == 9 and d["interval"] == 5, d
+    return d
+
+
+def poll(cid, d):
+    return requests.post(META["token_endpoint"], data={"grant_type": DEVICE, "device_code": d["device_code"],
+                                                         "client_id": cid}, timeout=10)
+
+
+@check("device flow (RFC 8628): pending, slow_down, approval through the device page, tokens; denial")
+def _():
+    cid, _ = web_client()
+    d = device_start(cid)
+    r = poll(cid, d)
+    assert r.status_code == 400 and r.json()["error"] == "authorization_pending", r.text
+    r = poll(cid, d)
+    assert r.status_code == 400 and r.json()["error"] == "slow_down", r.text
+    browser = requests.Session()
+    page = browser.get(d["verification_uri_complete"], timeout=10)
+    assert page.status_code == 200 and "Connect a device" in page.text, page.text[:300]
+    (form,) = forms_of(page)
+    assert form["fields"]["user_code"] == d["user_code"], form
+    consent = submit(browser, page, username=USER, password=PASSWORD)
+    assert consent.status_code == 200 and "Allow this device?" in consent.text, consent.text[:300]
+    done = submit(browser, consent, decision="allow")
+    assert done.status_code == 200 and "Device approved" in done.text, done.text[:300]
+    time.sleep(10.5)  # the interval grew to 10 s with slow_down
+    client = OAuth2Session(cid, token_endpoint_auth_method="none")
+    tok = client.fetch_token(META["token_endpoint"], grant_type=DEVICE, device_code=d["device_code"])
+    assert tok["token_type"] == "Bearer" and tok["id_token"] and tok["refresh_token"], tok
+    assert pyjwt.decode(tok["id_token"], options={"verify_signature": False})["sub"] == USER
+    r = poll(cid, d)
+    assert r.status_code == 400 and r.json()["error"] == "invalid_grant", r.text
+    # Denied: the device hears access_denied.
+    d2 = device_start(cid)
+    page = browser.get(d2["verification_uri_complete"], timeout=10)
+    assert "Allow this device?" in page.text, "signed in already: straight to the decision"
+    refused = submit(browser, page, decision="deny")
+    assert "Device refused" in refused.text
+    r = poll(cid, d2)
+    assert r.status_code == 400 and r.json()["error"] == "access_denied", r.text
+    # An unknown code is an error on the page, not a crash.
+    r = browser.post(f"{ISSUER}/device", data={"user_code": "BCDF-GHJK", "csrf": "x"}, timeout=10)
+    assert r.status_code == 400 and "unknown" in r.text, r.status_code
 
 
 sys.exit(1 if failures else 0)

@@ -550,3 +550,146 @@ fn users_and_redirect_uris_through_signetctl_and_no_password_is_ever_printed() {
         }
     }
 }
+
+/// The value of hidden field `name` in an HTML form, unescaped.
+fn field(html: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = html.find(&marker).unwrap_or_else(|| panic!("no field {name} in {html}")) + marker.len();
+    let end = start + html[start..].find('"').unwrap();
+    html[start..end]
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+/// A browser: curl with a cookie jar. (status, body, Location).
+fn browse(jar: &std::path::Path, url: &str, form: Option<&[(&str, &str)]>) -> (u16, String, String) {
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args(["-s", "-b"]).arg(jar).arg("-c").arg(jar).args(["-o", "-", "-w", "\n%{http_code} %{redirect_url}"]);
+    if let Some(f) = form {
+        let body: String = form_urlencoded::Serializer::new(String::new()).extend_pairs(f.iter()).finish();
+        cmd.args(["--data-binary", &body, "-H", "Content-Type: application/x-www-form-urlencoded"]);
+    }
+    let out = cmd.arg(url).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, tail) = text.rsplit_once('\n').unwrap();
+    let (code, loc) = tail.split_once(' ').unwrap_or((tail, ""));
+    (code.parse().unwrap(), body.to_owned(), loc.trim().to_owned())
+}
+
+fn query_param(url: &str, name: &str) -> Option<String> {
+    url::Url::parse(url).unwrap().query_pairs().find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
+}
+
+#[test]
+fn sessions_codes_and_refresh_families_survive_kill_9_and_a_reused_refresh_token_revokes_its_family() {
+    let (_signd, dir, mut t) = stack("[tokens]\nrefresh_grace_seconds = 0\n");
+    let mut cmd = t.signetctl();
+    cmd.args(["oauth", "user", "create", "alice", "--email", "alice@example.net", "--password-stdin"]);
+    let (st, out, err) = run_with_stdin(&mut cmd, "alice's long password\n");
+    assert!(st.success(), "{out}{err}");
+    let redirect = "http://127.0.0.1:9/cb";
+    let c = t.create_client(
+        "web",
+        &[
+            "--auth-method",
+            "none",
+            "--grant-type",
+            "authorization_code",
+            "--grant-type",
+            "refresh_token",
+            "--scope",
+            "openid",
+            "--scope",
+            "email",
+            "--audience",
+            "api",
+            "--redirect-uri",
+            redirect,
+        ],
+    );
+    let jar = dir.path().join("cookies");
+    let verifier = "v".repeat(50);
+    let challenge = URL_SAFE_NO_PAD.encode(openssl::sha::sha256(verifier.as_bytes()));
+    let authorize = t.url(&format!(
+        "/authorize?response_type=code&client_id={}&redirect_uri={}&scope=openid+email&state=s&nonce=n\
+         &code_challenge={challenge}&code_challenge_method=S256",
+        c.id,
+        form_urlencoded::byte_serialize(redirect.as_bytes()).collect::<String>()
+    ));
+    let (st, login, _) = browse(&jar, &authorize, None);
+    assert!(st == 200 && login.contains("Sign in"), "{st} {login}");
+    let fields = |html: &str, extra: &[(&'static str, &'static str)]| -> Vec<(String, String)> {
+        let mut v = vec![("authz".to_owned(), field(html, "authz")), ("csrf".to_owned(), field(html, "csrf"))];
+        v.extend(extra.iter().map(|(k, val)| ((*k).to_owned(), (*val).to_owned())));
+        v
+    };
+    let post = |path: &str, f: Vec<(String, String)>| {
+        let pairs: Vec<(&str, &str)> = f.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        browse(&jar, &t.url(path), Some(&pairs))
+    };
+    let (st, consent, _) =
+        post("/login", fields(&login, &[("username", "alice"), ("password", "alice's long password")]));
+    assert!(st == 200 && consent.contains("Allow access?"), "{st} {consent}");
+    let (st, _, location) = post("/consent", fields(&consent, &[("decision", "allow")]));
+    assert_eq!(st, 303, "{location}");
+    let code = query_param(&location, "code").unwrap();
+    assert_eq!(query_param(&location, "iss").as_deref(), Some(t.issuer().as_str()));
+
+    // kill -9 right after the code was given: the code, the session and the consent are there.
+    t.kill9();
+    t.spawn();
+    let redeem = format!(
+        "grant_type=authorization_code&code={code}&client_id={}&code_verifier={verifier}&redirect_uri={}",
+        c.id,
+        form_urlencoded::byte_serialize(redirect.as_bytes()).collect::<String>()
+    );
+    let (st, body) = t.post("/token", &redeem, &[]);
+    assert_eq!(st, 200, "{body}");
+    let tok = json_of(&body);
+    let r1 = tok["refresh_token"].as_str().unwrap().to_owned();
+    let id = verify_jwt(
+        tok["id_token"].as_str().unwrap(),
+        &jwks(&t),
+        &Validation {
+            issuer: Some(t.issuer()),
+            audience: Some(c.id.clone()),
+            now: now(),
+            leeway: 0,
+            typ: Some("JWT".into()),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        (id.sub.as_deref(), id.extra["nonce"].as_str(), id.extra["email"].as_str()),
+        (Some("alice"), Some("n"), Some("alice@example.net"))
+    );
+    let (st, _, location) = browse(&jar, &authorize, None);
+    assert_eq!(st, 302, "the session and consent survived kill -9: straight back with a code");
+    assert!(query_param(&location, "code").is_some());
+
+    // Rotate, kill -9, the new one works; the old one, reused, revokes the family.
+    let refresh = |t: &Tokend, r: &str| {
+        t.post("/token", &format!("grant_type=refresh_token&refresh_token={r}&client_id={}", c.id), &[])
+    };
+    let (st, body) = refresh(&t, &r1);
+    assert_eq!(st, 200, "{body}");
+    let r2 = json_of(&body)["refresh_token"].as_str().unwrap().to_owned();
+    let access2 = json_of(&body)["access_token"].as_str().unwrap().to_owned();
+    t.kill9();
+    t.spawn();
+    std::thread::sleep(Duration::from_millis(1100));
+    let (st, body) = refresh(&t, &r1);
+    assert_eq!((st, json_of(&body)["error"].as_str()), (400, Some("invalid_grant")), "{body}");
+    let (st, body) = refresh(&t, &r2);
+    assert_eq!((st, json_of(&body)["error"].as_str()), (400, Some("invalid_grant")), "the family is revoked: {body}");
+    let (_, body) = t.post("/introspect", &format!("token={access2}&client_id={}", c.id), &[]);
+    assert_eq!(json_of(&body)["active"], false, "its access tokens too: {body}");
+    let (_, body) = t.post("/introspect", &format!("token={code}&client_id={}", c.id), &[]);
+    assert_eq!(json_of(&body), json!({"active": false}));
+    // The code again: refused.
+    let (st, body) = t.post("/token", &redeem, &[]);
+    assert_eq!((st, json_of(&body)["error"].as_str()), (400, Some("invalid_grant")), "{body}");
+}

@@ -51,13 +51,7 @@ pub const SECRET_BYTES: usize = 32;
 /// (RFC 7518 §3.2: at least the hash's size).
 pub const MAC_SECRET_BYTES: usize = 64;
 /// The grant types a client may be registered for.
-pub const GRANT_TYPES: [&str; 5] = [
-    "client_credentials",
-    "urn:ietf:params:oauth:grant-type:token-exchange",
-    "authorization_code",
-    "refresh_token",
-    "urn:ietf:params:oauth:grant-type:device_code",
-];
+pub const GRANT_TYPES: [&str; 6] = crate::grants::GRANT_TYPES;
 /// The grant types of a client registered without any.
 pub const DEFAULT_GRANT_TYPE: &str = "client_credentials";
 /// The grant type that sends a browser to a redirect URI.
@@ -936,17 +930,14 @@ pub fn end_user_grants(t: &mut WriteTxn<'_>, db: &Db, user: &str, now: u64) -> R
     for k in codes {
         ended.codes += usize::from(t.delete(&db.codes, &k)?);
     }
-    let families: Vec<_> = t
+    let families: Vec<[u8; 16]> = t
         .range(&db.families, None, usize::MAX)?
         .into_iter()
         .filter(|(_, f)| f.user == user && f.revoked.is_none())
+        .map(|(k, _)| k)
         .collect();
-    for (id, mut f) in families {
-        f.revoked = Some(now);
-        for (jti, exp) in &f.access {
-            t.put(&db.revoked, jti, exp)?;
-        }
-        t.put(&db.families, &id, &f)?;
+    for id in families {
+        crate::flows::revoke_family(t, &db.families, &db.revoked, &id, now)?;
         ended.families += 1;
     }
     Ok(ended)
@@ -1393,6 +1384,7 @@ lines"
             auth_time: 1,
             sid: format!("sid-{n}"),
             expires: 9999,
+            dpop_jkt: None,
             redeemed: None,
         };
         let family = FamilyRec {
@@ -1406,6 +1398,7 @@ lines"
             expires: 9999,
             revoked: None,
             access: vec![(format!("jti-{user}"), 5000)],
+            jkt: None,
         };
         db.write(|t| {
             t.put(&db.sessions, &[n; 32], &session)?;
