@@ -10,6 +10,10 @@
 #      client_credentials with client_secret_basic; with private_key_jwt (an
 #      ES256 assertion with a fresh jti signed by token-load per request);
 #      introspection of one token (client_secret_basic);
+#   2b. authcode-load (tokend's authorization code flow with PKCE: each
+#      browser signs in once through the real forms, then GET /authorize with
+#      its session → 302 with a code → POST /token; a public client, openid),
+#      at each --concurrency, and once with a sign-in (argon2id) every flow;
 #   3. tokend again on a fresh state directory with `[tokens] algorithm =
 #      "ML-DSA-44"` (an ml-dsa-44 key with role tokend): client_credentials;
 #   4. the baseline: Ory Hydra (the newest v2 the Go module proxy serves,
@@ -33,7 +37,7 @@
 # token-load runs beside the servers on the same cores; --threads is its tokio
 # worker count (default 1, leaving the other core(s) to the servers).
 # Binaries come from $CARGO_TARGET_DIR/release (build them first:
-# cargo build --release -p signd -p tokend -p signetctl -p signet-bench --bin token-load).
+# cargo build --release -p signd -p tokend -p signetctl -p signet-bench --bin token-load --bin authcode-load).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -65,8 +69,8 @@ while [ $# -gt 0 ]; do
 done
 
 BIN="$CARGO_TARGET_DIR/release"
-for b in signd tokend signetctl token-load; do
-  [ -x "$BIN/$b" ] || { echo "$BIN/$b missing: cargo build --release -p signd -p tokend -p signetctl -p signet-bench --bin token-load" >&2; exit 1; }
+for b in signd tokend signetctl token-load authcode-load; do
+  [ -x "$BIN/$b" ] || { echo "$BIN/$b missing: cargo build --release -p signd -p tokend -p signetctl -p signet-bench --bin token-load --bin authcode-load" >&2; exit 1; }
 done
 have curl || { echo "token-bench.sh needs curl" >&2; exit 1; }
 
@@ -192,6 +196,24 @@ if [ "$TOKEND" = 1 ]; then
     load "tokend introspect ES256" "tokend=$TOKEND_PID signd=$SIGND_PID" --url "$TOKEN_URL" --concurrency "$c" --mode introspect \
       --client-id bench-basic --client-secret "$BASIC_SECRET"
   done
+
+  # The authorization code flow: a user, a public client, browsers that sign in once.
+  python3 -c 'import secrets; print(secrets.token_urlsafe(16))' > "$DIR/user-password"
+  "$BIN/signetctl" oauth user create bench-user --password-file "$DIR/user-password" > /dev/null
+  create_client bench-web --auth-method none --grant-type authorization_code --scope openid \
+    --audience https://api.bench.test --redirect-uri http://127.0.0.1:9/callback > /dev/null
+  flows() { # label login-every concurrency
+    echo
+    "$BIN/authcode-load" --label "$1" --login-every "$2" --concurrency "$3" --duration "$DURATION" --warmup "$WARMUP" \
+      --threads "$THREADS" --pid "tokend=$TOKEND_PID" --pid "signd=$SIGND_PID" --issuer "${TOKEN_URL%/token}" \
+      --client-id bench-web --redirect-uri http://127.0.0.1:9/callback --user bench-user \
+      --password-file "$DIR/user-password" | tee "$DIR/last.txt" | grep -v '^{'
+    grep '^{' "$DIR/last.txt" >> "$RESULTS"
+  }
+  for c in $CONC; do
+    flows "tokend ES256 authorization_code+PKCE (signed in once)" 0 "$c"
+  done
+  flows "tokend ES256 authorization_code+PKCE (argon2id sign-in every flow)" 1 32
   stop_tokend
 
   "$BIN/signetctl" key generate tok-mldsa44 --algorithm ml-dsa-44 --role tokend > /dev/null
@@ -267,4 +289,8 @@ for r in runs:
     cpu = r["cpu"]["servers_cpu_ms_per_op"]
     print(f'{r["label"]:<42} {r["concurrency"]:>4} {r["requests_per_s"]:>9.0f} {r["p50_ms"]:>8.2f} {r["p99_ms"]:>8.2f} '
           f'{r["max_ms"]:>8.2f} {r["error_count"]:>6} {cpu:>17.4f} {ratio:>8}')
+for r in (r["authcode_load"] for r in rows if "authcode_load" in r):
+    cpu = r["cpu"]["servers_cpu_ms_per_op"]
+    print(f'{r["label"][:42]:<42} {r["concurrency"]:>4} {r["per_sec"]:>9.0f} {r["p50_ms"]:>8.2f} {r["p99_ms"]:>8.2f} '
+          f'{r["max_ms"]:>8.2f} {sum(r["errors"].values()):>6} {cpu:>17.4f} {"flows/s":>8}')
 PY
