@@ -195,115 +195,7 @@ impl TokenService {
             })
             .map_err(|e: StoreError| AuthzError::Unavailable(e.to_string()))?;
         let rec = rec.ok_or_else(|| page(format!("there is no client `{client_id}`")))?;
-        let uris: ClientUris = uris.unwrap_or_default();
-        let redirect_uri = match p.get("redirect_uri") {
-            Some(u) if uris.redirect_uris.iter().any(|r| r == u) => u.to_owned(),
-            Some(u) => return Err(page(format!("redirect_uri `{u}` is not registered for client `{client_id}`"))),
-            None if uris.redirect_uris.len() == 1
-                && !p.get("scope").unwrap_or("").split(' ').any(|s| s == "openid") =>
-            {
-                uris.redirect_uris[0].clone()
-            }
-            None => return Err(page("redirect_uri is missing".into())),
-        };
-        let client = Client { id: client_id.to_owned(), rec };
-        let state = p.get("state").map(str::to_owned);
-        let back = |error: &'static str, description: String| AuthzError::Redirect {
-            redirect_uri: redirect_uri.clone(),
-            state: state.clone(),
-            error,
-            description,
-        };
-        if p.get("request").is_some() {
-            return Err(back("request_not_supported", "request objects are not supported".into()));
-        }
-        if p.get("request_uri").is_some() {
-            return Err(back("invalid_request", "request_uri cannot be nested".into()));
-        }
-        match p.get("response_type") {
-            Some("code") => {}
-            Some(other) => {
-                return Err(back("unsupported_response_type", format!("response_type `{other}`: only `code`")))
-            }
-            None => return Err(back("invalid_request", "response_type is missing".into())),
-        }
-        if p.get("response_mode").is_some_and(|m| m != "query") {
-            return Err(back("invalid_request", "only response_mode `query` is supported".into()));
-        }
-        if crate::grants::allowed(&client, "authorization_code").is_err() {
-            return Err(back("unauthorized_client", format!("client `{client_id}` may not use authorization_code")));
-        }
-        let scopes = crate::grants::scopes(&client, p, None).map_err(|e| back("invalid_scope", e.description))?;
-        let audience = crate::grants::audience(&client, p).map_err(|e| back("invalid_target", e.description))?;
-        let challenge = match (p.get("code_challenge"), p.get("code_challenge_method")) {
-            (Some(c), Some("S256")) if pkce_syntax(c) => Some(c.to_owned()),
-            (Some(_), Some("S256")) => {
-                return Err(back("invalid_request", "code_challenge must be 43 to 128 unreserved characters".into()))
-            }
-            (Some(_), _) => {
-                return Err(back("invalid_request", "code_challenge_method must be S256 (plain is refused)".into()))
-            }
-            (None, Some(_)) => {
-                return Err(back("invalid_request", "code_challenge_method without code_challenge".into()))
-            }
-            (None, None) if client.rec.auth_method == AuthMethod::None => {
-                return Err(back("invalid_request", "a public client must use PKCE (code_challenge with S256)".into()))
-            }
-            (None, None) => None,
-        };
-        let nonce = p.get("nonce").map(str::to_owned);
-        if nonce.as_ref().is_some_and(|n| n.len() > 512) {
-            return Err(back("invalid_request", "nonce is longer than 512 bytes".into()));
-        }
-        let mut prompt = Prompt::default();
-        for word in p.get("prompt").unwrap_or("").split(' ').filter(|w| !w.is_empty()) {
-            match word {
-                "none" => prompt.none = true,
-                "login" => prompt.login = true,
-                "consent" => prompt.consent = true,
-                "select_account" => {}
-                other => return Err(back("invalid_request", format!("prompt `{other}` is unknown"))),
-            }
-        }
-        if prompt.none && (prompt.login || prompt.consent) {
-            return Err(back("invalid_request", "prompt=none goes with no other value".into()));
-        }
-        let max_age = match p.get("max_age") {
-            Some(m) => Some(m.parse::<u64>().map_err(|_| back("invalid_request", "max_age is not a number".into()))?),
-            None => None,
-        };
-        let mut enc = form_urlencoded::Serializer::new(String::new());
-        for name in [
-            "response_type",
-            "client_id",
-            "redirect_uri",
-            "scope",
-            "state",
-            "nonce",
-            "code_challenge",
-            "code_challenge_method",
-            "resource",
-            "audience",
-            "max_age",
-            "response_mode",
-        ] {
-            if let Some(v) = p.get(name) {
-                enc.append_pair(name, v);
-            }
-        }
-        Ok(AuthzRequest {
-            client,
-            redirect_uri,
-            state,
-            scopes,
-            audience,
-            challenge,
-            nonce,
-            prompt,
-            max_age,
-            dpop_jkt: p.get("dpop_jkt").map(str::to_owned),
-            encoded: enc.finish(),
-        })
+        check_authz_params(Client { id: client_id.to_owned(), rec }, &uris.unwrap_or_default(), p)
     }
 
     fn redirect(&self, post: bool, uri: &str, params: &[(&str, &str)]) -> Resp {
@@ -788,6 +680,114 @@ impl TokenService {
         };
         signet_jose::jwt::verify_jwt(token, &view.jwks, &v).ok()
     }
+}
+
+/// The pure part of [`TokenService::check_authz`]: the request's parameters
+/// `p` judged for `client` and its registered `uris`.
+pub fn check_authz_params(client: Client, uris: &ClientUris, p: &Form) -> Result<AuthzRequest, AuthzError> {
+    let page = |why: String| AuthzError::Page(StatusCode::BAD_REQUEST, why);
+    let client_id = client.id.clone();
+    let redirect_uri = match p.get("redirect_uri") {
+        Some(u) if uris.redirect_uris.iter().any(|r| r == u) => u.to_owned(),
+        Some(u) => return Err(page(format!("redirect_uri `{u}` is not registered for client `{client_id}`"))),
+        None if uris.redirect_uris.len() == 1 && !p.get("scope").unwrap_or("").split(' ').any(|s| s == "openid") => {
+            uris.redirect_uris[0].clone()
+        }
+        None => return Err(page("redirect_uri is missing".into())),
+    };
+    let state = p.get("state").map(str::to_owned);
+    let back = |error: &'static str, description: String| AuthzError::Redirect {
+        redirect_uri: redirect_uri.clone(),
+        state: state.clone(),
+        error,
+        description,
+    };
+    if p.get("request").is_some() {
+        return Err(back("request_not_supported", "request objects are not supported".into()));
+    }
+    if p.get("request_uri").is_some() {
+        return Err(back("invalid_request", "request_uri cannot be nested".into()));
+    }
+    match p.get("response_type") {
+        Some("code") => {}
+        Some(other) => return Err(back("unsupported_response_type", format!("response_type `{other}`: only `code`"))),
+        None => return Err(back("invalid_request", "response_type is missing".into())),
+    }
+    if p.get("response_mode").is_some_and(|m| m != "query") {
+        return Err(back("invalid_request", "only response_mode `query` is supported".into()));
+    }
+    if crate::grants::allowed(&client, "authorization_code").is_err() {
+        return Err(back("unauthorized_client", format!("client `{client_id}` may not use authorization_code")));
+    }
+    let scopes = crate::grants::scopes(&client, p, None).map_err(|e| back("invalid_scope", e.description))?;
+    let audience = crate::grants::audience(&client, p).map_err(|e| back("invalid_target", e.description))?;
+    let challenge = match (p.get("code_challenge"), p.get("code_challenge_method")) {
+        (Some(c), Some("S256")) if pkce_syntax(c) => Some(c.to_owned()),
+        (Some(_), Some("S256")) => {
+            return Err(back("invalid_request", "code_challenge must be 43 to 128 unreserved characters".into()))
+        }
+        (Some(_), _) => {
+            return Err(back("invalid_request", "code_challenge_method must be S256 (plain is refused)".into()))
+        }
+        (None, Some(_)) => return Err(back("invalid_request", "code_challenge_method without code_challenge".into())),
+        (None, None) if client.rec.auth_method == AuthMethod::None => {
+            return Err(back("invalid_request", "a public client must use PKCE (code_challenge with S256)".into()))
+        }
+        (None, None) => None,
+    };
+    let nonce = p.get("nonce").map(str::to_owned);
+    if nonce.as_ref().is_some_and(|n| n.len() > 512) {
+        return Err(back("invalid_request", "nonce is longer than 512 bytes".into()));
+    }
+    let mut prompt = Prompt::default();
+    for word in p.get("prompt").unwrap_or("").split(' ').filter(|w| !w.is_empty()) {
+        match word {
+            "none" => prompt.none = true,
+            "login" => prompt.login = true,
+            "consent" => prompt.consent = true,
+            "select_account" => {}
+            other => return Err(back("invalid_request", format!("prompt `{other}` is unknown"))),
+        }
+    }
+    if prompt.none && (prompt.login || prompt.consent) {
+        return Err(back("invalid_request", "prompt=none goes with no other value".into()));
+    }
+    let max_age = match p.get("max_age") {
+        Some(m) => Some(m.parse::<u64>().map_err(|_| back("invalid_request", "max_age is not a number".into()))?),
+        None => None,
+    };
+    let mut enc = form_urlencoded::Serializer::new(String::new());
+    for name in [
+        "response_type",
+        "client_id",
+        "redirect_uri",
+        "scope",
+        "state",
+        "nonce",
+        "code_challenge",
+        "code_challenge_method",
+        "resource",
+        "audience",
+        "max_age",
+        "response_mode",
+    ] {
+        if let Some(v) = p.get(name) {
+            enc.append_pair(name, v);
+        }
+    }
+    Ok(AuthzRequest {
+        client,
+        redirect_uri,
+        state,
+        scopes,
+        audience,
+        challenge,
+        nonce,
+        prompt,
+        max_age,
+        dpop_jkt: p.get("dpop_jkt").map(str::to_owned),
+        encoded: enc.finish(),
+    })
 }
 
 /// Maps a store failure to the OAuth error a token request gets.
