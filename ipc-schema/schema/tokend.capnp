@@ -19,7 +19,9 @@ struct OauthClient {
                                # private_key_jwt or none (RFC 8414 names)
   secret @3 :Text;             # the client secret: only in the answers of clientCreate and
                                # clientRotateSecret, empty otherwise
-  jwks @4 :Text;               # the client's public keys (private_key_jwt): a JWKS document
+  jwks @4 :Text;               # the client's public keys (private_key_jwt): a JWKS document,
+                               # or the https URL of one (http only on loopback), which tokend
+                               # fetches, caches and fetches again for an unknown kid
   scopes @5 :List(Text);       # scopes it may ask for (RFC 6749 §3.3)
   audiences @6 :List(Text);    # audiences (RFC 8707 resources) its tokens may name; the first
                                # is the default

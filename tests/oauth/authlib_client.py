@@ -149,6 +149,64 @@ def _():
     assert "WWW-Authenticate" in again.headers
 
 
+@check("authlib private_key_jwt with the JWKS by URL (jwks_uri): fetched, cached, fetched again when the client rotates its key")
+def _():
+    import http.server
+    import threading
+
+    served = {"jwks": b""}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("Content-Type", "application/jwk-set+json")
+            self.end_headers()
+            self.wfile.write(served["jwks"])
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    uri = f"http://127.0.0.1:{server.server_address[1]}/jwks.json"
+
+    def key(kid):
+        priv = ec.generate_private_key(ec.SECP256R1())
+        pem = priv.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption())
+        pub = json.loads(jc_jwk.JWK.from_pem(priv.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)).export_public())
+        pub.update({"kid": kid, "alg": "ES256", "use": "sig"})
+        return pem, pub
+
+    def token_with(cid, pem, kid):
+        auth = PrivateKeyJWT(TOKEN_URL, alg="ES256", headers={"kid": kid})
+        s = OAuth2Session(cid, ECKey.import_key(pem), token_endpoint_auth_method=auth)
+        return s.fetch_token(TOKEN_URL, grant_type="client_credentials")
+
+    try:
+        pem1, pub1 = key("rot-1")
+        served["jwks"] = json.dumps({"keys": [pub1]}).encode()
+        cid, _ = new_client("private_key_jwt", "--jwks-uri", uri)
+        shown = signetctl("oauth", "client", "show", cid)
+        assert shown["jwks_uri"] == uri, shown
+        verify_everywhere(token_with(cid, pem1, "rot-1")["access_token"], cid, cid, "read write")
+        # The client rotates: a new key under a new kid; tokend fetches the set again.
+        pem2, pub2 = key("rot-2")
+        served["jwks"] = json.dumps({"keys": [pub2]}).encode()
+        time.sleep(10.5)  # tokend fetches a set again for an unknown kid at most every 10 s
+        verify_everywhere(token_with(cid, pem2, "rot-2")["access_token"], cid, cid, "read write")
+        # A key that was never in the set is refused.
+        pem3, _ = key("rot-3")
+        try:
+            token_with(cid, pem3, "rot-3")
+            raise AssertionError("an unknown key was accepted")
+        except Exception as e:  # noqa: BLE001 - authlib raises its OAuth error
+            assert "invalid_client" in str(e), e
+    finally:
+        server.shutdown()
+
+
 @check("authlib introspection (RFC 7662) and revocation (RFC 7009)")
 def _():
     cid, secret = new_client("client_secret_basic")

@@ -35,6 +35,8 @@ pub enum OauthCommand {
 
 /// `signetctl oauth client ...`
 #[derive(Subcommand)]
+// Parsed once per run: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum ClientCommand {
     /// Register a client; prints it, with its secret (shown this once only).
     ///
@@ -62,8 +64,12 @@ pub enum ClientCommand {
         #[arg(long = "grant-type")]
         grant_types: Vec<String>,
         /// The client's public keys, a JWKS file (private_key_jwt); `-` for standard input.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "jwks_uri")]
         jwks: Option<PathBuf>,
+        /// The client's public keys by URL (private_key_jwt): tokend fetches and caches the
+        /// JWKS, and fetches it again when an assertion names a key it lacks.
+        #[arg(long = "jwks-uri")]
+        jwks_uri: Option<String>,
         /// A redirect URI (repeatable, up to 16; authorization_code clients): https, http on
         /// 127.0.0.1, [::1] or localhost, or a private-use scheme such as com.example.app:/cb.
         #[arg(long = "redirect-uri")]
@@ -207,13 +213,16 @@ pub fn run(tokend: &TokendClient, signd: &SigndClient, cmd: &OauthCommand, out: 
             audiences,
             grant_types,
             jwks,
+            jwks_uri,
             redirect_uris,
             post_logout_redirect_uris,
         }) => {
-            let jwks = match jwks {
-                Some(path) => String::from_utf8(crate::read_input(path)?)
+            // By URL, the URL travels in the jwks field (tokend.capnp).
+            let jwks = match (jwks, jwks_uri) {
+                (Some(path), _) => String::from_utf8(crate::read_input(path)?)
                     .map_err(|_| Failure { code: 2, message: format!("{}: not UTF-8", path.display()) })?,
-                None => String::new(),
+                (None, Some(uri)) => uri.clone(),
+                (None, None) => String::new(),
             };
             let client = OauthClient {
                 client_id: id.clone().unwrap_or_default(),
@@ -424,7 +433,9 @@ fn client_json(c: &OauthClient) -> serde_json::Value {
         "redirect_uris": c.redirect_uris,
         "post_logout_redirect_uris": c.post_logout_redirect_uris,
     });
-    if !c.jwks.is_empty() {
+    if c.jwks.starts_with("https://") || c.jwks.starts_with("http://") {
+        v["jwks_uri"] = json!(c.jwks);
+    } else if !c.jwks.is_empty() {
         // The JWKS as the JSON it is; as a string if it somehow is not.
         v["jwks"] = serde_json::from_str(&c.jwks).unwrap_or_else(|_| json!(c.jwks));
     }
@@ -465,7 +476,9 @@ fn show(c: &OauthClient, out: &Printer) {
     if c.secret_set_unix_secs != 0 {
         outln!("secret set:   {}", rfc3339_secs(c.secret_set_unix_secs));
     }
-    if !c.jwks.is_empty() {
+    if c.jwks.starts_with("https://") || c.jwks.starts_with("http://") {
+        outln!("jwks_uri:     {}", c.jwks);
+    } else if !c.jwks.is_empty() {
         let keys = serde_json::from_str::<serde_json::Value>(&c.jwks)
             .ok()
             .and_then(|v| v.get("keys").and_then(serde_json::Value::as_array).map(Vec::len));

@@ -446,6 +446,17 @@ pub fn check_jwks(method: AuthMethod, jwks: &str) -> Result<Option<String>, IpcE
     if jwks.is_empty() {
         return Err(IpcError::invalid("a private_key_jwt client needs its JWKS (the public keys it signs with)"));
     }
+    if crate::remote::is_uri(jwks) {
+        // By URL (jwks_uri): https, or http only on a loopback host; fetched when used.
+        let url = url::Url::parse(jwks).map_err(|e| IpcError::invalid(format!("jwks_uri: {e}")))?;
+        let loopback = matches!(url.host_str(), Some("127.0.0.1" | "[::1]" | "localhost"));
+        if jwks.len() > MAX_ITEM || url.fragment().is_some() || !(url.scheme() == "https" || loopback) {
+            return Err(IpcError::invalid(
+                "jwks_uri: an https URL (http only on a loopback host), without fragment, at most 1024 bytes",
+            ));
+        }
+        return Ok(Some(jwks.to_owned()));
+    }
     if jwks.len() > MAX_JWKS {
         return Err(IpcError::invalid(format!("the JWKS is over {MAX_JWKS} bytes")));
     }

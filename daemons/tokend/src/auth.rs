@@ -76,6 +76,7 @@ pub struct Audiences<'a> {
 /// and `form`, at `now`; `max_assertion` bounds an assertion's lifetime.
 pub async fn authenticate(
     db: &Db,
+    remote: &crate::remote::RemoteJwks,
     authorization: Option<&str>,
     form: &Form,
     aud: &Audiences<'_>,
@@ -105,7 +106,7 @@ pub async fn authenticate(
         if form.get("client_assertion_type") != Some(JWT_BEARER_ASSERTION) {
             return Err(OAuthError::invalid_request(format!("client_assertion_type must be {JWT_BEARER_ASSERTION}")));
         }
-        return check_assertion(db, assertion, form.get("client_id"), aud, now, max_assertion).await;
+        return check_assertion(db, remote, assertion, form.get("client_id"), aud, now, max_assertion).await;
     }
     let id = form.get("client_id").ok_or_else(|| OAuthError::invalid_client("no client authentication"))?;
     let client = lookup(db, id)?;
@@ -160,6 +161,7 @@ fn check_secret(client: Client, method: AuthMethod, secret: &str) -> Result<Clie
 
 async fn check_assertion(
     db: &Db,
+    remote: &crate::remote::RemoteJwks,
     assertion: &str,
     form_client_id: Option<&str>,
     aud: &Audiences<'_>,
@@ -187,10 +189,16 @@ async fn check_assertion(
         }
         AuthMethod::PrivateKeyJwt => {
             let alg = jws.header().alg.ok_or_else(|| fail(&format!("alg `{header_alg}` is not accepted")))?;
-            let jwks = Jwks::parse(client.rec.jwks.as_deref().unwrap_or("{\"keys\":[]}").as_bytes())
-                .map_err(|e| fail(&format!("the client's JWKS: {e}")))?;
-            let key =
-                jwks.find(jws.header().kid.as_deref(), alg).ok_or_else(|| fail("no key of the client's JWKS fits"))?;
+            let registered = client.rec.jwks.as_deref().unwrap_or("{\"keys\":[]}");
+            let kid = jws.header().kid.as_deref();
+            let jwks = if crate::remote::is_uri(registered) {
+                remote.find(registered, kid, alg).await.map_err(|e| fail(&format!("the client's jwks_uri: {e}")))?
+            } else {
+                std::sync::Arc::new(
+                    Jwks::parse(registered.as_bytes()).map_err(|e| fail(&format!("the client's JWKS: {e}")))?,
+                )
+            };
+            let key = jwks.find(kid, alg).ok_or_else(|| fail("no key of the client's JWKS fits"))?;
             jws.verify(key).map_err(|_| fail("the signature does not verify"))?;
         }
         other => {

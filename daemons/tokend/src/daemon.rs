@@ -104,6 +104,7 @@ async fn serve(config_path: &Path, config: Config, db: Db, admins: Arc<Admins>) 
             dpop_require_nonce: config.tokens.dpop_nonce,
         },
         trusted_issuers,
+        remote: crate::remote::RemoteJwks::new().map_err(TokendError::Startup)?,
     });
     let keys_ready = keys.clone();
     let http = tokio::spawn(signet_runtime::http::serve(

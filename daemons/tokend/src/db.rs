@@ -98,7 +98,8 @@ pub struct ClientRec {
     /// The secret itself, for client_secret_jwt only: the MAC key must be
     /// known to verify the assertion (RFC 7518 §3.2).
     pub mac_key: Option<String>,
-    /// The client's public keys (private_key_jwt), a JWKS document.
+    /// The client's public keys (private_key_jwt): a JWKS document, or the
+    /// URL of one (`jwks_uri`, fetched and cached by [`crate::remote`]).
     pub jwks: Option<String>,
     /// Scopes the client may ask for.
     pub scopes: Vec<String>,

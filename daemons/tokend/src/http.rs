@@ -65,6 +65,8 @@ pub struct TokenService {
     pub flows: FlowSettings,
     /// Issuers whose assertions the JWT bearer grant accepts.
     pub trusted_issuers: Vec<crate::bearer::TrustedIssuer>,
+    /// Clients' JWK sets by URL, cached.
+    pub remote: crate::remote::RemoteJwks,
 }
 
 /// The lifetimes and keys of the user flows.
@@ -274,7 +276,7 @@ impl TokenService {
     ) -> Result<Client, OAuthError> {
         let endpoint = self.url(path);
         let aud = Audiences { issuer: &self.issuer, endpoint: &endpoint };
-        authenticate(&self.db, auth, form, &aud, now, self.max_assertion_seconds).await
+        authenticate(&self.db, &self.remote, auth, form, &aud, now, self.max_assertion_seconds).await
     }
 
     /// One of tokend's own tokens, unexpired and not revoked.

@@ -14,6 +14,7 @@
 //! - [`web`], [`pages`]: the authorization endpoint, sign-in, consent and logout pages.
 //! - [`flows`]: authorization_code with PKCE, refresh tokens (rotation, reuse detection), ID tokens.
 //! - [`oidc`]: discovery, claims by scope, userinfo.
+//! - [`remote`]: clients' JWK sets by URL, fetched and cached.
 //! - [`bearer`]: the JWT bearer grant (RFC 7523 §2.1) for trusted issuers' assertions.
 //! - [`device`]: the device authorization grant (RFC 8628) and its page.
 //! - [`dpop`]: DPoP proofs (RFC 9449) and nonces; tokens bound to `cnf.jkt`.
@@ -40,6 +41,7 @@ pub mod http;
 pub mod keys;
 pub mod oidc;
 pub mod pages;
+pub mod remote;
 pub mod token;
 pub mod users;
 pub mod web;

@@ -1,0 +1,118 @@
+//! Clients' JWK sets by URL (private_key_jwt with a `jwks_uri`, OIDC
+//! Dynamic Client Registration §2): fetched over HTTP(S), cached, and fetched
+//! again when an assertion names a key the cached set lacks (the client
+//! rotated its keys), at most once per [`REFETCH_SECONDS`] per URL.
+//!
+//! A fetch has [`FETCH_TIMEOUT`] and takes at most [`MAX_JWKS`] bytes; https
+//! is verified against the system's trust store. A failed fetch leaves the
+//! cached set in place (a client is not locked out by its web server's
+//! hiccup) and is an `invalid_client` only when no cached key fits.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use signet_jose::{Algorithm, Jwks};
+
+/// How long a fetched set is used before it is fetched again.
+pub const CACHE_SECONDS: u64 = 300;
+/// How often an unknown `kid` may cause a fetch of the same URL.
+pub const REFETCH_SECONDS: u64 = 10;
+/// How long a fetch may take.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// The largest JWK set fetched, in bytes.
+pub const MAX_JWKS: usize = 64 * 1024;
+
+/// Whether a client's registered `jwks` text is a URL (else a JWKS document).
+pub fn is_uri(jwks: &str) -> bool {
+    jwks.starts_with("https://") || jwks.starts_with("http://")
+}
+
+struct Entry {
+    jwks: Arc<Jwks>,
+    fetched: Instant,
+}
+
+/// The cache, shared by every request.
+pub struct RemoteJwks {
+    client: Client<signet_runtime::client::TlsConnector, Full<Bytes>>,
+    cache: Mutex<HashMap<String, Entry>>,
+}
+
+impl RemoteJwks {
+    /// A cache with its HTTP(S) client (OpenSSL, the system's trust store).
+    pub fn new() -> Result<RemoteJwks, String> {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(FETCH_TIMEOUT));
+        let tls = openssl::ssl::SslConnector::builder(openssl::ssl::SslMethod::tls_client())
+            .map_err(|e| format!("TLS client: {e}"))?
+            .build();
+        let connector = signet_runtime::client::TlsConnector::new(http, Some(Arc::new(tls)));
+        Ok(RemoteJwks {
+            client: Client::builder(TokioExecutor::new()).build(connector),
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn cached(&self, uri: &str) -> Option<(Arc<Jwks>, Instant)> {
+        let cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache.get(uri).map(|e| (e.jwks.clone(), e.fetched))
+    }
+
+    async fn fetch(&self, uri: &str) -> Result<Arc<Jwks>, String> {
+        let target: hyper::Uri = uri.parse().map_err(|e| format!("{uri}: {e}"))?;
+        let req = hyper::Request::get(target)
+            .header(hyper::header::ACCEPT, "application/jwk-set+json, application/json")
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| e.to_string())?;
+        let resp = tokio::time::timeout(FETCH_TIMEOUT, self.client.request(req))
+            .await
+            .map_err(|_| format!("{uri}: no answer in {} s", FETCH_TIMEOUT.as_secs()))?
+            .map_err(|e| format!("{uri}: {e}"))?;
+        if resp.status() != hyper::StatusCode::OK {
+            return Err(format!("{uri}: HTTP {}", resp.status()));
+        }
+        let body = tokio::time::timeout(FETCH_TIMEOUT, Limited::new(resp.into_body(), MAX_JWKS).collect())
+            .await
+            .map_err(|_| format!("{uri}: the body took over {} s", FETCH_TIMEOUT.as_secs()))?
+            .map_err(|e| format!("{uri}: {e}"))?
+            .to_bytes();
+        let jwks = Arc::new(Jwks::parse(&body).map_err(|e| format!("{uri}: {e}"))?);
+        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cache.len() >= 10_000 {
+            cache.retain(|_, e| e.fetched.elapsed() < Duration::from_secs(CACHE_SECONDS));
+        }
+        cache.insert(uri.to_owned(), Entry { jwks: jwks.clone(), fetched: Instant::now() });
+        Ok(jwks)
+    }
+
+    /// The set at `uri` holding a key for (`kid`, `alg`), fetching it (again)
+    /// as the rules above allow.
+    pub async fn find(&self, uri: &str, kid: Option<&str>, alg: Algorithm) -> Result<Arc<Jwks>, String> {
+        let fits = |j: &Jwks| j.find(kid, alg).is_some();
+        let cached = self.cached(uri);
+        if let Some((jwks, fetched)) = &cached {
+            let age = fetched.elapsed();
+            let fresh = age < Duration::from_secs(CACHE_SECONDS);
+            if fresh && (fits(jwks) || age < Duration::from_secs(REFETCH_SECONDS)) {
+                return Ok(jwks.clone());
+            }
+        }
+        match self.fetch(uri).await {
+            Ok(jwks) => Ok(jwks),
+            Err(e) => match cached {
+                Some((jwks, _)) if fits(&jwks) => {
+                    tracing::warn!(error = %e, "a client's JWKS could not be fetched again; the cached one is used");
+                    Ok(jwks)
+                }
+                _ => Err(e),
+            },
+        }
+    }
+}
