@@ -65,6 +65,8 @@ pub struct TokenService {
     pub flows: FlowSettings,
     /// Issuers whose assertions the JWT bearer grant accepts.
     pub trusted_issuers: Vec<crate::bearer::TrustedIssuer>,
+    /// Where users sign in besides the local table (`[ldap]`).
+    pub directory: crate::users::Directory,
 }
 
 /// The lifetimes and keys of the user flows.
