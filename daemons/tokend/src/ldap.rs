@@ -200,7 +200,8 @@ mod tests {
     use super::*;
 
     fn ldap(extra: &str) -> Ldap {
-        let text = format!("url = \"ldap://127.0.0.1:1\"\nuser_dn = \"uid={{user}},cn=users,dc=example,dc=net\"\n{extra}");
+        let text =
+            format!("url = \"ldap://127.0.0.1:1\"\nuser_dn = \"uid={{user}},cn=users,dc=example,dc=net\"\n{extra}");
         Ldap::new(&toml::from_str(&text).unwrap()).unwrap()
     }
 
@@ -242,9 +243,7 @@ mod tests {
         // A listener that accepts and never answers.
         let quiet = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = quiet.local_addr().unwrap().port();
-        let text = format!(
-            "url = \"ldap://127.0.0.1:{port}\"\nuser_dn = \"uid={{user}},dc=x\"\ntimeout_ms = 300"
-        );
+        let text = format!("url = \"ldap://127.0.0.1:{port}\"\nuser_dn = \"uid={{user}},dc=x\"\ntimeout_ms = 300");
         let l = Ldap::new(&toml::from_str(&text).unwrap()).unwrap();
         let t = std::time::Instant::now();
         let e = l.authenticate_blocking("alice", "pw");

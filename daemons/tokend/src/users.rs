@@ -132,9 +132,10 @@ pub fn authenticate(db: &Db, dir: &Directory, name: &str, password: &str) -> Res
 /// The first scope `group:<g>` among `scopes` whose group `g` the user (none:
 /// a deleted one) is not a member of: such a scope is never granted.
 pub fn missing_group<'a>(scopes: &'a [String], user: Option<&UserRec>) -> Option<&'a str> {
-    scopes.iter().map(String::as_str).find(|s| {
-        s.strip_prefix("group:").is_some_and(|g| !user.is_some_and(|u| u.groups.iter().any(|m| m == g)))
-    })
+    scopes
+        .iter()
+        .map(String::as_str)
+        .find(|s| s.strip_prefix("group:").is_some_and(|g| !user.is_some_and(|u| u.groups.iter().any(|m| m == g))))
 }
 
 /// Writes (or refreshes) the shadow of a directory user who just bound. A
@@ -226,7 +227,10 @@ mod tests {
             disabled: false,
         };
         db.write(|txn| txn.put(&db.users, &"alice".to_owned(), &rec)).unwrap();
-        assert_eq!(authenticate(&db, &Directory::default(), "alice", "pw-alice").unwrap().name.as_deref(), Some("Alice"));
+        assert_eq!(
+            authenticate(&db, &Directory::default(), "alice", "pw-alice").unwrap().name.as_deref(),
+            Some("Alice")
+        );
         assert!(matches!(authenticate(&db, &Directory::default(), "alice", "nope"), Err(LoginError::Refused)));
         assert!(matches!(authenticate(&db, &Directory::default(), "bob", "pw-alice"), Err(LoginError::Refused)));
         assert!(matches!(authenticate(&db, &Directory::default(), "bad name", "x"), Err(LoginError::Refused)));
