@@ -3,8 +3,9 @@
 //! loopback), loaded with `ldapadd`; the sign-in page driven with curl.
 //! A directory user signs in (bound as itself), its ID token carries the
 //! directory's name, email and groups; a wrong password is refused; a local
-//! user of the same name wins; with slapd killed the sign-in is a 503 and
-//! tokend stays up.
+//! user of the same name wins; `group:<g>` scopes need membership; with
+//! slapd killed the sign-in is a 503 and tokend stays up. Over TLS: ldaps://
+//! and StartTLS with `ca_file`, and an untrusted certificate is a 503.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -28,10 +29,14 @@ const SUFFIX: &str = "dc=example,dc=net";
 struct Slapd {
     child: Option<Child>,
     port: u16,
+    /// Its ldaps:// port, when it has TLS.
+    tls_port: Option<u16>,
 }
 
 impl Slapd {
-    fn start(dir: &Path) -> Slapd {
+    /// slapd on `ldap://127.0.0.1:port`; with `tls`, also on ldaps:// and with
+    /// StartTLS, its certificate (for IP 127.0.0.1) issued by `dir/ldap-ca.pem`.
+    fn start(dir: &Path, tls: bool) -> Slapd {
         for tool in [SLAPD, "/usr/sbin/slapadd", "/usr/sbin/slappasswd", "/usr/bin/ldapadd"] {
             assert!(
                 Path::new(tool).exists(),
@@ -42,8 +47,9 @@ impl Slapd {
         let data = dir.join("ldap-data");
         std::fs::create_dir_all(&conf).unwrap();
         std::fs::create_dir_all(&data).unwrap();
+        let tls_config = if tls { tls_files(dir) } else { String::new() };
         let config = format!(
-            "dn: cn=config\nobjectClass: olcGlobal\ncn: config\nolcPidFile: {pid}\n\n\
+            "dn: cn=config\nobjectClass: olcGlobal\ncn: config\nolcPidFile: {pid}\n{tls_config}\n\
              dn: cn=module{{0}},cn=config\nobjectClass: olcModuleList\ncn: module{{0}}\n\
              olcModulePath: /usr/lib/ldap\nolcModuleLoad: back_mdb\n\n\
              dn: cn=schema,cn=config\nobjectClass: olcSchemaConfig\ncn: schema\n\n\
@@ -67,15 +73,19 @@ impl Slapd {
         std::fs::write(&ldif, config).unwrap();
         let (st, out, err) = run(Command::new("/usr/sbin/slapadd").args(["-n0", "-F"]).arg(&conf).arg("-l").arg(&ldif));
         assert!(st.success(), "slapadd: {out}{err}");
-        let mut s = Slapd { child: None, port: free_port() };
+        let mut s = Slapd { child: None, port: free_port(), tls_port: tls.then(free_port) };
         s.spawn(&conf);
         s
     }
 
     fn spawn(&mut self, conf: &Path) {
         // -d 0: in the foreground (a child the test can kill), no debug output.
+        let mut urls = format!("ldap://127.0.0.1:{}/", self.port);
+        if let Some(p) = self.tls_port {
+            urls.push_str(&format!(" ldaps://127.0.0.1:{p}/"));
+        }
         let child = Command::new(SLAPD)
-            .args(["-d", "0", "-h", &format!("ldap://127.0.0.1:{}/", self.port), "-F"])
+            .args(["-d", "0", "-h", &urls, "-F"])
             .arg(conf)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -117,6 +127,42 @@ impl Drop for Slapd {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// A CA and slapd's certificate and key, made with the openssl command: the
+/// cn=config lines naming them.
+fn tls_files(dir: &Path) -> String {
+    let (ca, ca_key, cert, key) =
+        (dir.join("ldap-ca.pem"), dir.join("ldap-ca.key"), dir.join("slapd.pem"), dir.join("slapd.key"));
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2"];
+    let (st, _, err) = run(Command::new("openssl")
+        .args(["req", "-x509"])
+        .args(ec)
+        .args(["-subj", "/CN=Test LDAP CA", "-addext", "basicConstraints=critical,CA:TRUE"])
+        .args(["-addext", "keyUsage=critical,keyCertSign,cRLSign", "-keyout"])
+        .arg(&ca_key)
+        .arg("-out")
+        .arg(&ca));
+    assert!(st.success(), "openssl: {err}");
+    let (st, _, err) = run(Command::new("openssl")
+        .args(["req", "-x509"])
+        .args(ec)
+        .args(["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE", "-CA"])
+        .arg(&ca)
+        .arg("-CAkey")
+        .arg(&ca_key)
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert));
+    assert!(st.success(), "openssl: {err}");
+    format!(
+        "olcTLSCACertificateFile: {}\nolcTLSCertificateFile: {}\nolcTLSCertificateKeyFile: {}\n",
+        ca.display(),
+        cert.display(),
+        key.display()
+    )
 }
 
 /// `{SSHA}` of `password`, as slapd stores it.
@@ -166,7 +212,7 @@ fn query_param(url: &str, name: &str) -> Option<String> {
 #[test]
 fn directory_users_sign_in_by_binding_and_a_dead_directory_is_a_503() {
     let dir = tempfile::tempdir().unwrap();
-    let mut slapd = Slapd::start(dir.path());
+    let mut slapd = Slapd::start(dir.path(), false);
     slapd.add(&directory_ldif(), dir.path());
     let signd = SigndProcess::start(&signd_role());
     let ldap = format!(
@@ -311,4 +357,80 @@ fn directory_users_sign_in_by_binding_and_a_dead_directory_is_a_503() {
     assert_eq!((st, query_param(&location, "error").as_deref()), (303, Some("access_denied")), "{location}");
     let log = t.log();
     assert!(!log.contains("carol's ldap password"), "a password was logged: {log}");
+}
+
+#[test]
+fn ldaps_and_starttls_verify_the_directory_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let slapd = Slapd::start(dir.path(), true);
+    slapd.add(&directory_ldif(), dir.path());
+    let ca = dir.path().join("ldap-ca.pem");
+    let signd = SigndProcess::start(&signd_role());
+    let user_dn = format!("user_dn = \"uid={{user}},ou=people,{SUFFIX}\"\nbase_dn = \"ou=groups,{SUFFIX}\"\n");
+    let ldaps = format!("url = \"ldaps://127.0.0.1:{}\"\n", slapd.tls_port.unwrap());
+    let mut t = Tokend::start(
+        &signd,
+        dir.path(),
+        "tok-es256",
+        "ecdsa-p256",
+        &format!("[ldap]\n{ldaps}{user_dn}ca_file = {ca:?}\n"),
+    );
+    let base = std::fs::read_to_string(&t.config).unwrap();
+    let base = base[..base.find("[ldap]").unwrap()].to_owned();
+    let c = t.create_client(
+        "web",
+        &[
+            "--auth-method",
+            "none",
+            "--grant-type",
+            "authorization_code",
+            "--scope",
+            "openid",
+            "--audience",
+            "api",
+            "--redirect-uri",
+            "http://127.0.0.1:9/cb",
+        ],
+    );
+    let c = c.id;
+    // One sign-in in a fresh browser: the status of the answer to the form.
+    let sign_in = |t: &Tokend, jar: &str| {
+        let jar = dir.path().join(jar);
+        let verifier = "v".repeat(50);
+        let challenge = URL_SAFE_NO_PAD.encode(openssl::sha::sha256(verifier.as_bytes()));
+        let authorize = t.url(&format!(
+            "/authorize?response_type=code&client_id={c}&redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcb&scope=openid\
+             &nonce=n&code_challenge={challenge}&code_challenge_method=S256"
+        ));
+        let (st, login, _) = browse(&jar, &authorize, None);
+        assert!(st == 200 && login.contains("Sign in"), "{st} {login}");
+        let form = [
+            ("authz", field(&login, "authz")),
+            ("csrf", field(&login, "csrf")),
+            ("username", "carol".to_owned()),
+            ("password", "carol's ldap password".to_owned()),
+        ];
+        let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (st, page, _) = browse(&jar, &t.url("/login"), Some(&pairs));
+        (st, page)
+    };
+    let (st, page) = sign_in(&t, "jar-ldaps");
+    assert!(st == 200 && page.contains("Allow access?"), "ldaps with ca_file: {st} {page} {}", t.log());
+
+    // StartTLS on the plain port.
+    let starttls = format!("url = \"ldap://127.0.0.1:{}\"\nstarttls = true\n", slapd.port);
+    std::fs::write(&t.config, format!("{base}[ldap]\n{starttls}{user_dn}ca_file = {ca:?}\n")).unwrap();
+    t.kill9();
+    t.spawn();
+    let (st, page) = sign_in(&t, "jar-starttls");
+    assert!(st == 200 && page.contains("Allow access?"), "StartTLS with ca_file: {st} {page} {}", t.log());
+
+    // Without the CA, the directory's certificate is not trusted: unavailable, not a sign-in.
+    std::fs::write(&t.config, format!("{base}[ldap]\n{ldaps}{user_dn}")).unwrap();
+    t.kill9();
+    t.spawn();
+    let (st, page) = sign_in(&t, "jar-untrusted");
+    assert_eq!(st, 503, "{page}");
+    let log = t.log();
+    assert!(log.contains("the user directory is unavailable") && log.contains("certificate verify failed"), "{log}");
 }
