@@ -32,6 +32,9 @@ SIGNET_APT_NEEDS=(
   "curl:curl"
   # probed's integration test probes a real nginx over HTTP and HTTPS.
   "/usr/sbin/nginx:nginx-light"
+  # tokend's LDAP test runs its own slapd (a directory on loopback) and loads it with ldapadd.
+  "/usr/sbin/slapd:slapd"
+  "ldapadd:ldap-utils"
 )
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

@@ -178,3 +178,31 @@ pub fn curl(args: &[&str]) -> (u16, String) {
     let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
     (code.trim().parse().unwrap_or(0), body.to_owned())
 }
+
+/// The value of hidden field `name` in an HTML form, unescaped.
+pub fn field(html: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = html.find(&marker).unwrap_or_else(|| panic!("no field {name} in {html}")) + marker.len();
+    let end = start + html[start..].find('"').unwrap();
+    html[start..end]
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+/// A browser: curl with a cookie jar. (status, body, Location).
+pub fn browse(jar: &Path, url: &str, form: Option<&[(&str, &str)]>) -> (u16, String, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-s", "-b"]).arg(jar).arg("-c").arg(jar).args(["-o", "-", "-w", "\n%{http_code} %{redirect_url}"]);
+    if let Some(f) = form {
+        let body: String = form_urlencoded::Serializer::new(String::new()).extend_pairs(f.iter()).finish();
+        cmd.args(["--data-binary", &body, "-H", "Content-Type: application/x-www-form-urlencoded"]);
+    }
+    let out = cmd.arg(url).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, tail) = text.rsplit_once('\n').unwrap();
+    let (code, loc) = tail.split_once(' ').unwrap_or((tail, ""));
+    (code.parse().unwrap(), body.to_owned(), loc.trim().to_owned())
+}

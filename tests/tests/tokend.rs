@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use signet_ipc::{block_on, ErrorKind, KeyAlgorithm, SignatureScheme};
 use signet_jose::jwt::{verify_jwt, Validation};
 use signet_jose::{compact, encode_signing_input, Algorithm, Jwks};
-use signet_tests::tokend::{curl, signd_role, Tokend};
+use signet_tests::tokend::{browse, curl, field, signd_role, Tokend};
 use signet_tests::SigndProcess;
 
 fn now() -> u64 {
@@ -549,34 +549,6 @@ fn users_and_redirect_uris_through_signetctl_and_no_password_is_ever_printed() {
             assert!(!text.contains(pw), "a password was printed: {text}");
         }
     }
-}
-
-/// The value of hidden field `name` in an HTML form, unescaped.
-fn field(html: &str, name: &str) -> String {
-    let marker = format!("name=\"{name}\" value=\"");
-    let start = html.find(&marker).unwrap_or_else(|| panic!("no field {name} in {html}")) + marker.len();
-    let end = start + html[start..].find('"').unwrap();
-    html[start..end]
-        .replace("&quot;", "\"")
-        .replace("&#39;", "'")
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&amp;", "&")
-}
-
-/// A browser: curl with a cookie jar. (status, body, Location).
-fn browse(jar: &std::path::Path, url: &str, form: Option<&[(&str, &str)]>) -> (u16, String, String) {
-    let mut cmd = std::process::Command::new("curl");
-    cmd.args(["-s", "-b"]).arg(jar).arg("-c").arg(jar).args(["-o", "-", "-w", "\n%{http_code} %{redirect_url}"]);
-    if let Some(f) = form {
-        let body: String = form_urlencoded::Serializer::new(String::new()).extend_pairs(f.iter()).finish();
-        cmd.args(["--data-binary", &body, "-H", "Content-Type: application/x-www-form-urlencoded"]);
-    }
-    let out = cmd.arg(url).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, tail) = text.rsplit_once('\n').unwrap();
-    let (code, loc) = tail.split_once(' ').unwrap_or((tail, ""));
-    (code.parse().unwrap(), body.to_owned(), loc.trim().to_owned())
 }
 
 fn query_param(url: &str, name: &str) -> Option<String> {

@@ -35,6 +35,18 @@
 //! session_seconds = 28800                 # a browser stays signed in this long (8 hours)
 //!
 //! [http]                                  # the listener's limits (docs/http.md)
+//!
+//! [ldap]                                  # optional: users from an LDAP directory (docs/tokend.md, LDAP)
+//! url = "ldaps://ipa.example.net"         # ldap:// only on loopback unless starttls = true
+//! user_dn = "uid={user},cn=users,cn=accounts,dc=example,dc=net"  # {user}: the name, RFC 4514-escaped
+//! base_dn = "cn=groups,cn=accounts,dc=example,dc=net"  # where groups are searched; none: no groups
+//! group_filter = "(&(objectClass=groupOfNames)(member={dn}))"  # {dn}, {user}: RFC 4515-escaped
+//! group_attribute = "cn"                  # a group's name
+//! name_attribute = "cn"                   # the user's display name
+//! email_attribute = "mail"                # the user's email
+//! timeout_ms = 3000                       # the whole sign-in against the directory
+//! starttls = false                        # StartTLS on an ldap:// URL
+//! ca_file = "/etc/ipa/ca.crt"             # PEM, trusted besides the system's, for ldaps:// and StartTLS
 //! ```
 
 use std::net::SocketAddr;
@@ -83,6 +95,104 @@ pub struct Config {
     /// `[http]`: the listener's limits.
     #[serde(default)]
     pub http: signet_runtime::http::HttpLimits,
+    /// `[ldap]`: an LDAP directory as a second user source.
+    #[serde(default)]
+    pub ldap: Option<LdapConfig>,
+}
+
+/// `[ldap]`: users who are not local sign in by binding to the directory.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LdapConfig {
+    /// `ldap://host[:port]` or `ldaps://host[:port]`.
+    pub url: String,
+    /// The user's DN; `{user}` is replaced by the RFC 4514-escaped user name.
+    pub user_dn: String,
+    /// Where groups are searched (subtree); without it users have no groups.
+    #[serde(default)]
+    pub base_dn: Option<String>,
+    /// The groups' filter; `{dn}` (the user's DN) and `{user}` are RFC 4515-escaped.
+    #[serde(default = "default_group_filter")]
+    pub group_filter: String,
+    /// The attribute holding a group's name.
+    #[serde(default = "default_cn")]
+    pub group_attribute: String,
+    /// The user's attribute for the `name` claim.
+    #[serde(default = "default_cn")]
+    pub name_attribute: String,
+    /// The user's attribute for the `email` claim.
+    #[serde(default = "default_mail")]
+    pub email_attribute: String,
+    /// The longest a sign-in may wait on the directory, milliseconds.
+    #[serde(default = "default_ldap_timeout")]
+    pub timeout_ms: u64,
+    /// StartTLS (RFC 4513 §3) on an `ldap://` URL.
+    #[serde(default)]
+    pub starttls: bool,
+    /// A PEM file of CA certificates trusted for the directory's TLS, besides the system's.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+}
+
+fn default_group_filter() -> String {
+    "(&(objectClass=groupOfNames)(member={dn}))".into()
+}
+fn default_cn() -> String {
+    "cn".into()
+}
+fn default_mail() -> String {
+    "mail".into()
+}
+fn default_ldap_timeout() -> u64 {
+    3000
+}
+
+impl LdapConfig {
+    /// Checks the values (without contacting the directory).
+    pub fn check(&self) -> Result<(), String> {
+        let url = url::Url::parse(&self.url).map_err(|e| format!("ldap.url `{}`: {e}", self.url))?;
+        let host = url.host_str().unwrap_or("");
+        if host.is_empty() || !url.path().trim_start_matches('/').is_empty() || url.query().is_some() {
+            return Err(format!("ldap.url `{}` must be ldap[s]://host[:port] with nothing after", self.url));
+        }
+        let loopback = host == "localhost" || host == "127.0.0.1" || host == "[::1]";
+        match url.scheme() {
+            "ldaps" => {}
+            "ldap" if self.starttls || loopback => {}
+            "ldap" => {
+                return Err(format!(
+                    "ldap.url `{}`: passwords would cross the network in clear; use ldaps:// or starttls = true",
+                    self.url
+                ))
+            }
+            _ => return Err(format!("ldap.url `{}` must be an ldap:// or ldaps:// URL", self.url)),
+        }
+        if self.starttls && url.scheme() == "ldaps" {
+            return Err("ldap.starttls is for ldap:// URLs".into());
+        }
+        if self.user_dn.matches("{user}").count() != 1 {
+            return Err("ldap.user_dn must hold `{user}` exactly once".into());
+        }
+        if !(self.group_filter.starts_with('(') && self.group_filter.ends_with(')')) {
+            return Err("ldap.group_filter must be a parenthesized LDAP filter (RFC 4515)".into());
+        }
+        for (what, a) in [
+            ("group_attribute", &self.group_attribute),
+            ("name_attribute", &self.name_attribute),
+            ("email_attribute", &self.email_attribute),
+        ] {
+            if a.is_empty() || !a.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b';') {
+                return Err(format!("ldap.{what} `{a}` is not an attribute description"));
+            }
+        }
+        if !(100..=60_000).contains(&self.timeout_ms) {
+            return Err("ldap.timeout_ms must be 100 to 60000".into());
+        }
+        if self.ca_file.is_some() && !(url.scheme() == "ldaps" || self.starttls) {
+            return Err("ldap.ca_file is for ldaps:// or starttls".into());
+        }
+        Ok(())
+    }
 }
 
 /// One `[[trusted_issuers]]` entry.
@@ -299,6 +409,10 @@ impl DaemonConfig for Config {
             admin.resolve().map_err(|e| format!("[admin]: {e}"))?;
         }
         self.trusted_issuers()?;
+        if let Some(ldap) = &self.ldap {
+            ldap.check()?;
+            crate::ldap::Ldap::new(ldap)?;
+        }
         Ok(())
     }
 }
@@ -336,5 +450,29 @@ mod tests {
             "issuer = \"http://auth.example.net\"\nlisten = \"127.0.0.1:1\"\nstate_dir = \"/t\"\nsignd_socket = \"/s\"";
         let c: Config = toml::from_str(http).unwrap();
         assert!(c.check_config().is_err(), "plain http off loopback");
+    }
+
+    #[test]
+    fn ldap_is_checked() {
+        let ok = "[ldap]\nurl = \"ldap://127.0.0.1:3890\"\nuser_dn = \"uid={user},ou=people,dc=example,dc=net\"";
+        let c = parse(ok).unwrap();
+        let l = c.ldap.unwrap();
+        assert_eq!((l.timeout_ms, l.name_attribute.as_str(), l.email_attribute.as_str()), (3000, "cn", "mail"));
+        assert!(parse(&format!("{ok}\nbogus = 1")).is_err(), "unknown key");
+        assert!(parse(&format!("{ok}\ntimeout_ms = 5")).is_err());
+        assert!(parse(&format!("{ok}\ngroup_filter = \"member={{dn}}\"")).is_err());
+        assert!(parse(&format!("{ok}\nname_attribute = \"c n\"")).is_err());
+        assert!(parse(&format!("{ok}\nca_file = \"/etc/hostname\"")).is_err(), "ca_file without TLS");
+        for bad in [
+            "url = \"ldap://ipa.example.net\"\nuser_dn = \"uid={user},dc=x\"",
+            "url = \"http://127.0.0.1\"\nuser_dn = \"uid={user},dc=x\"",
+            "url = \"ldap://127.0.0.1/dc=x\"\nuser_dn = \"uid={user},dc=x\"",
+            "url = \"ldap://127.0.0.1\"\nuser_dn = \"uid=alice,dc=x\"",
+            "url = \"ldaps://ipa.example.net\"\nuser_dn = \"uid={user},dc=x\"\nca_file = \"/nonexistent\"",
+        ] {
+            assert!(parse(&format!("[ldap]\n{bad}")).is_err(), "{bad}");
+        }
+        parse("[ldap]\nurl = \"ldap://ipa.example.net\"\nstarttls = true\nuser_dn = \"uid={user},dc=x\"").unwrap();
+        parse("[ldap]\nurl = \"ldaps://ipa.example.net:636\"\nuser_dn = \"uid={user},dc=x\"").unwrap();
     }
 }

@@ -78,6 +78,7 @@ async fn serve(config_path: &Path, config: Config, db: Db, admins: Arc<Admins>) 
     }
 
     let trusted_issuers = config.trusted_issuers().map_err(cfg_err)?;
+    let directory = crate::users::Directory::new(config.ldap.as_ref()).map_err(cfg_err)?;
     let metrics = Metrics::new("tokend");
     let service = Arc::new(TokenService {
         issuer: config.base_url().to_owned(),
@@ -105,6 +106,7 @@ async fn serve(config_path: &Path, config: Config, db: Db, admins: Arc<Admins>) 
         },
         trusted_issuers,
         remote: crate::remote::RemoteJwks::new().map_err(TokendError::Startup)?,
+        directory,
     });
     let keys_ready = keys.clone();
     let http = tokio::spawn(signet_runtime::http::serve(

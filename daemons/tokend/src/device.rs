@@ -255,7 +255,8 @@ impl TokenService {
             let password = web.form.get("password").unwrap_or("").to_owned();
             let db = self.db.clone();
             let who = name.clone();
-            let outcome = tokio::task::spawn_blocking(move || users::authenticate(&db, &who, &password))
+            let dir = self.directory.clone();
+            let outcome = tokio::task::spawn_blocking(move || users::authenticate(&db, &dir, &who, &password))
                 .await
                 .unwrap_or_else(|e| Err(LoginError::Unavailable(e.to_string())));
             match outcome {
@@ -326,6 +327,23 @@ impl TokenService {
             let r = pages::device_consent(&client_name, &session.user, &rec.scopes, &display(&rec.user_code), &csrf);
             return finish(r, set_cookies);
         };
+        if decision == "allow" {
+            let user = self.db.store.read(|txn| txn.get(&self.db.users, &session.user));
+            match user {
+                Ok(u) => {
+                    if let Some(scope) = users::missing_group(&rec.scopes, u.as_ref()) {
+                        let why = format!("The device asks for {scope}, and you are not a member of that group.");
+                        return finish(pages::message(StatusCode::FORBIDDEN, "Not allowed", &why), set_cookies);
+                    }
+                }
+                Err(e) => {
+                    return finish(
+                        pages::message(StatusCode::SERVICE_UNAVAILABLE, "Unavailable", &e.to_string()),
+                        set_cookies,
+                    )
+                }
+            }
+        }
         let state = if decision == "allow" {
             DeviceState::Approved { user: session.user.clone(), auth_time: session.auth_time, sid: session.sid.clone() }
         } else {

@@ -67,6 +67,8 @@ pub struct TokenService {
     pub trusted_issuers: Vec<crate::bearer::TrustedIssuer>,
     /// Clients' JWK sets by URL, cached.
     pub remote: crate::remote::RemoteJwks,
+    /// Where users sign in besides the local table (`[ldap]`).
+    pub directory: crate::users::Directory,
 }
 
 /// The lifetimes and keys of the user flows.

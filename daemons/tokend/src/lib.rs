@@ -5,7 +5,7 @@
 //! - [`config`]: the TOML, strict, with `--check-config`.
 //! - [`db`]: LMDB: clients, users, sessions, consents, codes, refresh-token families,
 //!   seen client assertions, revocations, key history.
-//! - [`users`]: local users and their argon2id passwords.
+//! - [`users`]: local users and their argon2id passwords; [`ldap`]: an LDAP directory's users.
 //! - [`keys`]: the signing keys from signd and the rotation rules (published before
 //!   they sign, kept until their last token expires); the JWKS.
 //! - [`auth`]: client authentication (secret basic/post, client_secret_jwt,
@@ -39,6 +39,7 @@ pub mod fuzz;
 pub mod grants;
 pub mod http;
 pub mod keys;
+pub mod ldap;
 pub mod oidc;
 pub mod pages;
 pub mod remote;

@@ -6,6 +6,12 @@
 //! parameters can be raised later without invalidating old hashes.
 //! Verification of an unknown user still runs one hash, so timing does not
 //! tell which names exist.
+//!
+//! With `[ldap]`, a name that is not a local user signs in against the
+//! directory ([`crate::ldap`]): on success a *shadow* user is kept in the
+//! same table ([`LDAP_SHADOW`] in place of a password, so it never verifies
+//! locally) with the directory's name, email and groups, refreshed at each
+//! sign-in; the token flows read it as they read any user.
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};
@@ -21,6 +27,24 @@ const P_COST: u32 = 1;
 
 /// The longest password accepted (argon2 takes more; a form field should not).
 pub const MAX_PASSWORD: usize = 1024;
+
+/// The `password` of a shadow of a directory user: not a PHC string, so no
+/// password verifies against it locally.
+pub const LDAP_SHADOW: &str = "!ldap";
+
+/// Where users sign in besides the local table.
+#[derive(Clone, Debug, Default)]
+pub struct Directory {
+    /// `[ldap]`, when configured.
+    pub ldap: Option<crate::ldap::Ldap>,
+}
+
+impl Directory {
+    /// The directory of `[ldap]`, if any.
+    pub fn new(config: Option<&crate::config::LdapConfig>) -> Result<Self, String> {
+        Ok(Self { ldap: config.map(crate::ldap::Ldap::new).transpose()? })
+    }
+}
 
 /// Why a user could not sign in.
 #[derive(Debug, thiserror::Error)]
@@ -72,21 +96,74 @@ fn decoy() -> &'static str {
     DECOY.get_or_init(|| hash_password("tokend decoy password").unwrap_or_default())
 }
 
-/// Checks `name` and `password` against the local users (blocking: argon2id
-/// takes tens of milliseconds; call on a blocking thread).
-pub fn authenticate(db: &Db, name: &str, password: &str) -> Result<UserRec, LoginError> {
+/// Checks `name` and `password` against the local users, then, for a name
+/// that is not a local user (or is a directory user's shadow), against the
+/// directory; a directory user's shadow is written before this returns
+/// (blocking: argon2id takes tens of milliseconds and the directory up to its
+/// timeout; call on a blocking thread).
+pub fn authenticate(db: &Db, dir: &Directory, name: &str, password: &str) -> Result<UserRec, LoginError> {
     let rec = if valid_name(name) {
         db.store.read(|txn| txn.get(&db.users, &name.to_owned())).map_err(|e| LoginError::Unavailable(e.to_string()))?
     } else {
         None
     };
-    match rec {
-        Some(rec) if verify_password(&rec.password, password) && !rec.disabled => Ok(rec),
-        Some(_) => Err(LoginError::Refused),
-        None => {
+    match (rec, &dir.ldap) {
+        (Some(rec), _) if rec.password != LDAP_SHADOW => {
+            if verify_password(&rec.password, password) && !rec.disabled {
+                Ok(rec)
+            } else {
+                Err(LoginError::Refused)
+            }
+        }
+        (shadow, Some(ldap)) if valid_name(name) => {
+            let found = ldap.authenticate_blocking(name, password)?;
+            if shadow.as_ref().is_some_and(|s| s.disabled) {
+                return Err(LoginError::Refused);
+            }
+            upsert_shadow(db, name, found)
+        }
+        _ => {
             let _ = verify_password(decoy(), password);
             Err(LoginError::Refused)
         }
+    }
+}
+
+/// The first scope `group:<g>` among `scopes` whose group `g` the user (none:
+/// a deleted one) is not a member of: such a scope is never granted.
+pub fn missing_group<'a>(scopes: &'a [String], user: Option<&UserRec>) -> Option<&'a str> {
+    scopes
+        .iter()
+        .map(String::as_str)
+        .find(|s| s.strip_prefix("group:").is_some_and(|g| !user.is_some_and(|u| u.groups.iter().any(|m| m == g))))
+}
+
+/// Writes (or refreshes) the shadow of a directory user who just bound. A
+/// local user of that name made meanwhile is left alone, and refused here.
+fn upsert_shadow(db: &Db, name: &str, found: crate::ldap::DirectoryUser) -> Result<UserRec, LoginError> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let key = name.to_owned();
+    let written = db.write(|txn| {
+        let old = txn.get(&db.users, &key)?;
+        let rec = match old {
+            Some(old) if old.password != LDAP_SHADOW || old.disabled => return Ok(None),
+            old => UserRec {
+                password: LDAP_SHADOW.into(),
+                name: found.name,
+                email: found.email,
+                groups: found.groups,
+                created: old.map_or(now, |o| o.created),
+                password_set: now,
+                disabled: false,
+            },
+        };
+        txn.put(&db.users, &key, &rec)?;
+        Ok(Some(rec))
+    });
+    match written {
+        Ok(Some(rec)) => Ok(rec),
+        Ok(None) => Err(LoginError::Refused),
+        Err(e) => Err(LoginError::Unavailable(e.to_string())),
     }
 }
 
@@ -105,6 +182,25 @@ mod tests {
         assert_ne!(h, again, "a fresh salt each time");
         assert!(hash_password("").is_err());
         assert!(hash_password(&"x".repeat(MAX_PASSWORD + 1)).is_err());
+    }
+
+    #[test]
+    fn group_scopes_need_membership() {
+        let rec = UserRec {
+            password: LDAP_SHADOW.into(),
+            name: None,
+            email: None,
+            groups: vec!["ops".into()],
+            created: 1,
+            password_set: 1,
+            disabled: false,
+        };
+        let scopes = |s: &[&str]| s.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(missing_group(&scopes(&["openid", "group:ops"]), Some(&rec)), None);
+        assert_eq!(missing_group(&scopes(&["group:ops", "group:dev"]), Some(&rec)), Some("group:dev"));
+        assert_eq!(missing_group(&scopes(&["group:ops"]), None), Some("group:ops"));
+        assert_eq!(missing_group(&scopes(&["groups", "group:"]), Some(&rec)), Some("group:"));
+        assert!(!verify_password(LDAP_SHADOW, ""), "a shadow never verifies locally");
     }
 
     #[test]
@@ -131,13 +227,48 @@ mod tests {
             disabled: false,
         };
         db.write(|txn| txn.put(&db.users, &"alice".to_owned(), &rec)).unwrap();
-        assert_eq!(authenticate(&db, "alice", "pw-alice").unwrap().name.as_deref(), Some("Alice"));
-        assert!(matches!(authenticate(&db, "alice", "nope"), Err(LoginError::Refused)));
-        assert!(matches!(authenticate(&db, "bob", "pw-alice"), Err(LoginError::Refused)));
-        assert!(matches!(authenticate(&db, "bad name", "x"), Err(LoginError::Refused)));
+        assert_eq!(
+            authenticate(&db, &Directory::default(), "alice", "pw-alice").unwrap().name.as_deref(),
+            Some("Alice")
+        );
+        assert!(matches!(authenticate(&db, &Directory::default(), "alice", "nope"), Err(LoginError::Refused)));
+        assert!(matches!(authenticate(&db, &Directory::default(), "bob", "pw-alice"), Err(LoginError::Refused)));
+        assert!(matches!(authenticate(&db, &Directory::default(), "bad name", "x"), Err(LoginError::Refused)));
         let mut off = rec;
         off.disabled = true;
         db.write(|txn| txn.put(&db.users, &"alice".to_owned(), &off)).unwrap();
-        assert!(matches!(authenticate(&db, "alice", "pw-alice"), Err(LoginError::Refused)));
+        assert!(matches!(authenticate(&db, &Directory::default(), "alice", "pw-alice"), Err(LoginError::Refused)));
+    }
+
+    #[test]
+    fn shadows_never_sign_in_locally_and_a_dead_directory_is_unavailable() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path()).unwrap();
+        let shadow = UserRec {
+            password: LDAP_SHADOW.into(),
+            name: None,
+            email: None,
+            groups: Vec::new(),
+            created: 1,
+            password_set: 1,
+            disabled: false,
+        };
+        db.write(|txn| txn.put(&db.users, &"carol".to_owned(), &shadow)).unwrap();
+        let none = Directory::default();
+        for pw in ["", "!ldap", "x"] {
+            assert!(matches!(authenticate(&db, &none, "carol", pw), Err(LoginError::Refused)));
+        }
+        // A closed port: a directory user is Unavailable, a local one is not affected.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let text = format!("url = \"ldap://127.0.0.1:{closed}\"\nuser_dn = \"uid={{user}},dc=x\"");
+        let ldap = Directory::new(Some(&toml::from_str(&text).unwrap())).unwrap();
+        assert!(matches!(authenticate(&db, &ldap, "carol", "pw"), Err(LoginError::Unavailable(_))));
+        assert!(matches!(authenticate(&db, &ldap, "nobody", "pw"), Err(LoginError::Unavailable(_))));
+        assert!(matches!(authenticate(&db, &ldap, "carol", ""), Err(LoginError::Refused)));
+        assert!(matches!(authenticate(&db, &ldap, "bad name", "pw"), Err(LoginError::Refused)));
+        let local = UserRec { password: hash_password("pw-dave").unwrap(), ..shadow };
+        db.write(|txn| txn.put(&db.users, &"dave".to_owned(), &local)).unwrap();
+        assert!(authenticate(&db, &ldap, "dave", "pw-dave").is_ok());
+        assert!(matches!(authenticate(&db, &ldap, "dave", "pw"), Err(LoginError::Refused)));
     }
 }

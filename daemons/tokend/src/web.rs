@@ -316,6 +316,9 @@ impl TokenService {
             Ok(c) => c,
             Err(e) => return pages::message(StatusCode::SERVICE_UNAVAILABLE, "Sign-in is unavailable", &e.to_string()),
         };
+        if let Some(denied) = self.group_scope_refused(post, &req, &session) {
+            return denied;
+        }
         let covered = consent.is_some_and(|c| req.scopes.iter().all(|s| c.scopes.contains(s)));
         if !covered || req.prompt.consent {
             if req.prompt.none {
@@ -327,7 +330,26 @@ impl TokenService {
         self.issue_code(post, &req, &session, now).await
     }
 
+    /// A `group:<g>` scope asked for by a user not in group `g` ends the request with `access_denied`.
+    fn group_scope_refused(&self, post: bool, req: &AuthzRequest, session: &SessionRec) -> Option<Resp> {
+        if !req.scopes.iter().any(|s| s.starts_with("group:")) {
+            return None;
+        }
+        let user = match self.db.store.read(|txn| txn.get(&self.db.users, &session.user)) {
+            Ok(u) => u,
+            Err(e) => {
+                return Some(pages::message(StatusCode::SERVICE_UNAVAILABLE, "Sign-in is unavailable", &e.to_string()))
+            }
+        };
+        let scope = users::missing_group(&req.scopes, user.as_ref())?;
+        tracing::info!(user = %session.user, client = %req.client.id, scope, "a group scope of a group the user is not in");
+        Some(self.deny(post, req, "access_denied", &format!("scope `{scope}`: the user is not a member of the group")))
+    }
+
     async fn issue_code(&self, post: bool, req: &AuthzRequest, session: &SessionRec, now: u64) -> Resp {
+        if let Some(denied) = self.group_scope_refused(post, req, session) {
+            return denied;
+        }
         let code = match random_secret() {
             Ok(c) => c,
             Err(e) => return pages::message(StatusCode::INTERNAL_SERVER_ERROR, "Sign-in failed", &e.to_string()),
@@ -476,7 +498,8 @@ impl TokenService {
         let password = web.form.get("password").unwrap_or("").to_owned();
         let db = self.db.clone();
         let name = user.clone();
-        let outcome = tokio::task::spawn_blocking(move || users::authenticate(&db, &name, &password))
+        let dir = self.directory.clone();
+        let outcome = tokio::task::spawn_blocking(move || users::authenticate(&db, &dir, &name, &password))
             .await
             .unwrap_or_else(|e| Err(LoginError::Unavailable(e.to_string())));
         let label = |outcome| crate::http::OutcomeLabel { outcome };
