@@ -116,8 +116,38 @@ const privateKey = { key: clientKeys.privateKey, kid: clientJwk.kid };
 let config;
 const S = {};
 
-await check('openid-client discovery: issuer, endpoints, S256, DPoP, PAR, private_key_jwt', async () => {
+// What the libraries sent and got back (through openid-client's customFetch): to see that the
+// use_dpop_nonce round and the device flow's authorization_pending did happen.
+const exchanges = [];
+async function recordingFetch(url, options) {
+  const r = await fetch(url, options);
+  const body = await r.clone().text();
+  let error;
+  try {
+    error = JSON.parse(body).error;
+  } catch {
+    error = undefined;
+  }
+  exchanges.push({ url: String(url), status: r.status, error, dpop: new Headers(options.headers).has('dpop'),
+    dpopNonce: r.headers.get('dpop-nonce'), wwwAuthenticate: r.headers.get('www-authenticate') });
+  return r;
+}
+function exchangesSince(n, path) {
+  return exchanges.slice(n).filter((e) => new URL(e.url).pathname === path);
+}
+
+await check('openid-client discovery: issuer, endpoints, S256, DPoP, PAR, private_key_jwt; plain http only when allowed', async () => {
+  let refused;
+  try {
+    await client.discovery(new URL(ISSUER), PKJ, undefined, client.PrivateKeyJwt(privateKey));
+  } catch (e) {
+    refused = e?.code;
+  }
+  assert(refused === 'OAUTH_HTTP_REQUEST_FORBIDDEN', 'http refused without allowInsecureRequests', refused);
   config = await client.discovery(new URL(ISSUER), PKJ, undefined, client.PrivateKeyJwt(privateKey), insecure);
+  config[client.customFetch] = recordingFetch;
+  // ID tokens (and JWT userinfo) verified against the JWKS too, not only their claims.
+  client.enableNonRepudiationChecks(config);
   const m = config.serverMetadata();
   assert(m.issuer === ISSUER, m.issuer);
   assert(config.serverMetadata().supportsPKCE('S256'), 'PKCE S256', m.code_challenge_methods_supported);
@@ -166,10 +196,15 @@ await check('PAR + code + PKCE through the sign-in and consent pages; code excha
   assert([302, 303].includes(back.status), back.status, back.text.slice(0, 300));
   const location = new URL(back.headers.get('location'));
   assert(location.href.startsWith(REDIRECT) && location.searchParams.get('code'), location.href);
+  const n = exchanges.length;
   const tok = await client.authorizationCodeGrant(config, location, {
     pkceCodeVerifier: verifier, expectedNonce: nonce, expectedState: state, idTokenExpected: true,
   }, undefined, { DPoP: dpop });
   assert(tok.token_type.toLowerCase() === 'dpop', 'token_type', tok.token_type);
+  const rounds = exchangesSince(n, '/token').map((e) => [e.status, e.error ?? '', e.dpop]);
+  assert(JSON.stringify(rounds) === JSON.stringify([[400, 'use_dpop_nonce', true], [200, '', true]]),
+    'a use_dpop_nonce round, then the token', rounds);
+  assert(exchangesSince(n, '/token')[0].dpopNonce, 'the 400 carries DPoP-Nonce');
   const claims = tok.claims();
   assert(claims.sub === USER && claims.nonce === nonce && [claims.aud].flat().includes(PKJ), claims);
   const { payload } = await verifyAccessToken(tok.access_token);
@@ -182,13 +217,14 @@ await check('PAR + code + PKCE through the sign-in and consent pages; code excha
 await check('userinfo with DPoP through fetchUserInfo; without the proof it is refused', async () => {
   const info = await client.fetchUserInfo(config, S.tok.access_token, USER, { DPoP: S.dpop });
   assert(info.sub === USER && info.name === 'Alice Example' && info.email === 'alice@example.net', info);
-  let refused = false;
+  let refused;
   try {
     await client.fetchUserInfo(config, S.tok.access_token, USER);
   } catch (e) {
-    refused = e instanceof client.WWWAuthenticateChallengeError || e?.status === 401 || e?.cause?.status === 401;
+    refused = e;
   }
-  assert(refused, 'a DPoP-bound token sent as a bearer token is refused');
+  assert(refused instanceof client.WWWAuthenticateChallengeError && refused.status === 401, 'refused', String(refused));
+  assert(refused.cause.some((c) => c.scheme === 'dpop'), 'a DPoP challenge', refused.cause);
 });
 
 await check('oauth4webapi validateJwtAccessToken (RFC 9068 + RFC 9449 at a resource server) accepts the DPoP-bound token', async () => {
@@ -235,9 +271,13 @@ await check('introspection (openid-client) and revocation (oauth4webapi) with pr
 
 await check('device flow: initiateDeviceAuthorization, approval on the /device page, pollDeviceAuthorizationGrant', async () => {
   const pub = await client.discovery(new URL(ISSUER), PUB, undefined, client.None(), insecure);
+  pub[client.customFetch] = recordingFetch;
+  const n = exchanges.length;
   const d = await client.initiateDeviceAuthorization(pub, { scope: 'openid read' });
   assert(d.user_code && d.device_code && d.verification_uri_complete?.startsWith(ISSUER), d);
   const approve = (async () => {
+    // The user comes after the device has polled once (openid-client waits `interval` first).
+    for (let i = 0; i < 200 && !exchangesSince(n, '/token').length; i++) await new Promise((r) => setTimeout(r, 100));
     const browser = new Browser();
     const page = await browser.get(d.verification_uri_complete);
     assert(page.status === 200 && page.text.includes('Connect a device'), page.status, page.text.slice(0, 300));
@@ -250,6 +290,8 @@ await check('device flow: initiateDeviceAuthorization, approval on the /device p
   const [tok] = await Promise.all([client.pollDeviceAuthorizationGrant(pub, d), approve]);
   assert(tok.token_type.toLowerCase() === 'bearer' && tok.refresh_token, tok);
   assert(tok.claims()?.sub === USER, tok.claims());
+  const polls = exchangesSince(n, '/token').map((e) => e.error ?? e.status);
+  assert(polls.length >= 2 && polls[0] === 'authorization_pending' && polls.at(-1) === 200, 'polled', polls);
   const { payload } = await verifyAccessToken(tok.access_token);
   assert(payload.sub === USER && payload.client_id === PUB && payload.scope.split(' ').includes('read'), payload);
 });
