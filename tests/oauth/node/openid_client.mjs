@@ -214,6 +214,85 @@ await check('PAR + code + PKCE through the sign-in and consent pages; code excha
   Object.assign(S, { dpop, dpopKeys, jkt, tok });
 });
 
+/** USER at `url` in `browser`: signs in and allows if asked; the redirect back to the client and the forms seen. */
+async function codeThroughBrowser(url, browser = new Browser()) {
+  const forms = [];
+  let r = await browser.get(url);
+  if (r.status === 200 && r.text.includes('Sign in')) {
+    forms.push('sign-in');
+    r = await browser.submit(r, { username: USER, password: PASSWORD });
+  }
+  if (r.status === 200 && r.text.includes('Allow access?')) {
+    forms.push('consent');
+    r = await browser.submit(r, { decision: 'allow' });
+  }
+  assert([302, 303].includes(r.status), r.status, r.text.slice(0, 300));
+  return { location: new URL(r.headers.get('location')), forms };
+}
+
+async function redeemWith(pushed, dpop) {
+  try {
+    await client.authorizationCodeGrant(config, pushed.location, { pkceCodeVerifier: pushed.verifier,
+      expectedState: pushed.state }, undefined, { DPoP: dpop });
+    return 'redeemed';
+  } catch (e) {
+    return e?.error ?? String(e);
+  }
+}
+
+/** A code for a pushed authorization request (PAR), through `browser`. */
+async function pushedCode(browser, parameters, options) {
+  const verifier = client.randomPKCECodeVerifier();
+  const state = client.randomState();
+  const url = await client.buildAuthorizationUrlWithPAR(config, {
+    redirect_uri: REDIRECT, scope: 'openid read', state, code_challenge: await client.calculatePKCECodeChallenge(verifier),
+    code_challenge_method: 'S256', ...parameters,
+  }, options);
+  return { verifier, state, ...(await codeThroughBrowser(url, browser)) };
+}
+
+async function dpopKey() {
+  const keys = await client.randomDPoPKeyPair('ES256');
+  return { handle: client.getDPoPHandle(config, keys), jkt: await jose.calculateJwkThumbprint(await jose.exportJWK(keys.publicKey)) };
+}
+
+const signedIn = new Browser();
+await check('dpop_jkt pushed with PAR (RFC 9449 §10), answered at once (signed in, consented): bound to that key; another key cannot redeem it', async () => {
+  const [a, b] = [await dpopKey(), await dpopKey()];
+  await pushedCode(signedIn, {}); // signs in and consents
+  const first = await pushedCode(signedIn, { dpop_jkt: a.jkt });
+  assert(first.forms.length === 0, 'no form this time', first.forms);
+  const wrong = await redeemWith(first, b.handle);
+  assert(wrong === 'invalid_grant', 'another key is refused', wrong);
+  const second = await pushedCode(signedIn, { dpop_jkt: a.jkt });
+  const right = await redeemWith(second, a.handle);
+  assert(right === 'redeemed', 'the bound key redeems it', right);
+});
+
+// TODO(tokend): two RFC 9449 bindings are lost. Run with SIGNET_TOKEND_DPOP_BINDING=1 once fixed.
+// 1. dpop_jkt is not carried through the sign-in and consent forms: AuthzRequest.encoded (the hidden
+//    `authz` field, daemons/tokend/src/web.rs check_authz) lists the parameters it keeps and dpop_jkt is
+//    not among them, so a code issued after a form is unbound (§10: the server MUST bind it).
+// 2. A DPoP header on the PAR request is ignored (http.rs hands `dpop` to /token only); §10.1: the server
+//    "MUST further behave as if the contained public key's thumbprint was provided using dpop_jkt".
+if (process.env.SIGNET_TOKEND_DPOP_BINDING === '1') {
+  await check('dpop_jkt through the sign-in form (RFC 9449 §10): the code is bound to that key', async () => {
+    const [a, b] = [await dpopKey(), await dpopKey()];
+    const pushed = await pushedCode(new Browser(), { dpop_jkt: a.jkt });
+    assert(pushed.forms.includes('sign-in'), 'through the sign-in form', pushed.forms);
+    const wrong = await redeemWith(pushed, b.handle);
+    assert(wrong === 'invalid_grant', 'another key is refused', wrong);
+  });
+  await check('a DPoP proof on the PAR request (RFC 9449 §10.1) binds the code to its key', async () => {
+    const [a, b] = [await dpopKey(), await dpopKey()];
+    const n = exchanges.length;
+    const pushed = await pushedCode(signedIn, {}, { DPoP: a.handle });
+    assert(exchangesSince(n, '/par').every((e) => e.dpop), 'openid-client sent the proof to /par');
+    const wrong = await redeemWith(pushed, b.handle);
+    assert(wrong === 'invalid_grant', 'another key is refused', wrong);
+  });
+}
+
 await check('userinfo with DPoP through fetchUserInfo; without the proof it is refused', async () => {
   const info = await client.fetchUserInfo(config, S.tok.access_token, USER, { DPoP: S.dpop });
   assert(info.sub === USER && info.name === 'Alice Example' && info.email === 'alice@example.net', info);
