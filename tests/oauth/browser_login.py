@@ -67,6 +67,10 @@ def b64url(b):
     return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
 
 
+if not os.access(CHROMIUM, os.X_OK):
+    print(f"FAIL  no Chromium at {CHROMIUM} (Debian's chromium: ensure_packages in scripts/lib.sh)")
+    sys.exit(1)
+
 META = requests.get(f"{ISSUER}/.well-known/openid-configuration", timeout=10).json()
 PASSWORD = "alice-" + uuid.uuid4().hex
 USER = f"alice-{uuid.uuid4().hex[:6]}"
