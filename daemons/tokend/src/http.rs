@@ -440,7 +440,7 @@ impl TokenService {
                     Err(e) => Err(e),
                     Ok(form) => match endpoint {
                         "token" => self.token(auth.as_deref(), dpop, &form).await,
-                        "par" => self.push(auth.as_deref(), &form).await,
+                        "par" => self.push(auth.as_deref(), dpop, &form).await,
                         "device_authorization" => self.device_authorization(auth.as_deref(), &form).await,
                         "introspect" => self.introspect(auth.as_deref(), &form).await,
                         _ => self.revoke(auth.as_deref(), &form).await.map(|()| json!({})),

@@ -400,9 +400,27 @@ impl TokenService {
     }
 
     /// `POST /par` (RFC 9126): a client pushes its authorization request.
-    pub async fn push(&self, auth: Option<&str>, form: &Form) -> Result<serde_json::Value, OAuthError> {
+    pub async fn push(
+        &self,
+        auth: Option<&str>,
+        dpop: crate::http::Dpop,
+        form: &Form,
+    ) -> Result<serde_json::Value, OAuthError> {
         let now = crate::http::unix_now();
         let client = self.authenticate(auth, form, "/par", now).await?;
+        // RFC 9449 §10.1: a proof here binds the code as `dpop_jkt` would.
+        let proof = match dpop {
+            crate::http::Dpop::None => None,
+            crate::http::Dpop::Many => return Err(OAuthError::invalid_dpop_proof("more than one DPoP header")),
+            crate::http::Dpop::One(p) => {
+                Some(self.check_dpop(&p, "POST", &format!("{}/par", self.issuer), None, now).await?)
+            }
+        };
+        if let (Some(p), Some(jkt)) = (&proof, form.get("dpop_jkt")) {
+            if p.jkt != jkt {
+                return Err(OAuthError::invalid_dpop_proof("dpop_jkt is not the thumbprint of the proof's key"));
+            }
+        }
         if form.get("client_id").is_some_and(|c| c != client.id) {
             return Err(OAuthError::invalid_request("client_id is not the authenticated client"));
         }
@@ -413,9 +431,15 @@ impl TokenService {
             let mut enc = form_urlencoded::Serializer::new(String::new());
             enc.append_pair("client_id", &client.id);
             for (k, v) in form.iter() {
-                if !matches!(k, "client_id" | "client_secret" | "client_assertion" | "client_assertion_type") {
+                if !matches!(
+                    k,
+                    "client_id" | "client_secret" | "client_assertion" | "client_assertion_type" | "dpop_jkt"
+                ) {
                     enc.append_pair(k, v);
                 }
+            }
+            if let Some(jkt) = proof.as_ref().map(|p| p.jkt.as_str()).or(form.get("dpop_jkt")) {
+                enc.append_pair("dpop_jkt", jkt);
             }
             enc.finish()
         };
@@ -793,6 +817,7 @@ pub fn check_authz_params(client: Client, uris: &ClientUris, p: &Form) -> Result
         "audience",
         "max_age",
         "response_mode",
+        "dpop_jkt",
     ] {
         if let Some(v) = p.get(name) {
             enc.append_pair(name, v);

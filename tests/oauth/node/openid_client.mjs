@@ -269,13 +269,9 @@ await check('dpop_jkt pushed with PAR (RFC 9449 §10), answered at once (signed 
   assert(right === 'redeemed', 'the bound key redeems it', right);
 });
 
-// TODO(tokend): two RFC 9449 bindings are lost. Run with SIGNET_TOKEND_DPOP_BINDING=1 once fixed.
-// 1. dpop_jkt is not carried through the sign-in and consent forms: AuthzRequest.encoded (the hidden
-//    `authz` field, daemons/tokend/src/web.rs check_authz) lists the parameters it keeps and dpop_jkt is
-//    not among them, so a code issued after a form is unbound (§10: the server MUST bind it).
-// 2. A DPoP header on the PAR request is ignored (http.rs hands `dpop` to /token only); §10.1: the server
-//    "MUST further behave as if the contained public key's thumbprint was provided using dpop_jkt".
-if (process.env.SIGNET_TOKEND_DPOP_BINDING === '1') {
+// Two RFC 9449 bindings: dpop_jkt carried through the sign-in and consent forms (§10), and a DPoP
+// proof on the PAR request binding the code as dpop_jkt would (§10.1).
+{
   await check('dpop_jkt through the sign-in form (RFC 9449 §10): the code is bound to that key', async () => {
     const [a, b] = [await dpopKey(), await dpopKey()];
     const pushed = await pushedCode(new Browser(), { dpop_jkt: a.jkt });
