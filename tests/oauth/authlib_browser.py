@@ -12,10 +12,8 @@ RP-initiated logout.
 Usage: authlib_browser.py ISSUER SIGNETCTL WORKDIR
 """
 import json
-import subprocess
 import sys
 import time
-import traceback
 import uuid
 from html.parser import HTMLParser
 from urllib.parse import parse_qs, urlencode, urljoin, urlparse
@@ -28,34 +26,17 @@ from authlib.integrations.requests_client import OAuth2Session
 from jwcrypto import jwk as jc_jwk
 from jwcrypto import jwt as jc_jwt
 
+from oauthcheck import check, finish, signetctl  # noqa: E402 - beside this file
+
 ISSUER, SIGNETCTL, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 API = "https://api.signet.test"
 REDIRECT = "http://127.0.0.1:9/callback"
 LOGGED_OUT = "http://127.0.0.1:9/signed-out"
 SCOPE = "openid profile email groups read"
-failures = 0
 
 
-def check(name):
-    def run(f):
-        global failures
-        t0 = time.time()
-        try:
-            f()
-            print(f"PASS  {name} ({time.time() - t0:.1f} s)")
-        except Exception:  # noqa: BLE001 - every failure is reported the same way
-            failures += 1
-            print(f"FAIL  {name}")
-            print("      " + traceback.format_exc().replace("\n", "\n      "))
-        return f
-
-    return run
 
 
-def signetctl(*args, stdin=None):
-    out = subprocess.run([SIGNETCTL, "--json", *args], capture_output=True, text=True, input=stdin)
-    assert out.returncode == 0, f"signetctl {' '.join(args)}: {out.stdout}{out.stderr}"
-    return json.loads(out.stdout) if out.stdout.strip() else None
 
 
 class Forms(HTMLParser):
@@ -529,4 +510,4 @@ def _():
     assert r.status_code == 400 and "unknown" in r.text, r.status_code
 
 
-sys.exit(1 if failures else 0)
+finish()

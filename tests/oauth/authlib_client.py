@@ -13,10 +13,8 @@ SIGNET_TOKEND_SOCKET name the stack.) Prints PASS/FAIL per check, exits 1 on
 any failure.
 """
 import json
-import subprocess
 import sys
 import time
-import traceback
 import uuid
 
 import jwt as pyjwt
@@ -29,31 +27,14 @@ from joserfc.jwk import ECKey
 from jwcrypto import jwk as jc_jwk
 from jwcrypto import jwt as jc_jwt
 
+from oauthcheck import check, finish, signetctl  # noqa: E402 - beside this file
+
 ISSUER, SIGNETCTL, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 API = "https://api.signet.test"
-failures = 0
 
 
-def check(name):
-    def run(f):
-        global failures
-        t0 = time.time()
-        try:
-            f()
-            print(f"PASS  {name} ({time.time() - t0:.1f} s)")
-        except Exception:  # noqa: BLE001 - every failure is reported the same way
-            failures += 1
-            print(f"FAIL  {name}")
-            print("      " + traceback.format_exc().replace("\n", "\n      "))
-        return f
-
-    return run
 
 
-def signetctl(*args):
-    out = subprocess.run([SIGNETCTL, "--json", *args], capture_output=True, text=True)
-    assert out.returncode == 0, f"signetctl {' '.join(args)}: {out.stdout}{out.stderr}"
-    return json.loads(out.stdout) if out.stdout.strip() else None
 
 
 def new_client(method, *extra):
@@ -257,4 +238,4 @@ def _():
     assert r.status_code == 200, r.text
 
 
-sys.exit(1 if failures else 0)
+finish()

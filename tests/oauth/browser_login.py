@@ -18,14 +18,10 @@ Usage: browser_login.py ISSUER SIGNETCTL WORKDIR
 """
 import base64
 import hashlib
-import json
 import os
 import secrets
 import struct
-import subprocess
 import sys
-import time
-import traceback
 import uuid
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlparse
@@ -34,33 +30,16 @@ import jwt as pyjwt
 import requests
 from playwright.sync_api import sync_playwright
 
+from oauthcheck import check, finish, signetctl  # noqa: E402 - beside this file
+
 ISSUER, SIGNETCTL, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 CHROMIUM = os.environ.get("SIGNET_CHROMIUM", "/usr/bin/chromium")
 REDIRECT = "http://127.0.0.1:9/callback"
 ARTIFACTS = Path(os.environ.get("SIGNET_ARTIFACT_DIR") or Path.home() / ".cache/signet/artifacts") / "oauth"
-failures = 0
 
 
-def check(name):
-    def run(f):
-        global failures
-        t0 = time.time()
-        try:
-            f()
-            print(f"PASS  {name} ({time.time() - t0:.1f} s)")
-        except Exception:  # noqa: BLE001 - every failure is reported the same way
-            failures += 1
-            print(f"FAIL  {name}")
-            print("      " + traceback.format_exc().replace("\n", "\n      "))
-        return f
-
-    return run
 
 
-def signetctl(*args, stdin=None):
-    out = subprocess.run([SIGNETCTL, "--json", *args], capture_output=True, text=True, input=stdin)
-    assert out.returncode == 0, f"signetctl {' '.join(args)}: {out.stdout}{out.stderr}"
-    return json.loads(out.stdout) if out.stdout.strip() else None
 
 
 def b64url(b):
@@ -206,4 +185,4 @@ with sync_playwright() as pw:
 
     browser.close()
 
-sys.exit(1 if failures else 0)
+finish()

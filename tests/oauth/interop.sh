@@ -51,19 +51,19 @@ demo_client() {
 }
 check "the demo client and the curl line scripts/run prints" demo_client
 
+# One suite of checks: its output shown, PASS or FAIL by its exit status.
+suite() { # name log command...
+  local name="$1" log="$2"; shift 2
+  if "$@" > "$log" 2>&1; then cat "$log"; pass "$name"; else cat "$log"; fail "$name"; fi
+}
+
 # --- authlib, PyJWT, jwcrypto -------------------------------------------------------
-if "$SIGNET_OAUTH_PYTHON" "$here/authlib_client.py" "$ISSUER" "$SIGNET_BIN_DIR/signetctl" "$T" > "$T/authlib.log" 2>&1; then
-  cat "$T/authlib.log"; pass "authlib suite"
-else
-  cat "$T/authlib.log"; fail "authlib suite"
-fi
+suite "authlib suite" "$T/authlib.log" \
+  "$SIGNET_OAUTH_PYTHON" "$here/authlib_client.py" "$ISSUER" "$SIGNET_BIN_DIR/signetctl" "$T"
 
 # --- the browser flows: authlib as the client, requests as the browser ------------
-if "$SIGNET_OAUTH_PYTHON" "$here/authlib_browser.py" "$ISSUER" "$SIGNET_BIN_DIR/signetctl" "$T" > "$T/browser.log" 2>&1; then
-  cat "$T/browser.log"; pass "authlib browser suite"
-else
-  cat "$T/browser.log"; fail "authlib browser suite"
-fi
+suite "authlib browser suite" "$T/browser.log" \
+  "$SIGNET_OAUTH_PYTHON" "$here/authlib_browser.py" "$ISSUER" "$SIGNET_BIN_DIR/signetctl" "$T"
 
 # --- openid-client, oauth4webapi, jose (Node) ----------------------------------------
 node_suite() {
@@ -75,18 +75,11 @@ node_suite() {
   cp "$here/node/openid_client.mjs" "$T/node/"
   node "$T/node/openid_client.mjs" "$ISSUER" "$SIGNET_BIN_DIR/signetctl" "$T"
 }
-if node_suite > "$T/node.log" 2>&1; then
-  cat "$T/node.log"; pass "openid-client suite"
-else
-  cat "$T/node.log"; fail "openid-client suite"
-fi
+suite "openid-client suite" "$T/node.log" node_suite
 
 # --- headless Chromium through Playwright -------------------------------------------
-if "$SIGNET_OAUTH_PYTHON" "$here/browser_login.py" "$ISSUER" "$SIGNET_BIN_DIR/signetctl" "$T" > "$T/chromium.log" 2>&1; then
-  cat "$T/chromium.log"; pass "Chromium sign-in suite"
-else
-  cat "$T/chromium.log"; fail "Chromium sign-in suite"
-fi
+suite "Chromium sign-in suite" "$T/chromium.log" \
+  "$SIGNET_OAUTH_PYTHON" "$here/browser_login.py" "$ISSUER" "$SIGNET_BIN_DIR/signetctl" "$T"
 
 echo "oauth interop: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -150,19 +150,6 @@ mod tests {
     use super::*;
 
     /// A small deterministic PRNG (xorshift) for the mutations.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n.max(1) as u64) as usize
-        }
-    }
-
     #[test]
     fn seeds_verify() {
         for seed in seed_requests().unwrap() {
@@ -202,25 +189,7 @@ mod tests {
     #[test]
     fn mutated_seeds_never_panic() {
         let seeds = seed_requests().unwrap();
-        let mut rng = Rng(0x5eed_ac3e);
-        for round in 0..3000 {
-            let mut data = seeds[round % seeds.len()].clone();
-            for _ in 0..=rng.below(4) {
-                if data.is_empty() {
-                    break;
-                }
-                let at = rng.below(data.len());
-                match rng.below(4) {
-                    0 => data[at] = rng.next() as u8,
-                    1 => {
-                        data.remove(at);
-                    }
-                    2 => data.insert(at, b"{}[]\",:=.-_A0"[rng.below(13)]),
-                    _ => data.truncate(at),
-                }
-            }
-            jws_input(&data);
-        }
+        signet_jose::fuzz::mutate_seeds(&seeds, 3000, 0x5eed_ac3e, jws_input);
         for garbage in [&b""[..], b"{}", b"null", b"[]", b"{\"protected\":1}", &[0xff; 64]] {
             jws_input(garbage);
         }

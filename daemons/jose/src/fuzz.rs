@@ -8,6 +8,40 @@ use serde_json::json;
 use crate::jwt::{verify_jwt, Validation};
 use crate::{b64_decode, compact, encode_signing_input, Algorithm, CompactJws, JoseError, Jwk, Jwks};
 
+/// The stable-toolchain stand-in for a fuzzer that Signet's parsers' tests
+/// share: `rounds` inputs, each a seed (taken in turn) with 1 to 4 byte
+/// mutations (a byte changed, removed, inserted from a set of syntax bytes,
+/// or the rest cut), from a fixed xorshift seeded with `rng_seed`, so that
+/// every run tries the same inputs; each goes to `f`.
+pub fn mutate_seeds<S: AsRef<[u8]>>(seeds: &[S], rounds: usize, rng_seed: u64, mut f: impl FnMut(&[u8])) {
+    let mut x = rng_seed.max(1);
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for round in 0..rounds {
+        let Some(seed) = seeds.get(round % seeds.len().max(1)) else { return };
+        let mut data = seed.as_ref().to_vec();
+        for _ in 0..=(next() % 4) {
+            if data.is_empty() {
+                break;
+            }
+            let at = (next() % data.len() as u64) as usize;
+            match next() % 4 {
+                0 => data[at] = next() as u8,
+                1 => {
+                    data.remove(at);
+                }
+                2 => data.insert(at, b"{}[]\",:=.-_A0&%+\n"[(next() % 16) as usize]),
+                _ => data.truncate(at),
+            }
+        }
+        f(&data);
+    }
+}
+
 /// The public half (`x`) of the Ed25519 key tokens are verified with: the key
 /// of RFC 8037 Appendix A.1, whose private half ([`TOKEN_KEY_D`]) signs the
 /// seeds, so that mutations of a seed reach the claim checks.
@@ -95,19 +129,6 @@ mod tests {
     use super::*;
 
     /// A small deterministic PRNG (xorshift) for the mutations.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n.max(1) as u64) as usize
-        }
-    }
-
     #[test]
     fn seeds_verify() {
         let seeds = seed_tokens().unwrap();
@@ -141,25 +162,7 @@ mod tests {
     #[test]
     fn mutated_seeds_never_panic() {
         let seeds = seed_tokens().unwrap();
-        let mut rng = Rng(0x5eed_1057);
-        for round in 0..3000 {
-            let mut data = seeds[round % seeds.len()].clone();
-            for _ in 0..=rng.below(4) {
-                if data.is_empty() {
-                    break;
-                }
-                let at = rng.below(data.len());
-                match rng.below(4) {
-                    0 => data[at] = rng.next() as u8,
-                    1 => {
-                        data.remove(at);
-                    }
-                    2 => data.insert(at, b"{}[]\",:=.-_A0"[rng.below(13)]),
-                    _ => data.truncate(at),
-                }
-            }
-            jwt_input(&data);
-        }
+        mutate_seeds(&seeds, 3000, 0x5eed_1057, jwt_input);
         for garbage in [&b""[..], b"..", b"a.b.c", b"{}", b"null", b"{\"keys\":[{}]}", &[0xff; 64]] {
             jwt_input(garbage);
         }

@@ -15,7 +15,6 @@ use base64::Engine as _;
 use openssl::sha::sha256;
 use signet_jose::jwt::Claims;
 use signet_jose::{CompactJws, Jwks};
-use signet_store::StoreError;
 
 use crate::db::{AuthMethod, ClientRec, Db};
 use crate::error::OAuthError;
@@ -225,20 +224,8 @@ async fn check_assertion(
         return Err(fail("jti must be 1 to 256 characters"));
     }
     // Replay: the jti, committed before the request is answered.
-    let mut seen_key = Vec::with_capacity(client.id.len() + 1 + jti.len());
-    seen_key.extend_from_slice(client.id.as_bytes());
-    seen_key.push(0);
-    seen_key.extend_from_slice(jti.as_bytes());
-    let seen_key = sha256(&seen_key);
-    let table = db.assertions;
     let fresh = db
-        .write_grouped(move |txn| -> Result<bool, StoreError> {
-            if txn.get(&table, &seen_key)?.is_some() {
-                return Ok(false);
-            }
-            txn.put(&table, &seen_key, &exp)?;
-            Ok(true)
-        })
+        .first_use(db.assertions, &[&client.id, jti], exp)
         .await
         .map_err(|e| OAuthError::unavailable(format!("store: {e}")))?;
     if !fresh {

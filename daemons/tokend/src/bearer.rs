@@ -8,10 +8,8 @@
 //! `max_assertion_seconds` ahead) and `jti`; the `jti` is committed to LMDB
 //! before the answer, so an assertion is good once.
 
-use openssl::sha::sha256;
 use signet_jose::jwt::{verify_jwt, Validation};
 use signet_jose::{CompactJws, Jwks};
-use signet_store::StoreError;
 
 use crate::auth::{Client, Form};
 use crate::error::OAuthError;
@@ -60,20 +58,9 @@ impl TokenService {
         if jti.is_empty() || jti.len() > 256 {
             return Err(bad("jti must be 1 to 256 characters"));
         }
-        let mut seen = b"jwt-bearer\0".to_vec();
-        seen.extend_from_slice(iss.as_bytes());
-        seen.push(0);
-        seen.extend_from_slice(jti.as_bytes());
-        let (table, key) = (self.db.assertions, sha256(&seen));
         let fresh = self
             .db
-            .write_grouped(move |txn| -> Result<bool, StoreError> {
-                if txn.get(&table, &key)?.is_some() {
-                    return Ok(false);
-                }
-                txn.put(&table, &key, &exp)?;
-                Ok(true)
-            })
+            .first_use(self.db.assertions, &["jwt-bearer", &iss, &jti], exp)
             .await
             .map_err(|e| unavailable(&e))?;
         if !fresh {

@@ -414,6 +414,22 @@ impl Db {
         })
     }
 
+    /// Records the first use of a one-time identifier (an assertion's or a
+    /// DPoP proof's `jti`, under its issuer's `scope`) in `table` until
+    /// `until`; committed before it answers. Whether this was the first use.
+    pub async fn first_use(&self, table: Table<[u8; 32], u64>, scope: &[&str], until: u64) -> Result<bool, StoreError> {
+        // SHA-256 of the parts joined by a 0 byte (the key the tables document).
+        let key = openssl::sha::sha256(scope.join("\0").as_bytes());
+        self.write_grouped(move |txn| -> Result<bool, StoreError> {
+            if txn.get(&table, &key)?.is_some() {
+                return Ok(false);
+            }
+            txn.put(&table, &key, &until)?;
+            Ok(true)
+        })
+        .await
+    }
+
     /// tokend's own random key called `name` (32 bytes), made on first use.
     pub fn secret(&self, name: &str) -> Result<[u8; 32], StoreError> {
         let name = name.to_owned();

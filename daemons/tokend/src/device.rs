@@ -252,13 +252,7 @@ impl TokenService {
                 );
             }
             let name = web.form.get("username").unwrap_or("").to_owned();
-            let password = web.form.get("password").unwrap_or("").to_owned();
-            let db = self.db.clone();
-            let who = name.clone();
-            let dir = self.directory.clone();
-            let outcome = tokio::task::spawn_blocking(move || users::authenticate(&db, &dir, &who, &password))
-                .await
-                .unwrap_or_else(|e| Err(LoginError::Unavailable(e.to_string())));
+            let outcome = self.check_password(&name, web.form.get("password").unwrap_or("")).await;
             match outcome {
                 Ok(_) => match self.start_session(&name, now).await {
                     Ok((cookie, rec)) => {

@@ -18,7 +18,6 @@ use openssl::sha::sha256;
 use openssl::sign::Signer;
 use serde::Deserialize;
 use signet_jose::CompactJws;
-use signet_store::StoreError;
 
 use crate::error::OAuthError;
 use crate::http::TokenService;
@@ -135,22 +134,8 @@ impl TokenService {
             }
         }
         let jkt = jwk.thumbprint();
-        let mut seen = Vec::with_capacity(jkt.len() + 1 + jti.len());
-        seen.extend_from_slice(jkt.as_bytes());
-        seen.push(0);
-        seen.extend_from_slice(jti.as_bytes());
-        let (table, key, until) = (self.db.dpop_proofs, sha256(&seen), now + PROOF_WINDOW + 5);
-        let fresh = self
-            .db
-            .write_grouped(move |txn| -> Result<bool, StoreError> {
-                if txn.get(&table, &key)?.is_some() {
-                    return Ok(false);
-                }
-                txn.put(&table, &key, &until)?;
-                Ok(true)
-            })
-            .await
-            .map_err(|e| unavailable(&e))?;
+        let until = now + PROOF_WINDOW + 5;
+        let fresh = self.db.first_use(self.db.dpop_proofs, &[&jkt, &jti], until).await.map_err(|e| unavailable(&e))?;
         if !fresh {
             return Err(bad("this proof was used before (replay)"));
         }

@@ -66,6 +66,17 @@ fn random16() -> Result<[u8; 16], OAuthError> {
 }
 
 impl TokenService {
+    /// The refresh token of hash `key` and its family.
+    fn refresh_of(&self, key: &[u8; 32]) -> Result<Option<(RefreshRec, FamilyRec)>, OAuthError> {
+        self.db
+            .store
+            .read(|txn| {
+                let Some(r) = txn.get(&self.db.refresh, key)? else { return Ok(None) };
+                Ok(txn.get(&self.db.families, &r.family)?.map(|f| (r, f)))
+            })
+            .map_err(|e| unavailable(&e))
+    }
+
     fn user(&self, name: &str) -> Result<Option<UserRec>, OAuthError> {
         self.db.store.read(|txn| txn.get(&self.db.users, &name.to_owned())).map_err(|e| unavailable(&e))
     }
@@ -292,14 +303,7 @@ impl TokenService {
     ) -> Result<Value, OAuthError> {
         let presented = form.require("refresh_token")?;
         let key = sha256(presented.as_bytes());
-        let found = self
-            .db
-            .store
-            .read(|txn| {
-                let Some(r) = txn.get(&self.db.refresh, &key)? else { return Ok(None) };
-                Ok(txn.get(&self.db.families, &r.family)?.map(|f| (r, f)))
-            })
-            .map_err(|e| unavailable(&e))?;
+        let found = self.refresh_of(&key)?;
         let (rec, fam) = found.ok_or_else(|| OAuthError::invalid_grant("the refresh token is unknown or expired"))?;
         if fam.client_id != client.id {
             return Err(OAuthError::invalid_grant("the refresh token was issued to another client"));
@@ -398,16 +402,8 @@ impl TokenService {
     /// (RFC 7009 §2.1: with the access tokens of the same grant). Whether
     /// the token was a refresh token of this client.
     pub async fn revoke_refresh(&self, client: &Client, presented: &str, now: u64) -> Result<bool, OAuthError> {
-        let key = sha256(presented.as_bytes());
-        let found = self
-            .db
-            .store
-            .read(|txn| {
-                let Some(r) = txn.get(&self.db.refresh, &key)? else { return Ok(None) };
-                Ok(txn.get(&self.db.families, &r.family)?.map(|f| (r.family, f)))
-            })
-            .map_err(|e| unavailable(&e))?;
-        let Some((id, fam)) = found else { return Ok(false) };
+        let Some((rec, fam)) = self.refresh_of(&sha256(presented.as_bytes()))? else { return Ok(false) };
+        let id = rec.family;
         if fam.client_id != client.id {
             return Err(OAuthError::unauthorized_client("the token was not issued to this client"));
         }
@@ -422,14 +418,7 @@ impl TokenService {
     /// RFC 7662 for a refresh token: its grant, if it is live.
     pub fn introspect_refresh(&self, presented: &str, now: u64) -> Result<Option<Value>, OAuthError> {
         let key = sha256(presented.as_bytes());
-        let found = self
-            .db
-            .store
-            .read(|txn| {
-                let Some(r) = txn.get(&self.db.refresh, &key)? else { return Ok(None) };
-                Ok(txn.get(&self.db.families, &r.family)?.map(|f| (r, f)))
-            })
-            .map_err(|e| unavailable(&e))?;
+        let found = self.refresh_of(&key)?;
         let Some((rec, fam)) = found else { return Ok(None) };
         let grace = self.flows.refresh_grace_seconds;
         let live = fam.revoked.is_none()

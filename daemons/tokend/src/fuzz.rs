@@ -132,33 +132,10 @@ mod tests {
             b"\nresponse_type=code&client_id=fuzz-web&redirect_uri=com.example.app%3A%2Fcb&scope=admin&prompt=none",
             b"a=b\nuser_code=bcdf-ghjk&code_challenge_method=plain",
         ];
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
         for seed in seeds {
             browser_request(seed);
-            for _ in 0..2000 {
-                let mut m = seed.to_vec();
-                for _ in 0..(xorshift(&mut x) % 4 + 1) {
-                    let r = xorshift(&mut x);
-                    let i = (r >> 8) as usize % (m.len() + 1);
-                    match r % 3 {
-                        0 if i < m.len() => m[i] = (r >> 32) as u8,
-                        1 => m.insert(i.min(m.len()), (r >> 40) as u8),
-                        _ if i < m.len() => {
-                            m.remove(i);
-                        }
-                        _ => {}
-                    }
-                }
-                browser_request(&m);
-            }
         }
-    }
-
-    fn xorshift(x: &mut u64) -> u64 {
-        *x ^= *x << 13;
-        *x ^= *x >> 7;
-        *x ^= *x << 17;
-        *x
+        signet_jose::fuzz::mutate_seeds(&seeds, 6000, 0x2545_f491_4f6c_dd1d, browser_request);
     }
 
     #[test]
@@ -170,32 +147,9 @@ mod tests {
             b"Basic !!\nscope=admin&audience=https%3A%2F%2Fapi.example",
             b"grant_type=client_credentials&grant_type=x",
         ];
-        // A fixed xorshift: the same mutations every run.
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
         for seed in seeds {
             token_request(seed);
-            for _ in 0..2000 {
-                let mut m = seed.to_vec();
-                for _ in 0..(next() % 4 + 1) {
-                    let r = next();
-                    let i = (r >> 8) as usize % (m.len() + 1);
-                    match r % 3 {
-                        0 if i < m.len() => m[i] = (r >> 32) as u8,
-                        1 => m.insert(i.min(m.len()), (r >> 40) as u8),
-                        _ if i < m.len() => {
-                            m.remove(i);
-                        }
-                        _ => {}
-                    }
-                }
-                token_request(&m);
-            }
         }
+        signet_jose::fuzz::mutate_seeds(&seeds, 8000, 0x9e37_79b9_7f4a_7c15, token_request);
     }
 }

@@ -109,6 +109,27 @@ fn describe(scope: &str) -> String {
     }
 }
 
+/// The scopes' list (its `<ul>` opened by the caller) and the Allow / Deny
+/// form posting to `action` with the hidden field `carried` and the CSRF token.
+fn decide(b: &mut String, scopes: &[String], action: &str, carried: (&str, &str), csrf: &str) {
+    if scopes.is_empty() {
+        b.push_str("<li>know that you signed in</li>");
+    }
+    for s in scopes {
+        let _ = write!(b, "<li>{}</li>", describe(s));
+    }
+    let _ = write!(
+        b,
+        "</ul><form method=\"post\" action=\"{action}\">\
+         <input type=\"hidden\" name=\"{}\" value=\"{}\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+         <button type=\"submit\" name=\"decision\" value=\"allow\">Allow</button> \
+         <button type=\"submit\" name=\"decision\" value=\"deny\" class=\"secondary\">Deny</button></form>",
+        carried.0,
+        esc(carried.1),
+        esc(csrf)
+    );
+}
+
 /// The consent form.
 pub fn consent(client: &str, user: &str, scopes: &[String], authz: &str, csrf: &str) -> Response<Full<Bytes>> {
     let mut b = String::new();
@@ -118,21 +139,7 @@ pub fn consent(client: &str, user: &str, scopes: &[String], authz: &str, csrf: &
         esc(client),
         esc(user)
     );
-    if scopes.is_empty() {
-        b.push_str("<li>know that you signed in</li>");
-    }
-    for s in scopes {
-        let _ = write!(b, "<li>{}</li>", describe(s));
-    }
-    let _ = write!(
-        b,
-        "</ul><form method=\"post\" action=\"consent\">\
-         <input type=\"hidden\" name=\"authz\" value=\"{}\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-         <button type=\"submit\" name=\"decision\" value=\"allow\">Allow</button> \
-         <button type=\"submit\" name=\"decision\" value=\"deny\" class=\"secondary\">Deny</button></form>",
-        esc(authz),
-        esc(csrf)
-    );
+    decide(&mut b, scopes, "consent", ("authz", authz), csrf);
     page(StatusCode::OK, "Allow access?", &b)
 }
 
@@ -219,21 +226,7 @@ pub fn device_consent(
         esc(client),
         esc(user)
     );
-    if scopes.is_empty() {
-        b.push_str("<li>know that you signed in</li>");
-    }
-    for s in scopes {
-        let _ = write!(b, "<li>{}</li>", describe(s));
-    }
-    let _ = write!(
-        b,
-        "</ul><form method=\"post\" action=\"device\">\
-         <input type=\"hidden\" name=\"user_code\" value=\"{}\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-         <button type=\"submit\" name=\"decision\" value=\"allow\">Allow</button> \
-         <button type=\"submit\" name=\"decision\" value=\"deny\" class=\"secondary\">Deny</button></form>",
-        esc(user_code),
-        esc(csrf)
-    );
+    decide(&mut b, scopes, "device", ("user_code", user_code), csrf);
     page(StatusCode::OK, "Allow this device?", &b)
 }
 

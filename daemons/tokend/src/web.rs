@@ -267,6 +267,15 @@ impl TokenService {
         }
     }
 
+    /// The sign-in forms' check of `user` and `password` (argon2id or an
+    /// LDAP bind), on a blocking thread.
+    pub(crate) async fn check_password(&self, user: &str, password: &str) -> Result<crate::db::UserRec, LoginError> {
+        let (db, dir, user, password) = (self.db.clone(), self.directory.clone(), user.to_owned(), password.to_owned());
+        tokio::task::spawn_blocking(move || users::authenticate(&db, &dir, &user, &password))
+            .await
+            .unwrap_or_else(|e| Err(LoginError::Unavailable(e.to_string())))
+    }
+
     /// The browser's live session: its cookie and record.
     pub(crate) fn web_session(&self, web: &WebRequest, now: u64) -> Result<Option<(String, SessionRec)>, String> {
         let found = self.session(web, now)?;
@@ -519,13 +528,7 @@ impl TokenService {
             );
         }
         let user = web.form.get("username").unwrap_or("").to_owned();
-        let password = web.form.get("password").unwrap_or("").to_owned();
-        let db = self.db.clone();
-        let name = user.clone();
-        let dir = self.directory.clone();
-        let outcome = tokio::task::spawn_blocking(move || users::authenticate(&db, &dir, &name, &password))
-            .await
-            .unwrap_or_else(|e| Err(LoginError::Unavailable(e.to_string())));
+        let outcome = self.check_password(&user, web.form.get("password").unwrap_or("")).await;
         let label = |outcome| crate::http::OutcomeLabel { outcome };
         match outcome {
             Ok(_) => {}
