@@ -356,6 +356,21 @@ fn kill9_under_write_load_loses_no_acknowledged_entry() {
     // And it goes on: new chains are accepted after the restart.
     let (status, _) = http(add_chain(stack.addr, &chains[chains.len() - 1])).unwrap();
     assert_eq!(status, StatusCode::OK);
+
+    // The verified-chain cache is in /metrics; these leaves come straight from
+    // the root, a chain shape it never remembers, so it has no entry and no hit.
+    let mut text = String::new();
+    for _ in 0..30 {
+        let (status, body) = http(get(stack.addr, "/metrics")).unwrap();
+        assert_eq!(status, StatusCode::OK);
+        text = String::from_utf8_lossy(&body).into_owned();
+        if text.contains("ct_verified_chain_hits_total{") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(text.contains("ct_verified_chains{daemon=\"ctlogd\",log=\"test\"} 0"), "{text}");
+    assert!(text.contains("ct_verified_chain_hits_total{daemon=\"ctlogd\",log=\"test\"} 0"), "{text}");
 }
 
 #[test]

@@ -36,6 +36,8 @@ pub struct LogMetrics {
     batches: Counters,
     failed_batches: Counters,
     integrate_micros: Counters,
+    verified_chains: Gauges,
+    verified_chain_hits: Counters,
 }
 
 impl LogMetrics {
@@ -51,6 +53,8 @@ impl LogMetrics {
             batches: Counters::default(),
             failed_batches: Counters::default(),
             integrate_micros: Counters::default(),
+            verified_chains: Gauges::default(),
+            verified_chain_hits: Counters::default(),
         };
         metrics.register("ct_tree_size", "Entries in the published tree", m.tree_size.clone());
         metrics.register("ct_backlog", "Submissions waiting for a batch", m.backlog.clone());
@@ -69,12 +73,22 @@ impl LogMetrics {
             "Time from a batch closing to its SCTs being returned, summed over batches",
             m.integrate_micros.clone(),
         );
+        metrics.register(
+            "ct_verified_chains",
+            "Chains above a leaf verified once and remembered (per root set)",
+            m.verified_chains.clone(),
+        );
+        metrics.register(
+            "ct_verified_chain_hits",
+            "Submissions whose chain above the leaf was verified before: only the leaf was checked",
+            m.verified_chain_hits.clone(),
+        );
         m
     }
 
     /// Copies each log's state into the metrics every `period` until `stop`.
     pub async fn update_every(self, logs: Vec<(String, Arc<Log>)>, period: Duration, stop: CancellationToken) {
-        let mut seen: HashMap<String, [u64; 6]> = HashMap::new();
+        let mut seen: HashMap<String, [u64; 7]> = HashMap::new();
         let mut tick = tokio::time::interval(period);
         loop {
             tokio::select! {
@@ -87,7 +101,7 @@ impl LogMetrics {
         }
     }
 
-    fn update(&self, name: &str, log: &Log, seen: &mut [u64; 6]) {
+    fn update(&self, name: &str, log: &Log, seen: &mut [u64; 7]) {
         let label = LogLabel { log: name.to_owned() };
         let head = log.head();
         self.tree_size.get_or_create(&label).set(i64::try_from(head.head.tree_size).unwrap_or(i64::MAX));
@@ -118,5 +132,12 @@ impl LogMetrics {
             counter.get_or_create(&label).inc_by(v.saturating_sub(*last));
             *last = v;
         }
+        let roots = log.roots();
+        self.verified_chains.get_or_create(&label).set(i64::try_from(roots.verified_chains()).unwrap_or(i64::MAX));
+        // A reload starts a new root set whose count starts at 0 again.
+        let hits = roots.verified_chain_hits();
+        let last = &mut seen[6];
+        self.verified_chain_hits.get_or_create(&label).inc_by(if hits >= *last { hits - *last } else { hits });
+        *last = hits;
     }
 }
