@@ -9,8 +9,10 @@
 //! once. Each caller learns its result only after that commit returned, so
 //! "returned `Ok`" means exactly what it means for [`Store::write`](crate::Store::write).
 //!
-//! Nothing waits on purpose to gather a group: a lone writer is committed at
-//! once, and the group is whatever queued meanwhile.
+//! Unless the store has a [`group_linger`](crate::StoreOptions::group_linger),
+//! nothing waits on purpose to gather a group: a lone writer is committed at
+//! once, and the group is whatever queued meanwhile. With one, the writer
+//! gathers what arrives within the linger after the first write.
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -75,6 +77,23 @@ where
     }
 }
 
+/// Adds to `group` what is queued, and what arrives within `linger`, up to
+/// [`MAX_GROUP`] writes.
+fn gather(queue: &mpsc::Receiver<Job>, group: &mut Vec<Job>, linger: std::time::Duration) {
+    group.extend(queue.try_iter().take(MAX_GROUP - group.len()));
+    if linger.is_zero() {
+        return;
+    }
+    let deadline = std::time::Instant::now() + linger;
+    while group.len() < MAX_GROUP {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match queue.recv_timeout(left) {
+            Ok(job) => group.push(job),
+            Err(_) => return,
+        }
+    }
+}
+
 /// The writer thread of one store, started on the first grouped write.
 #[derive(Debug)]
 pub(crate) struct GroupWriter {
@@ -91,6 +110,7 @@ impl GroupWriter {
         env: Arc<Environment>,
         store_id: u64,
         reserve: Option<Arc<Reserve>>,
+        linger: std::time::Duration,
     ) -> Result<Self, StoreError> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let thread = std::thread::Builder::new()
@@ -100,7 +120,7 @@ impl GroupWriter {
                     let mut group = vec![first];
                     match &reserve {
                         None => {
-                            group.extend(queue.try_iter().take(MAX_GROUP - 1));
+                            gather(&queue, &mut group, linger);
                             commit_group(&env, store_id, group);
                         }
                         Some(reserve) => commit_each(&env, store_id, reserve, group),

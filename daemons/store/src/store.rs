@@ -55,6 +55,12 @@ pub struct StoreOptions {
     /// the shared page cache when [`Store::write`] returns, and synced as
     /// [`Durability`] says. Off by default.
     pub write_map: bool,
+    /// How long [`Store::write_grouped`]'s writer waits, after a write
+    /// arrives, for more to commit with it. Zero (the default): a lone write
+    /// is committed at once. A store taking a steady trickle of small writes
+    /// whose callers can wait a little (probed's results) trades that wait
+    /// for one commit per linger instead of one per write.
+    pub group_linger: std::time::Duration,
 }
 
 impl StoreOptions {
@@ -67,6 +73,7 @@ impl StoreOptions {
             max_tables: 32,
             durability: Durability::Sync,
             write_map: false,
+            group_linger: std::time::Duration::ZERO,
         }
     }
 }
@@ -155,6 +162,7 @@ impl Store {
             inner: Arc::new(Inner {
                 id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
                 application: opts.application,
+                group_linger: opts.group_linger,
                 reserve,
                 env,
                 writer: OnceLock::new(),
@@ -246,7 +254,8 @@ impl Store {
     {
         let inner = &self.inner;
         let writer = inner.writer.get_or_init(|| {
-            GroupWriter::start(Arc::clone(&inner.env), inner.id, inner.reserve.clone()).map_err(|e| e.to_string())
+            GroupWriter::start(Arc::clone(&inner.env), inner.id, inner.reserve.clone(), inner.group_linger)
+                .map_err(|e| e.to_string())
         });
         let submitted = match writer {
             Ok(writer) => Ok(writer.submit(f)),
@@ -289,6 +298,8 @@ static OPEN_PATHS: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
 struct Inner {
     id: u64,
     application: &'static str,
+    /// [`StoreOptions::group_linger`].
+    group_linger: std::time::Duration,
     /// Disk space reserved ahead of writes through the map (with `write_map`).
     reserve: Option<Arc<Reserve>>,
     // Field order is drop order: stop the writer thread (it commits what is

@@ -680,3 +680,24 @@ fn a_full_filesystem_is_its_own_error() {
     assert_eq!(e.to_string(), "LMDB commit: no space left on the store's filesystem");
     assert!(matches!(StoreError::lmdb("commit")(lmdb::Error::from_err_code(5)), StoreError::Lmdb { .. }));
 }
+
+#[test]
+fn a_group_linger_gathers_writes_that_arrive_within_it_into_one_commit() {
+    use futures::FutureExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let linger = Duration::from_millis(400);
+    let opts = StoreOptions { group_linger: linger, ..StoreOptions::new("testd", 1) };
+    let store = Store::open(dir.path(), opts).expect("open");
+    let t = store.table::<u64, u64>("t").expect("table");
+    let started = std::time::Instant::now();
+    let mut first = Box::pin(store.write_grouped(move |txn| txn.put(&t, &1, &1)));
+    std::thread::sleep(Duration::from_millis(50));
+    // Still gathering: the first write is not committed yet, and not visible.
+    assert!((&mut first).now_or_never().is_none(), "committed before the linger ended");
+    assert_eq!(store.read(|txn| txn.get(&t, &1)).expect("read"), None);
+    let second = store.write_grouped(move |txn| txn.put(&t, &2, &2));
+    futures::executor::block_on(first).expect("first");
+    futures::executor::block_on(second).expect("second");
+    assert!(started.elapsed() >= linger, "the group waited out its linger");
+    assert_eq!(store.read(|txn| txn.len(&t)).expect("len"), 2);
+}
