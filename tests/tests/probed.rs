@@ -5,6 +5,7 @@
 //! `/metrics` and the status page; then probed is killed with SIGKILL and restarted: the history
 //! is there, no alert is repeated, the checks resume. A SIGHUP reload keeps the history of the
 //! checks that survive it. The PKI checks run against the appliance's own ocspd, ctlogd and signd.
+//! The status page is also opened in headless Chromium (Playwright), and a screenshot kept.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -489,6 +490,9 @@ up_after = 2
     }
     assert!(page.contains("<svg") && page.contains("http-equiv=\"refresh\""));
     assert!(!page.contains("<script") && !page.contains("src=\"http") && !page.contains("href=\"http"));
+    // The same page in headless Chromium: every check shown in its state, no request leaves
+    // probed, a screenshot kept (tests/probed/status_page.py).
+    status_page_in_chromium(&format!("http://127.0.0.1:{port}/"), &expected);
 
     // The switch goes off: down after two failures, one alert; on again: one resolved.
     server.switch_on.store(false, Ordering::SeqCst);
@@ -561,6 +565,113 @@ up_after = 2
 }
 
 /// PEM → base64 DER of the first certificate.
+/// Runs tests/probed/status_page.py (Playwright for Python with Debian's Chromium) on the
+/// status page at `url`, expecting each check of `expected` in its state. The interpreter is
+/// `$SIGNET_OAUTH_PYTHON` (scripts/lib.sh's venv with Playwright) or `python3`; the
+/// screenshot goes to `$SIGNET_ARTIFACT_DIR/probed/` (default ~/.cache/signet/artifacts).
+fn status_page_in_chromium(url: &str, expected: &[(&str, &str)]) {
+    let python = std::env::var("SIGNET_OAUTH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let artifacts = std::env::var_os("SIGNET_ARTIFACT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/signet/artifacts"))
+        .join("probed");
+    let states: serde_json::Map<String, Value> =
+        expected.iter().map(|(n, s)| ((*n).to_owned(), Value::from(*s))).collect();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("probed/status_page.py");
+    let (st, out, err) = signet_tests::run(
+        Command::new(&python).arg(&script).arg(url).arg(Value::Object(states).to_string()).arg(&artifacts),
+    );
+    assert!(st.success(), "the status page in Chromium ({python}):\n{out}{err}");
+    assert!(out.contains("PASS  status page: 0 failed"), "{out}{err}");
+    assert!(artifacts.join("status-page.png").is_file());
+}
+
+/// A self-signed P-256 CA whose key is in memory.
+fn file_ca() -> (openssl::x509::X509, openssl::pkey::PKey<openssl::pkey::Private>) {
+    use openssl::{asn1, bn, ec, hash, nid, pkey, x509};
+    let key = pkey::PKey::from_ec_key(
+        ec::EcKey::generate(&ec::EcGroup::from_curve_name(nid::Nid::X9_62_PRIME256V1).unwrap()).unwrap(),
+    )
+    .unwrap();
+    let mut name = x509::X509NameBuilder::new().unwrap();
+    name.append_entry_by_text("CN", "probed SCT test CA").unwrap();
+    let name = name.build();
+    let mut b = x509::X509Builder::new().unwrap();
+    b.set_version(2).unwrap();
+    b.set_serial_number(&bn::BigNum::from_u32(1).unwrap().to_asn1_integer().unwrap()).unwrap();
+    b.set_subject_name(&name).unwrap();
+    b.set_issuer_name(&name).unwrap();
+    b.set_pubkey(&key).unwrap();
+    b.set_not_before(&asn1::Asn1Time::days_from_now(0).unwrap()).unwrap();
+    b.set_not_after(&asn1::Asn1Time::days_from_now(30).unwrap()).unwrap();
+    b.append_extension(x509::extension::BasicConstraints::new().critical().ca().build().unwrap()).unwrap();
+    b.append_extension(x509::extension::KeyUsage::new().critical().key_cert_sign().crl_sign().build().unwrap())
+        .unwrap();
+    b.sign(&key, hash::MessageDigest::sha256()).unwrap();
+    (b.build(), key)
+}
+
+/// A certificate from `ca` with an SCT from `ct` embedded, made the way a CA makes one: a
+/// precertificate (the poison extension) sent to `add-pre-chain`, then the same TBS with the
+/// SCT list in the poison's place. Returns the certificate's and the CA's PEM paths.
+fn cert_with_embedded_sct(
+    d: &Path,
+    ct: &signet_tests::ctlog::CtLog,
+    ca: &openssl::x509::X509,
+    ca_key: &openssl::pkey::PKey<openssl::pkey::Private>,
+) -> (PathBuf, PathBuf) {
+    use base64::Engine;
+    use openssl::{asn1, bn, ec, hash, nid, pkey, x509};
+    let key = pkey::PKey::from_ec_key(
+        ec::EcKey::generate(&ec::EcGroup::from_curve_name(nid::Nid::X9_62_PRIME256V1).unwrap()).unwrap(),
+    )
+    .unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let make = |last: x509::X509Extension| {
+        let mut name = x509::X509NameBuilder::new().unwrap();
+        name.append_entry_by_text("CN", "sct.probe.test").unwrap();
+        let mut b = x509::X509Builder::new().unwrap();
+        b.set_version(2).unwrap();
+        b.set_serial_number(&bn::BigNum::from_u32(0x5c7).unwrap().to_asn1_integer().unwrap()).unwrap();
+        b.set_subject_name(&name.build()).unwrap();
+        b.set_issuer_name(ca.subject_name()).unwrap();
+        b.set_pubkey(&key).unwrap();
+        b.set_not_before(&asn1::Asn1Time::from_unix(now - 60).unwrap()).unwrap();
+        b.set_not_after(&asn1::Asn1Time::from_unix(now + 7 * 86_400).unwrap()).unwrap();
+        let san = x509::extension::SubjectAlternativeName::new()
+            .dns("sct.probe.test")
+            .build(&b.x509v3_context(Some(ca), None));
+        b.append_extension(san.unwrap()).unwrap();
+        b.append_extension(last).unwrap();
+        b.sign(ca_key, hash::MessageDigest::sha256()).unwrap();
+        b.build()
+    };
+    let ext = |oid: &str, critical: bool, value: &[u8]| {
+        x509::X509Extension::new_from_der(
+            &asn1::Asn1Object::from_str(oid).unwrap(),
+            critical,
+            &asn1::Asn1OctetString::new_from_bytes(value).unwrap(),
+        )
+        .unwrap()
+    };
+    let pre = make(ext("1.3.6.1.4.1.11129.2.4.3", true, &[0x05, 0x00]));
+    let b64 = |c: &openssl::x509::X509| base64::engine::general_purpose::STANDARD.encode(c.to_der().unwrap());
+    let chain = serde_json::json!({ "chain": [b64(&pre), b64(ca)] }).to_string();
+    let out = Command::new("curl")
+        .args(["-s", "-f", "-X", "POST", "-H", "content-type: application/json", "--data", &chain])
+        .arg(format!("{}ct/v1/add-pre-chain", ct.url()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "add-pre-chain: {}", String::from_utf8_lossy(&out.stdout));
+    let sct: signet_ct::rfc6962::api::AddChainResponse = serde_json::from_slice(&out.stdout).unwrap();
+    let list = signet_ct::rfc6962::sct_list_extension_value(&[sct.to_sct().unwrap()]).unwrap();
+    let cert = make(ext("1.3.6.1.4.1.11129.2.4.2", false, &list));
+    let (cert_path, ca_path) = (d.join("sct-cert.pem"), d.join("sct-ca.pem"));
+    std::fs::write(&cert_path, cert.to_pem().unwrap()).unwrap();
+    std::fs::write(&ca_path, ca.to_pem().unwrap()).unwrap();
+    (cert_path, ca_path)
+}
+
 fn pem_b64(path: &Path) -> String {
     let pem = std::fs::read_to_string(path).unwrap();
     let body: String = pem
@@ -585,7 +696,13 @@ fn probed_pki_checks_against_ocspd_and_ctlogd() {
     assert!(st.success(), "{out}{err}");
     let dir_path = pki.dir.clone();
     let root = pki.ca("root.pem");
-    let ct = signet_tests::ctlog::CtLog::start(&mut pki.signd, &dir_path, "probelog", &root);
+    // The log also accepts a small CA of the test's own (keys in files), whose certificate
+    // with an SCT embedded the CT check proves included.
+    let (sct_ca, sct_ca_key) = file_ca();
+    let roots = d.join("ct-roots.pem");
+    std::fs::write(&roots, [std::fs::read(&root).unwrap(), sct_ca.to_pem().unwrap()].concat()).unwrap();
+    let ct = signet_tests::ctlog::CtLog::start(&mut pki.signd, &dir_path, "probelog", &roots);
+    let (sct_cert, sct_issuer) = cert_with_embedded_sct(d, &ct, &sct_ca, &sct_ca_key);
     let issuer = pki.ca("issuing.pem");
     // A probe key in signd: probed signs a test message with it each run.
     signet_ipc::block_on(
@@ -657,6 +774,20 @@ kind = "ct"
 url = "{ct_url}"
 public_key = "{ct_key}"
 max_age = "1m"
+
+[checks.ct_sct]
+kind = "ct"
+url = "{ct_url}"
+public_key = "{ct_key}"
+certificate = {sct_cert:?}
+issuer = {sct_issuer:?}
+
+[checks.ct_sct_wrong_issuer]
+kind = "ct"
+url = "{ct_url}"
+public_key = "{ct_key}"
+certificate = {sct_cert:?}
+issuer = {issuer:?}
 "#,
         state = d.join("state"),
         crl = pki.url("/crl/demo.crl"),
@@ -688,6 +819,12 @@ max_age = "1m"
     let s = settle(&probed, "crl_stale", "down");
     assert!(s["last"]["message"].as_str().unwrap().contains("margin"), "{s}");
     settle(&probed, "ct_log", "up");
+    // The SCT's entry proven in the tree from the tiles; with the wrong issuer the SCT's
+    // signature (over the issuer's key hash) does not verify.
+    let sct = settle(&probed, "ct_sct", "up");
+    assert!(sct["last"]["message"].as_str().unwrap().contains("the SCT's entry is included (leaf 0)"), "{sct}");
+    let wrong = settle(&probed, "ct_sct_wrong_issuer", "down");
+    assert!(wrong["last"]["message"].as_str().unwrap().contains("the SCT's signature"), "{wrong}");
     let sd = settle(&probed, "signd", "up");
     assert!(sd["last"]["message"].as_str().unwrap().contains("verified"), "{sd}");
     settle(&probed, "signd_no_key", "down");
@@ -729,14 +866,15 @@ max_age = "1m"
         .output()
         .unwrap();
     assert!(out.status.success(), "add-chain: {}", String::from_utf8_lossy(&out.stdout));
-    wait_for(Duration::from_secs(10), "tree size 2", || {
-        String::from_utf8_lossy(&ct.get("checkpoint").1).lines().nth(1) == Some("2")
+    // Three entries: the precertificate, then the two chains.
+    wait_for(Duration::from_secs(10), "tree size 3", || {
+        String::from_utf8_lossy(&ct.get("checkpoint").1).lines().nth(1) == Some("3")
     });
     probed.spawn();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let v = probed.check("ct_log");
-        if v["last"]["message"].as_str().unwrap_or_default().contains("(+1, consistent with 1 ") {
+        if v["last"]["message"].as_str().unwrap_or_default().contains("(+1, consistent with 2 ") {
             break;
         }
         assert!(Instant::now() < deadline, "no consistency check after the restart: {v}");
@@ -757,7 +895,7 @@ max_age = "1m"
         "probe_ocsp_status{daemon=\"probed\",check=\"ocsp_good\"} 0",
         "probe_ocsp_status{daemon=\"probed\",check=\"ocsp_revoked\"} 1",
         "probe_success{daemon=\"probed\",check=\"crl_stale\"} 0",
-        "probe_ct_tree_size{daemon=\"probed\",check=\"ct_log\"} 2",
+        "probe_ct_tree_size{daemon=\"probed\",check=\"ct_log\"} 3",
     ] {
         assert!(metrics.contains(line), "{line} in {metrics}");
     }

@@ -154,7 +154,7 @@ impl Kind {
 }
 
 /// The HTTP version an HTTP check speaks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
 pub enum HttpVersion {
     /// HTTP/2 when TLS ALPN picks it, else HTTP/1.1.
     #[default]
@@ -264,10 +264,12 @@ pub struct CheckConfig {
     #[serde(default)]
     pub expect: Vec<String>,
 
-    /// ocsp: the certificate (PEM) whose status is asked.
+    /// ocsp: the certificate (PEM) whose status is asked; ct: a certificate with an SCT from
+    /// the log embedded, whose entry must be in the log's tree (then `issuer` is needed too).
     #[serde(default)]
     pub certificate: Option<PathBuf>,
-    /// ocsp, crl: the issuer certificate (PEM) that signs the response or CRL.
+    /// ocsp, crl: the issuer certificate (PEM) that signs the response or CRL; ct: the
+    /// certificate's issuer (its key hash is part of the SCT's entry).
     #[serde(default)]
     pub issuer: Option<PathBuf>,
     /// ocsp, crl: fail when nextUpdate is nearer than this.
@@ -414,6 +416,9 @@ impl CheckConfig {
             Kind::Ct => {
                 need(self.url.is_some(), "url")?;
                 need(self.public_key.is_some(), "public_key")?;
+                if self.certificate.is_some() {
+                    need(self.issuer.is_some(), "issuer")?;
+                }
                 url_scheme(&["http", "https"])?;
                 if let Some(key) = &self.public_key {
                     use base64::Engine;
