@@ -132,6 +132,15 @@ ensure_go() {
   export PATH="$goroot/bin:$PATH"
 }
 
+# The directory of Go module $1 (MODULE@vVERSION) in the module cache, downloaded
+# if missing; outside any Go module, so the download is not recorded in one. Any
+# further arguments are NAME=VALUE settings for `go` (e.g. GONOSUMDB=...).
+go_module_dir() {
+  local module="$1"; shift
+  (cd / && env GO111MODULE=on "$@" go mod download -json "$module" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+}
+
 # Installs Go $SIGNET_GO_VERSION into $1 through the module proxy (see above).
 install_go() {
   local goroot="$1" boot="" candidate started
@@ -263,9 +272,7 @@ ensure_lego() {
   ensure_go || return 1
   say "building lego $SIGNET_LEGO_VERSION into $SIGNET_LEGO (about 8 minutes on 2 cores)"
   local module="github.com/go-acme/lego/v4@v$SIGNET_LEGO_VERSION" dir
-  # Outside any Go module, so the download is not recorded in one.
-  dir="$(cd / && GO111MODULE=on go mod download -json "$module" |
-    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+  dir="$(go_module_dir "$module")"
   if [ -z "$dir" ] || [ ! -d "$dir/cmd/lego" ]; then
     echo "go mod download $module gave no module directory" >&2
     return 1
@@ -330,8 +337,7 @@ ensure_versitygw() {
   ensure_go || return 1
   say "building versitygw v$SIGNET_VERSITYGW_VERSION into $SIGNET_VERSITYGW"
   local dir
-  dir="$(cd / && GO111MODULE=on go mod download -json "github.com/versity/versitygw@v$SIGNET_VERSITYGW_VERSION" |
-    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+  dir="$(go_module_dir "github.com/versity/versitygw@v$SIGNET_VERSITYGW_VERSION")"
   [ -n "$dir" ] && [ -d "$dir/cmd/versitygw" ] || { echo "no module directory for versitygw v$SIGNET_VERSITYGW_VERSION" >&2; return 1; }
   mkdir -p "$SIGNET_CACHE/bin"
   (cd "$dir" && GO111MODULE=on nice -n 10 go build -buildvcs=false -trimpath -o "$SIGNET_VERSITYGW.tmp" ./cmd/versitygw) || return 1
@@ -395,6 +401,24 @@ ensure_pebble() {
     sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
   export SIGNET_PEBBLE_DIR
   [ -f "$SIGNET_PEBBLE_DIR/test/certs/pebble.minica.pem" ] || { echo "no Pebble module directory" >&2; return 1; }
+}
+
+# Prometheus's blackbox_exporter, the baseline of bench/scripts/probe-compare.sh:
+# `go install` is refused for it here, so download the module and build it in the
+# module cache, once, into $SIGNET_CACHE/bin.
+SIGNET_BLACKBOX_VERSION="${SIGNET_BLACKBOX_VERSION:-0.28.0}"
+ensure_blackbox() {
+  export SIGNET_BLACKBOX="$SIGNET_CACHE/bin/blackbox_exporter-$SIGNET_BLACKBOX_VERSION"
+  [ -x "$SIGNET_BLACKBOX" ] && return 0
+  ensure_go || return 1
+  say "building blackbox_exporter v$SIGNET_BLACKBOX_VERSION into $SIGNET_BLACKBOX"
+  local dir
+  dir="$(go_module_dir "github.com/prometheus/blackbox_exporter@v$SIGNET_BLACKBOX_VERSION")"
+  [ -n "$dir" ] && [ -f "$dir/main.go" ] ||
+    { echo "go mod download gave no blackbox_exporter v$SIGNET_BLACKBOX_VERSION" >&2; return 1; }
+  mkdir -p "$SIGNET_CACHE/bin"
+  (cd "$dir" && GO111MODULE=on nice -n 10 go build -buildvcs=false -trimpath -o "$SIGNET_BLACKBOX.tmp" .) || return 1
+  mv -f "$SIGNET_BLACKBOX.tmp" "$SIGNET_BLACKBOX"
 }
 
 # Ory Hydra, the same-run baseline of bench/scripts/token-bench.sh; not needed

@@ -102,7 +102,7 @@ impl CpuUse {
         if self.servers.len() > 1 {
             out.push_str(&line("servers in all", self.total()));
         }
-        out.push_str(&line("ct-load itself", self.own));
+        out.push_str(&line("the load generator", self.own));
         out
     }
 

@@ -1,6 +1,7 @@
 //! probed's metrics, in blackbox_exporter's names with a `check` label: `probe_success`,
 //! `probe_duration_seconds`, the kinds' own gauges ([`Gauge`]), and `probe_state` (1 up,
-//! 0 down, -1 not known yet after flap suppression).
+//! 0 down, -1 not known yet after flap suppression); and the scheduler's own
+//! `probed_schedule_lag_seconds`, how late runs start.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -9,6 +10,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge as PGauge;
+use prometheus_client::metrics::histogram::Histogram;
 use signet_runtime::metrics::Metrics;
 
 use crate::checks::{Gauge, Outcome};
@@ -35,7 +37,11 @@ pub struct ProbeMetrics {
     duration: FloatGauges,
     runs: Family<RunLabel, Counter>,
     gauges: HashMap<Gauge, FloatGauges>,
+    lag: Histogram,
 }
+
+/// The lag histogram's buckets, in seconds: fine below the 100 ms a schedule may slip.
+const LAG_BUCKETS: [f64; 12] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 5.0];
 
 impl ProbeMetrics {
     /// Registers the metrics in `metrics`.
@@ -46,7 +52,13 @@ impl ProbeMetrics {
             duration: FloatGauges::default(),
             runs: Family::default(),
             gauges: Gauge::ALL.iter().map(|g| (*g, FloatGauges::default())).collect(),
+            lag: Histogram::new(LAG_BUCKETS),
         };
+        metrics.register(
+            "probed_schedule_lag_seconds",
+            "How much later than planned (interval plus jitter) a check's run started",
+            m.lag.clone(),
+        );
         metrics.register("probe_success", "Whether the check's last run passed", m.success.clone());
         metrics.register("probe_duration_seconds", "How long the check's last run took", m.duration.clone());
         metrics.register("probe_state", "The check's state: 1 up, 0 down, -1 unknown", m.state.clone());
@@ -73,6 +85,11 @@ impl ProbeMetrics {
                 family.get_or_create(&label).set(*v);
             }
         }
+    }
+
+    /// Records that a run started `lag` after its planned time.
+    pub fn schedule_lag(&self, lag: std::time::Duration) {
+        self.lag.observe(lag.as_secs_f64());
     }
 
     /// Sets `probe_state` of `check`.

@@ -40,6 +40,9 @@ pub struct Check {
     cancel: CancellationToken,
 }
 
+/// The most a check's first run waits for its phase (see `run_check`).
+const FIRST_RUN_SPREAD: Duration = Duration::from_secs(10);
+
 /// How long a computed uptime is shown before it is computed again from the aggregates.
 const UPTIME_TTL_MS: u64 = 60_000;
 
@@ -188,13 +191,17 @@ impl Scheduler {
             probe.restore(&memo);
         }
         let s = check.schedule.clone();
-        let mut next = Instant::now() + jitter(s.jitter);
+        // The first run at a random phase within the interval (at most FIRST_RUN_SPREAD
+        // away): thousands of checks loaded at once spread over their period instead of
+        // all starting together, and keep that spread run after run.
+        let mut next = Instant::now() + jitter(s.interval.min(FIRST_RUN_SPREAD)) + jitter(s.jitter);
         loop {
             tokio::select! {
                 () = check.cancel.cancelled() => return,
                 () = tokio::time::sleep_until(next.into()) => {}
             }
             let started = Instant::now();
+            self.metrics.schedule_lag(started.saturating_duration_since(next));
             let outcome = tokio::select! {
                 () = check.cancel.cancelled() => return,
                 o = probe.run(s.timeout, s.retries) => o,

@@ -2,8 +2,9 @@
 //! knowledge (h2c), connections reused between runs or one per run, TLS by OpenSSL verified
 //! against a CA bundle. The same client carries webhooks and the PKI checks' fetches.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -31,7 +32,42 @@ pub type HttpClient = Client<TlsConnector, Full<Bytes>>;
 
 /// A client speaking `version`, verifying TLS to `ca_file` (or the system's roots), keeping
 /// idle connections for reuse when `reuse`.
+///
+/// Checks with the same settings share one client (its TLS context and its pool), so ten
+/// thousand checks of one server hold a few connections and one CA bundle, not ten thousand.
+/// A CA file that changed on disk (seen by a reload) gets a new client.
 pub fn client(ca_file: Option<&Path>, version: HttpVersion, reuse: bool) -> Result<HttpClient, String> {
+    Ok(shared(ca_file, version, reuse)?.1)
+}
+
+/// What tells two clients apart: the CA file (and its identity on disk), version, reuse.
+type ClientKey = (Option<PathBuf>, Option<(u64, u64, i64, i64)>, HttpVersion, bool);
+
+static CLIENTS: LazyLock<Mutex<HashMap<ClientKey, (TlsConnector, HttpClient)>>> = LazyLock::new(Default::default);
+
+/// The shared connector and client of these settings, made on first use.
+fn shared(ca_file: Option<&Path>, version: HttpVersion, reuse: bool) -> Result<(TlsConnector, HttpClient), String> {
+    let file = ca_file.or_else(|| SYSTEM_ROOTS.iter().map(Path::new).find(|p| p.exists()));
+    let identity = file.and_then(|f| std::fs::metadata(f).ok()).map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        (m.dev(), m.ino(), m.size() as i64, m.mtime_nsec() + m.mtime() * 1_000_000_000)
+    });
+    let key = (ca_file.map(Path::to_path_buf), identity, version, reuse);
+    let mut clients = CLIENTS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(found) = clients.get(&key) {
+        return Ok(found.clone());
+    }
+    let connector = connector(ca_file, version)?;
+    let made = (connector.clone(), client_on(connector, version, reuse));
+    // The same settings with an older CA file are not used by new checks again.
+    clients.retain(|k, _| !(k.0 == key.0 && k.2 == key.2 && k.3 == key.3));
+    clients.insert(key, made.clone());
+    Ok(made)
+}
+
+/// The connector of [`client`]: TCP, and TLS verified to `ca_file` (or the system's roots)
+/// offering the ALPN of `version`. Building it reads the CA bundle, so a check builds it once.
+fn connector(ca_file: Option<&Path>, version: HttpVersion) -> Result<TlsConnector, String> {
     let mut b = SslConnector::builder(SslMethod::tls_client()).map_err(|e| e.to_string())?;
     match ca_file {
         Some(path) => b.set_ca_file(path).map_err(|e| format!("ca_file {}: {e}", path.display()))?,
@@ -51,22 +87,26 @@ pub fn client(ca_file: Option<&Path>, version: HttpVersion, reuse: bool) -> Resu
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
-    let connector = TlsConnector::new(http, Some(Arc::new(b.build())));
+    Ok(TlsConnector::new(http, Some(Arc::new(b.build()))))
+}
+
+/// A client on `connector`: its own connection pool, kept for reuse when `reuse`.
+fn client_on(connector: TlsConnector, version: HttpVersion, reuse: bool) -> HttpClient {
     let mut builder = Client::builder(TokioExecutor::new());
     builder.pool_max_idle_per_host(if reuse { usize::MAX } else { 0 });
     builder.pool_idle_timeout(Duration::from_secs(90));
     if version == HttpVersion::Http2 {
         builder.http2_only(true);
     }
-    Ok(builder.build(connector))
+    builder.build(connector)
 }
 
 /// A prepared HTTP check.
 pub struct HttpProbe {
     client: HttpClient,
+    connector: TlsConnector,
     reuse: bool,
     version: HttpVersion,
-    ca_file: Option<std::path::PathBuf>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -95,11 +135,12 @@ impl HttpProbe {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k}: {e}"))?;
             expect_headers.push((name, v.clone()));
         }
+        let (connector, client) = shared(c.ca_file.as_deref(), c.http_version, c.reuse_connections)?;
         Ok(HttpProbe {
-            client: client(c.ca_file.as_deref(), c.http_version, c.reuse_connections)?,
+            client,
+            connector,
             reuse: c.reuse_connections,
             version: c.http_version,
-            ca_file: c.ca_file.clone(),
             method,
             uri,
             headers,
@@ -121,12 +162,13 @@ impl HttpProbe {
             h.extend(self.headers.clone());
         }
         let req = req.body(Full::new(self.body.clone())).map_err(|e| Report::msg(format!("request: {e}")))?;
-        // A fresh client per run: no pooled connection, not even an HTTP/2 one, is reused.
+        // A fresh client (pool) per run: no connection, not even an HTTP/2 one, is reused. The
+        // connector, with its CA bundle already read, is shared.
         let fresh;
         let client = if self.reuse {
             &self.client
         } else {
-            fresh = client(self.ca_file.as_deref(), self.version, false).map_err(Report::msg)?;
+            fresh = client_on(self.connector.clone(), self.version, false);
             &fresh
         };
         let resp = client.request(req).await.map_err(|e| Report::msg(error_chain(&e)))?;
@@ -231,4 +273,45 @@ pub async fn fetch(
         .map_err(|e| format!("{uri}: reading the body: {e}"))?
         .to_bytes();
     Ok((status, body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries_for(path: &Path) -> usize {
+        CLIENTS.lock().unwrap().keys().filter(|k| k.0.as_deref() == Some(path)).count()
+    }
+
+    #[test]
+    fn checks_with_the_same_settings_share_a_client_until_the_ca_file_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        let key = openssl::pkey::PKey::generate_ed25519().unwrap();
+        let mut x = openssl::x509::X509::builder().unwrap();
+        x.set_pubkey(&key).unwrap();
+        x.set_not_before(&openssl::asn1::Asn1Time::days_from_now(0).unwrap()).unwrap();
+        x.set_not_after(&openssl::asn1::Asn1Time::days_from_now(1).unwrap()).unwrap();
+        x.sign(&key, openssl::hash::MessageDigest::null()).unwrap();
+        let pem = x.build().to_pem().unwrap();
+        std::fs::write(&ca, &pem).unwrap();
+        client(Some(&ca), HttpVersion::Http1, true).unwrap();
+        client(Some(&ca), HttpVersion::Http1, true).unwrap();
+        assert_eq!(entries_for(&ca), 1, "the same settings share one client");
+        client(Some(&ca), HttpVersion::Http2, true).unwrap();
+        assert_eq!(entries_for(&ca), 2, "another version is another client");
+
+        // The file is replaced (a reload after a CA rotation): new checks get a new client,
+        // and the old one is no longer handed out.
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::write(dir.path().join("new.pem"), &pem).unwrap();
+        std::fs::rename(dir.path().join("new.pem"), &ca).unwrap();
+        let before: Vec<ClientKey> = CLIENTS.lock().unwrap().keys().cloned().collect();
+        client(Some(&ca), HttpVersion::Http1, true).unwrap();
+        let after: Vec<ClientKey> = CLIENTS.lock().unwrap().keys().cloned().collect();
+        assert_eq!(entries_for(&ca), 2);
+        let new: Vec<_> = after.iter().filter(|k| !before.contains(k)).collect();
+        assert_eq!(new.len(), 1, "one new client for the changed file");
+        assert_eq!(new[0].2, HttpVersion::Http1);
+    }
 }
