@@ -345,6 +345,8 @@ mod tests {
             secret_set_unix_secs: 6,
             redirect_uris: vec!["https://app.example.net/cb".into(), "com.example.app:/cb".into()],
             post_logout_redirect_uris: vec!["https://app.example.net/".into()],
+            tls_san_dns: "billing.example.net".into(),
+            ..OauthClient::default()
         }
     }
 
