@@ -2,7 +2,8 @@
 //! signd's `sign-jws` role, client_credentials with each client
 //! authentication method, introspection, revocation, token exchange, key
 //! rotation, every error in RFC 6749's form, `kill -9`, and local users and
-//! redirect URIs managed with `signetctl oauth user ...`/`client create`.
+//! redirect URIs managed with `signetctl oauth user ...`/`client create`; mutual
+//! TLS (RFC 8705) with a client certificate a real acmed issued.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
