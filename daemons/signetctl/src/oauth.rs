@@ -18,6 +18,8 @@ use crate::{Failure, EXIT_CODES};
 
 /// `signetctl oauth ...`
 #[derive(Subcommand)]
+// Parsed once per run: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum OauthCommand {
     /// Manage OAuth clients (who may ask tokend for tokens, and for what).
     #[command(subcommand, after_help = EXIT_CODES)]

@@ -902,8 +902,11 @@ pub fn create_client(db: &Db, c: &OauthClient, now: u64) -> Result<Created, IpcE
 /// A stored client: its record, URIs and certificate identity.
 pub type Stored = (ClientRec, ClientUris, Option<TlsIdentity>);
 
+/// A stored client with its id.
+pub type Listed = (String, ClientRec, ClientUris, Option<TlsIdentity>);
+
 /// Every client with its URIs and certificate identity, ordered by id.
-pub fn list_clients(db: &Db) -> Result<Vec<(String, ClientRec, ClientUris, Option<TlsIdentity>)>, IpcError> {
+pub fn list_clients(db: &Db) -> Result<Vec<Listed>, IpcError> {
     db.store
         .read(|t| {
             let clients = t.range(&db.clients, None, usize::MAX)?;

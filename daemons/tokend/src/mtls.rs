@@ -377,11 +377,11 @@ mod tests {
         let c = cert(&k, &[("CN", "self")], &[], None, 0);
         let der = c.to_der().unwrap();
         let jwk = signet_jose::Jwk::from_public_key(&k).unwrap().to_json();
-        check_self_signed(&[der.clone()], &json!({ "keys": [jwk] }).to_string()).unwrap();
+        check_self_signed(std::slice::from_ref(&der), &json!({ "keys": [jwk] }).to_string()).unwrap();
         let x5c = json!({ "keys": [{ "kty": "EC", "x5c": [STANDARD.encode(&der)] }] });
-        check_self_signed(&[der.clone()], &x5c.to_string()).unwrap();
+        check_self_signed(std::slice::from_ref(&der), &x5c.to_string()).unwrap();
         let other = signet_jose::Jwk::from_public_key(&key()).unwrap().to_json();
-        assert!(check_self_signed(&[der.clone()], &json!({ "keys": [other] }).to_string()).is_err());
+        assert!(check_self_signed(std::slice::from_ref(&der), &json!({ "keys": [other] }).to_string()).is_err());
         assert!(check_self_signed(&[], &json!({ "keys": [jwk] }).to_string()).is_err());
     }
 
