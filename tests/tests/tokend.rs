@@ -848,3 +848,104 @@ fn mtls_client_auth_with_a_certificate_from_acmed_binds_tokens_to_that_certifica
     assert_eq!(st, 200, "{body}");
     assert!(claims_of(json_of(&body)["access_token"].as_str().unwrap()).get("cnf").is_none(), "{body}");
 }
+
+/// A self-signed P-256 certificate and key made with the openssl tool in `dir`, as `name`.pem/.key.
+fn self_signed(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (cert, key) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}.key")));
+    let (st, _, err) = signet_tests::run(
+        std::process::Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2"])
+            .args(["-subj", &format!("/CN={name}"), "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert),
+    );
+    assert!(st.success(), "{err}");
+    (cert, key)
+}
+
+#[test]
+fn a_public_clients_access_and_refresh_tokens_are_bound_to_the_certificate_it_presented() {
+    let signd = SigndProcess::start(&signd_role());
+    let dir = tempfile::tempdir().unwrap();
+    let (tls, port, server_cert) = signet_tests::tokend::tls_table(dir.path(), None);
+    let t = Tokend::start(&signd, dir.path(), "tok-es256", "ecdsa-p256", &tls);
+    let (mine, other) = (self_signed(dir.path(), "mine"), self_signed(dir.path(), "other"));
+    let mut cmd = t.signetctl();
+    cmd.args(["oauth", "user", "create", "alice", "--email", "alice@example.net", "--password-stdin"]);
+    let (st, out, err) = run_with_stdin(&mut cmd, "alice's long password\n");
+    assert!(st.success(), "{out}{err}");
+    let redirect = "http://127.0.0.1:9/cb";
+    let grants = ["--grant-type", "authorization_code", "--grant-type", "refresh_token"];
+    let rest = ["--scope", "openid", "--scope", "email", "--audience", "api", "--redirect-uri", redirect];
+    t.create_client("app", &[&["--auth-method", "none"][..], &grants, &rest].concat());
+
+    // The code, through the sign-in and consent pages (plain listener).
+    let jar = dir.path().join("cookies");
+    let verifier = "w".repeat(50);
+    let challenge = URL_SAFE_NO_PAD.encode(openssl::sha::sha256(verifier.as_bytes()));
+    let enc = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+    let authorize = t.url(&format!(
+        "/authorize?response_type=code&client_id=app&redirect_uri={}&scope=openid+email&state=s\
+         &code_challenge={challenge}&code_challenge_method=S256",
+        enc(redirect)
+    ));
+    let (_, login, _) = browse(&jar, &authorize, None);
+    let form = |html: &str, extra: &[(&str, &str)]| {
+        let mut v = vec![("authz".to_owned(), field(html, "authz")), ("csrf".to_owned(), field(html, "csrf"))];
+        v.extend(extra.iter().map(|(k, val)| ((*k).to_owned(), (*val).to_owned())));
+        v
+    };
+    let post = |path: &str, f: Vec<(String, String)>| {
+        let pairs: Vec<(&str, &str)> = f.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        browse(&jar, &t.url(path), Some(&pairs))
+    };
+    let (_, consent, _) = post("/login", form(&login, &[("username", "alice"), ("password", "alice's long password")]));
+    let (st, _, location) = post("/consent", form(&consent, &[("decision", "allow")]));
+    assert_eq!(st, 303, "{location}");
+    let code = query_param(&location, "code").unwrap();
+
+    // Redeemed on the mTLS listener with a certificate: both tokens bound to it.
+    let origin = format!("https://127.0.0.1:{port}");
+    let cacert = server_cert.to_str().unwrap().to_owned();
+    let tls_curl = |path: &str, identity: Option<&(std::path::PathBuf, std::path::PathBuf)>, extra: &[&str]| {
+        let url = format!("{origin}{path}");
+        let mut args: Vec<String> = vec!["--cacert".into(), cacert.clone()];
+        if let Some((c, k)) = identity {
+            args.extend(["--cert".into(), c.to_str().unwrap().into(), "--key".into(), k.to_str().unwrap().into()]);
+        }
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args.push(url);
+        curl(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let form_post = ["-X", "POST", "-H", "Content-Type: application/x-www-form-urlencoded", "--data-binary"];
+    let redeem = format!(
+        "grant_type=authorization_code&code={code}&client_id=app&code_verifier={verifier}&redirect_uri={}",
+        enc(redirect)
+    );
+    let (st, body) = tls_curl("/token", Some(&mine), &[&form_post[..], &[redeem.as_str()]].concat());
+    assert_eq!(st, 200, "{body}\n{}", t.log());
+    let tok = json_of(&body);
+    let access = tok["access_token"].as_str().unwrap().to_owned();
+    let refresh = tok["refresh_token"].as_str().unwrap().to_owned();
+    assert_eq!(claims_of(&access)["cnf"]["x5t#S256"], json!(x5t_of(&mine.0)));
+
+    // Userinfo: the same certificate on the mTLS listener, and nothing else.
+    let bearer = format!("Authorization: Bearer {access}");
+    let (st, body) = tls_curl("/userinfo", Some(&mine), &["-H", &bearer]);
+    assert_eq!((st, json_of(&body)["email"].clone()), (200, json!("alice@example.net")), "{body}");
+    let (st, body) = tls_curl("/userinfo", Some(&other), &["-H", &bearer]);
+    assert_eq!((st, json_of(&body)["error"].clone()), (401, json!("invalid_token")), "{body}");
+    let (st, body) = curl(&["-H", &bearer, &t.url("/userinfo")]);
+    assert_eq!((st, json_of(&body)["error"].clone()), (401, json!("invalid_token")), "{body}");
+
+    // The refresh token wants the same certificate: another one, or none, is invalid_grant.
+    let again = format!("grant_type=refresh_token&client_id=app&refresh_token={refresh}");
+    let (st, body) = tls_curl("/token", Some(&other), &[&form_post[..], &[again.as_str()]].concat());
+    assert_eq!((st, json_of(&body)["error"].clone()), (400, json!("invalid_grant")), "{body}");
+    let (st, body) = t.post("/token", &again, &[]);
+    assert_eq!((st, json_of(&body)["error"].clone()), (400, json!("invalid_grant")), "{body}");
+    let (st, body) = tls_curl("/token", Some(&mine), &[&form_post[..], &[again.as_str()]].concat());
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(claims_of(json_of(&body)["access_token"].as_str().unwrap())["cnf"]["x5t#S256"], json!(x5t_of(&mine.0)));
+}
