@@ -16,10 +16,12 @@ struct OauthClient {
   clientId @0 :Text;           # [A-Za-z0-9._-]{1,64}; empty in clientCreate: a random id
   name @1 :Text;               # a display name, up to 256 printable characters
   authMethod @2 :Text;         # client_secret_basic, client_secret_post, client_secret_jwt,
-                               # private_key_jwt or none (RFC 8414 names)
+                               # private_key_jwt, tls_client_auth, self_signed_tls_client_auth
+                               # or none (RFC 8414 / RFC 8705 names)
   secret @3 :Text;             # the client secret: only in the answers of clientCreate and
                                # clientRotateSecret, empty otherwise
-  jwks @4 :Text;               # the client's public keys (private_key_jwt): a JWKS document,
+  jwks @4 :Text;               # the client's public keys (private_key_jwt,
+                               # self_signed_tls_client_auth): a JWKS document,
                                # or the https URL of one (http only on loopback), which tokend
                                # fetches, caches and fetches again for an unknown kid
   scopes @5 :List(Text);       # scopes it may ask for (RFC 6749 §3.3)
@@ -35,6 +37,15 @@ struct OauthClient {
                                           # with authorization_code, none without it
   postLogoutRedirectUris @11 :List(Text); # where RP-initiated logout may send the browser
                                           # afterwards; the same rules
+  # tls_client_auth (RFC 8705 §2.1.2): exactly one of the next five names what the
+  # client's certificate (chaining to tokend's [tls] client_ca_file) must hold; empty
+  # for every other method. self_signed_tls_client_auth registers its certificates'
+  # keys in `jwks` instead (§2.2).
+  tlsSubjectDn @12 :Text;      # the subject DN, as an RFC 4514 string (compared per RFC 4517 §4.2.15)
+  tlsSanDns @13 :Text;         # a dNSName SAN entry (case-insensitive)
+  tlsSanUri @14 :Text;         # a uniformResourceIdentifier SAN entry
+  tlsSanIp @15 :Text;          # an iPAddress SAN entry (IPv4 or IPv6, textual)
+  tlsSanEmail @16 :Text;       # an rfc822Name SAN entry
 }
 
 # A local user, who signs in to tokend's login page with a password.

@@ -446,12 +446,14 @@ pub struct OauthClient {
     /// A display name.
     pub name: String,
     /// How it authenticates: `client_secret_basic`, `client_secret_post`,
-    /// `client_secret_jwt`, `private_key_jwt` or `none`.
+    /// `client_secret_jwt`, `private_key_jwt`, `tls_client_auth`,
+    /// `self_signed_tls_client_auth` or `none`.
     pub auth_method: String,
     /// The client secret: only in the answers of a create and a secret
     /// rotation, empty otherwise.
     pub secret: String,
-    /// The client's public keys (`private_key_jwt`), a JWKS document; empty otherwise.
+    /// The client's public keys (`private_key_jwt`, `self_signed_tls_client_auth`),
+    /// a JWKS document or its URL; empty otherwise.
     pub jwks: String,
     /// Scopes it may ask for.
     pub scopes: Vec<String>,
@@ -468,6 +470,18 @@ pub struct OauthClient {
     pub redirect_uris: Vec<String>,
     /// Where RP-initiated logout may send the browser afterwards.
     pub post_logout_redirect_uris: Vec<String>,
+    /// `tls_client_auth` (RFC 8705 §2.1.2): the subject DN the client's certificate
+    /// must have, an RFC 4514 string; empty: not this one. At most one of the five
+    /// `tls_*` fields is set, exactly one for `tls_client_auth`.
+    pub tls_subject_dn: String,
+    /// `tls_client_auth`: a dNSName SAN entry the certificate must hold.
+    pub tls_san_dns: String,
+    /// `tls_client_auth`: a uniformResourceIdentifier SAN entry.
+    pub tls_san_uri: String,
+    /// `tls_client_auth`: an iPAddress SAN entry, textual.
+    pub tls_san_ip: String,
+    /// `tls_client_auth`: an rfc822Name SAN entry.
+    pub tls_san_email: String,
 }
 
 impl fmt::Debug for OauthClient {
@@ -485,6 +499,11 @@ impl fmt::Debug for OauthClient {
             .field("secret_set_unix_secs", &self.secret_set_unix_secs)
             .field("redirect_uris", &self.redirect_uris)
             .field("post_logout_redirect_uris", &self.post_logout_redirect_uris)
+            .field("tls_subject_dn", &self.tls_subject_dn)
+            .field("tls_san_dns", &self.tls_san_dns)
+            .field("tls_san_uri", &self.tls_san_uri)
+            .field("tls_san_ip", &self.tls_san_ip)
+            .field("tls_san_email", &self.tls_san_email)
             .finish()
     }
 }

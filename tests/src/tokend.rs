@@ -167,6 +167,28 @@ impl Drop for Tokend {
     }
 }
 
+/// tokend's mTLS listener for a test: a self-signed P-256 certificate for
+/// 127.0.0.1 made with the openssl tool in `dir`, a free port, and
+/// `client_ca` as `client_ca_file`. Answers the `[tls]` table (for
+/// [`Tokend::start`]'s `extra`), the port, and the certificate curl is to
+/// trust (`--cacert`).
+pub fn tls_table(dir: &Path, client_ca: Option<&Path>) -> (String, u16, PathBuf) {
+    let (cert, key) = (dir.join("tokend-tls.pem"), dir.join("tokend-tls.key"));
+    let (st, _, err) = run(Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2"])
+        .args(["-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert));
+    assert!(st.success(), "{err}");
+    let port = free_port();
+    let mut table = format!("[tls]\nlisten = \"127.0.0.1:{port}\"\ncertificate = {cert:?}\nkey = {key:?}\n");
+    if let Some(ca) = client_ca {
+        table.push_str(&format!("client_ca_file = {ca:?}\n"));
+    }
+    (table, port, cert)
+}
+
 /// curl with `args`: (status, body). Never fails on HTTP errors.
 pub fn curl(args: &[&str]) -> (u16, String) {
     let out = Command::new("curl")

@@ -2,7 +2,8 @@
 //! signd's `sign-jws` role, client_credentials with each client
 //! authentication method, introspection, revocation, token exchange, key
 //! rotation, every error in RFC 6749's form, `kill -9`, and local users and
-//! redirect URIs managed with `signetctl oauth user ...`/`client create`.
+//! redirect URIs managed with `signetctl oauth user ...`/`client create`; mutual
+//! TLS (RFC 8705) with a client certificate a real acmed issued.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -664,4 +665,287 @@ fn sessions_codes_and_refresh_families_survive_kill_9_and_a_reused_refresh_token
     // The code again: refused.
     let (st, body) = t.post("/token", &redeem, &[]);
     assert_eq!((st, json_of(&body)["error"].as_str()), (400, Some("invalid_grant")), "{body}");
+}
+
+/// base64url(SHA-256(DER)) of the first certificate in a PEM file: `x5t#S256`.
+fn x5t_of(pem_file: &std::path::Path) -> String {
+    let chain = openssl::x509::X509::stack_from_pem(&std::fs::read(pem_file).unwrap()).unwrap();
+    URL_SAFE_NO_PAD.encode(openssl::sha::sha256(&chain[0].to_der().unwrap()))
+}
+
+/// The claims of a JWT, unverified.
+fn claims_of(token: &str) -> Value {
+    json_of(&String::from_utf8(URL_SAFE_NO_PAD.decode(token.split('.').nth(1).unwrap()).unwrap()).unwrap())
+}
+
+#[test]
+fn mtls_client_auth_with_a_certificate_from_acmed_binds_tokens_to_that_certificate() {
+    // A client certificate for billing.signet.test, issued by a real acmed (dns-01).
+    let acme = signet_tests::acme::AcmeStack::start("");
+    let mut ac = signet_tests::acme::Client::new(&acme);
+    ac.register();
+    let client_key = signet_tests::acme::p256();
+    let csr = signet_tests::acme::Client::csr_with(
+        &client_key,
+        openssl::hash::MessageDigest::sha256(),
+        &["billing.signet.test"],
+    );
+    let chain_pem = ac.issue_csr(&["billing.signet.test"], &csr);
+
+    let signd = SigndProcess::start(&signd_role());
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("client.pem"), dir.path().join("client.key"));
+    std::fs::write(&cert, &chain_pem).unwrap();
+    std::fs::write(&key, client_key.private_key_to_pem_pkcs8().unwrap()).unwrap();
+    // A self-signed certificate, registered by its key (self_signed_tls_client_auth).
+    let (ss_cert, ss_key) = (dir.path().join("self.pem"), dir.path().join("self.key"));
+    let (st, _, err) = signet_tests::run(
+        std::process::Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2"])
+            .args(["-subj", "/CN=self-signed client", "-keyout"])
+            .arg(&ss_key)
+            .arg("-out")
+            .arg(&ss_cert),
+    );
+    assert!(st.success(), "{err}");
+    let ss_pkey = PKey::private_key_from_pem(&std::fs::read(&ss_key).unwrap()).unwrap();
+    let jwks_file = dir.path().join("self-jwks.json");
+    let jwk = signet_jose::Jwk::from_public_key(&ss_pkey).unwrap().to_json();
+    std::fs::write(&jwks_file, json!({ "keys": [jwk] }).to_string()).unwrap();
+
+    let (tls, port, server_cert) = signet_tests::tokend::tls_table(dir.path(), Some(&acme.pki.ca("root.pem")));
+    let t = Tokend::start(&signd, dir.path(), "tok-es256", "ecdsa-p256", &tls);
+    let aud = "https://api.example.net";
+    let common = ["--audience", aud, "--scope", "read"];
+    t.create_client(
+        "svc",
+        &[&["--auth-method", "tls_client_auth", "--tls-san-dns", "billing.signet.test"][..], &common].concat(),
+    );
+    t.create_client(
+        "elsewhere",
+        &[&["--auth-method", "tls_client_auth", "--tls-san-dns", "other.signet.test"][..], &common].concat(),
+    );
+    let ss_jwks = jwks_file.to_str().unwrap();
+    t.create_client(
+        "selfie",
+        &[&["--auth-method", "self_signed_tls_client_auth", "--jwks", ss_jwks][..], &common].concat(),
+    );
+    let rs = t.create_client("rs", &[&["--auth-method", "client_secret_basic"][..], &common].concat());
+    let shown = t.signetctl().args(["--json", "oauth", "client", "show", "svc"]).output().unwrap();
+    let shown = json_of(&String::from_utf8_lossy(&shown.stdout));
+    assert_eq!(
+        (shown["auth_method"].as_str(), shown["tls_client_auth_san_dns"].as_str()),
+        (Some("tls_client_auth"), Some("billing.signet.test"))
+    );
+
+    // Discovery names the mTLS aliases on the https origin.
+    let (st, body) = t.get("/.well-known/oauth-authorization-server");
+    assert_eq!(st, 200, "{body}");
+    let meta = json_of(&body);
+    let origin = format!("https://127.0.0.1:{port}");
+    assert_eq!(meta["tls_client_certificate_bound_access_tokens"], json!(true));
+    assert_eq!(meta["mtls_endpoint_aliases"]["token_endpoint"], json!(format!("{origin}/token")));
+    assert_eq!(meta["mtls_endpoint_aliases"]["userinfo_endpoint"], json!(format!("{origin}/userinfo")));
+    let methods = meta["token_endpoint_auth_methods_supported"].as_array().unwrap();
+    assert!(methods.contains(&json!("tls_client_auth")) && methods.contains(&json!("self_signed_tls_client_auth")));
+
+    let cacert = server_cert.to_str().unwrap();
+    let over_tls = |path: &str, form: &str, identity: Option<(&std::path::Path, &std::path::Path)>, extra: &[&str]| {
+        let url = format!("{origin}{path}");
+        let mut args = vec!["--cacert", cacert, "-X", "POST", "-H", "Content-Type: application/x-www-form-urlencoded"];
+        args.extend(["--data-binary", form]);
+        let (c, k);
+        if let Some((cert, key)) = identity {
+            (c, k) = (cert.to_str().unwrap().to_owned(), key.to_str().unwrap().to_owned());
+            args.extend(["--cert", c.as_str(), "--key", k.as_str()]);
+        }
+        args.extend_from_slice(extra);
+        args.push(&url);
+        curl(&args)
+    };
+    let cc = "grant_type=client_credentials&client_id=svc&scope=read";
+
+    // tls_client_auth with acmed's certificate: a token bound to it.
+    let (st, body) = over_tls("/token", cc, Some((&cert, &key)), &[]);
+    assert_eq!(st, 200, "{body}\n{}", t.log());
+    let r = json_of(&body);
+    assert_eq!(r["token_type"], "Bearer");
+    let token = r["access_token"].as_str().unwrap().to_owned();
+    let x5t = x5t_of(&cert);
+    let claims = verify(&t, &token, aud);
+    assert_eq!(claims.cnf.as_ref().and_then(|c| c.x5t_s256.as_deref()), Some(x5t.as_str()));
+    assert_eq!(claims.client_id.as_deref(), Some("svc"));
+
+    // Introspection (by another client, on the plain listener) shows the binding.
+    let (st, body) = t.post("/introspect", &format!("token={token}"), &["-H", &basic(&rs.id, &rs.secret)]);
+    assert_eq!(st, 200, "{body}");
+    let i = json_of(&body);
+    assert_eq!((i["active"].clone(), i["cnf"]["x5t#S256"].clone()), (json!(true), json!(x5t)));
+
+    // The resource (userinfo): the same certificate passes the binding (then lacks `openid`);
+    // another certificate, or none, is refused as invalid_token.
+    let userinfo = |identity: Option<(&std::path::Path, &std::path::Path)>, tls: bool| {
+        let auth = format!("Authorization: Bearer {token}");
+        if tls {
+            let url = format!("{origin}/userinfo");
+            let mut args = vec!["--cacert", cacert, "-H", auth.as_str()];
+            let (c, k);
+            if let Some((cert, key)) = identity {
+                (c, k) = (cert.to_str().unwrap().to_owned(), key.to_str().unwrap().to_owned());
+                args.extend(["--cert", c.as_str(), "--key", k.as_str()]);
+            }
+            args.push(&url);
+            curl(&args)
+        } else {
+            curl(&["-H", auth.as_str(), &t.url("/userinfo")])
+        }
+    };
+    let (st, body) = userinfo(Some((&cert, &key)), true);
+    assert_eq!((st, json_of(&body)["error"].clone()), (403, json!("insufficient_scope")), "{body}");
+    for (who, identity, tls) in
+        [("another certificate", Some((&*ss_cert, &*ss_key)), true), ("none", None, true), ("plain HTTP", None, false)]
+    {
+        let (st, body) = userinfo(identity, tls);
+        assert_eq!((st, json_of(&body)["error"].clone()), (401, json!("invalid_token")), "{who}: {body}");
+    }
+
+    // Wrong, missing or untrusted certificates: invalid_client, 401.
+    let refused = [
+        (
+            "a certificate without the registered SAN",
+            "grant_type=client_credentials&client_id=elsewhere",
+            Some((&*cert, &*key)),
+        ),
+        ("no certificate", cc, None),
+        ("a self-signed certificate for a CA-verified client", cc, Some((&*ss_cert, &*ss_key))),
+        (
+            "acmed's certificate for the self-signed client",
+            "grant_type=client_credentials&client_id=selfie",
+            Some((&*cert, &*key)),
+        ),
+    ];
+    for (what, form, identity) in refused {
+        let (st, body) = over_tls("/token", form, identity, &[]);
+        assert_eq!((st, json_of(&body)["error"].clone()), (401, json!("invalid_client")), "{what}: {body}");
+    }
+    let (st, body) = t.post("/token", cc, &[]);
+    assert_eq!((st, json_of(&body)["error"].clone()), (401, json!("invalid_client")), "plain HTTP: {body}");
+
+    // self_signed_tls_client_auth: the registered key's certificate, bound likewise.
+    let (st, body) =
+        over_tls("/token", "grant_type=client_credentials&client_id=selfie", Some((&ss_cert, &ss_key)), &[]);
+    assert_eq!(st, 200, "{body}");
+    let claims = claims_of(json_of(&body)["access_token"].as_str().unwrap());
+    assert_eq!(claims["cnf"]["x5t#S256"], json!(x5t_of(&ss_cert)));
+
+    // A secret-holding client that presents a certificate gets a bound token too;
+    // without one (or on plain HTTP) its tokens are bearer tokens.
+    let (st, body) =
+        over_tls("/token", "grant_type=client_credentials", Some((&cert, &key)), &["-H", &basic(&rs.id, &rs.secret)]);
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(claims_of(json_of(&body)["access_token"].as_str().unwrap())["cnf"]["x5t#S256"], json!(x5t));
+    let (st, body) = over_tls("/token", "grant_type=client_credentials", None, &["-H", &basic(&rs.id, &rs.secret)]);
+    assert_eq!(st, 200, "{body}");
+    assert!(claims_of(json_of(&body)["access_token"].as_str().unwrap()).get("cnf").is_none(), "{body}");
+}
+
+/// A self-signed P-256 certificate and key made with the openssl tool in `dir`, as `name`.pem/.key.
+fn self_signed(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (cert, key) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}.key")));
+    let (st, _, err) = signet_tests::run(
+        std::process::Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2"])
+            .args(["-subj", &format!("/CN={name}"), "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert),
+    );
+    assert!(st.success(), "{err}");
+    (cert, key)
+}
+
+#[test]
+fn a_public_clients_access_and_refresh_tokens_are_bound_to_the_certificate_it_presented() {
+    let signd = SigndProcess::start(&signd_role());
+    let dir = tempfile::tempdir().unwrap();
+    let (tls, port, server_cert) = signet_tests::tokend::tls_table(dir.path(), None);
+    let t = Tokend::start(&signd, dir.path(), "tok-es256", "ecdsa-p256", &tls);
+    let (mine, other) = (self_signed(dir.path(), "mine"), self_signed(dir.path(), "other"));
+    let mut cmd = t.signetctl();
+    cmd.args(["oauth", "user", "create", "alice", "--email", "alice@example.net", "--password-stdin"]);
+    let (st, out, err) = run_with_stdin(&mut cmd, "alice's long password\n");
+    assert!(st.success(), "{out}{err}");
+    let redirect = "http://127.0.0.1:9/cb";
+    let grants = ["--grant-type", "authorization_code", "--grant-type", "refresh_token"];
+    let rest = ["--scope", "openid", "--scope", "email", "--audience", "api", "--redirect-uri", redirect];
+    t.create_client("app", &[&["--auth-method", "none"][..], &grants, &rest].concat());
+
+    // The code, through the sign-in and consent pages (plain listener).
+    let jar = dir.path().join("cookies");
+    let verifier = "w".repeat(50);
+    let challenge = URL_SAFE_NO_PAD.encode(openssl::sha::sha256(verifier.as_bytes()));
+    let enc = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+    let authorize = t.url(&format!(
+        "/authorize?response_type=code&client_id=app&redirect_uri={}&scope=openid+email&state=s\
+         &code_challenge={challenge}&code_challenge_method=S256",
+        enc(redirect)
+    ));
+    let (_, login, _) = browse(&jar, &authorize, None);
+    let form = |html: &str, extra: &[(&str, &str)]| {
+        let mut v = vec![("authz".to_owned(), field(html, "authz")), ("csrf".to_owned(), field(html, "csrf"))];
+        v.extend(extra.iter().map(|(k, val)| ((*k).to_owned(), (*val).to_owned())));
+        v
+    };
+    let post = |path: &str, f: Vec<(String, String)>| {
+        let pairs: Vec<(&str, &str)> = f.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        browse(&jar, &t.url(path), Some(&pairs))
+    };
+    let (_, consent, _) = post("/login", form(&login, &[("username", "alice"), ("password", "alice's long password")]));
+    let (st, _, location) = post("/consent", form(&consent, &[("decision", "allow")]));
+    assert_eq!(st, 303, "{location}");
+    let code = query_param(&location, "code").unwrap();
+
+    // Redeemed on the mTLS listener with a certificate: both tokens bound to it.
+    let origin = format!("https://127.0.0.1:{port}");
+    let cacert = server_cert.to_str().unwrap().to_owned();
+    let tls_curl = |path: &str, identity: Option<&(std::path::PathBuf, std::path::PathBuf)>, extra: &[&str]| {
+        let url = format!("{origin}{path}");
+        let mut args: Vec<String> = vec!["--cacert".into(), cacert.clone()];
+        if let Some((c, k)) = identity {
+            args.extend(["--cert".into(), c.to_str().unwrap().into(), "--key".into(), k.to_str().unwrap().into()]);
+        }
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args.push(url);
+        curl(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let form_post = ["-X", "POST", "-H", "Content-Type: application/x-www-form-urlencoded", "--data-binary"];
+    let redeem = format!(
+        "grant_type=authorization_code&code={code}&client_id=app&code_verifier={verifier}&redirect_uri={}",
+        enc(redirect)
+    );
+    let (st, body) = tls_curl("/token", Some(&mine), &[&form_post[..], &[redeem.as_str()]].concat());
+    assert_eq!(st, 200, "{body}\n{}", t.log());
+    let tok = json_of(&body);
+    let access = tok["access_token"].as_str().unwrap().to_owned();
+    let refresh = tok["refresh_token"].as_str().unwrap().to_owned();
+    assert_eq!(claims_of(&access)["cnf"]["x5t#S256"], json!(x5t_of(&mine.0)));
+
+    // Userinfo: the same certificate on the mTLS listener, and nothing else.
+    let bearer = format!("Authorization: Bearer {access}");
+    let (st, body) = tls_curl("/userinfo", Some(&mine), &["-H", &bearer]);
+    assert_eq!((st, json_of(&body)["email"].clone()), (200, json!("alice@example.net")), "{body}");
+    let (st, body) = tls_curl("/userinfo", Some(&other), &["-H", &bearer]);
+    assert_eq!((st, json_of(&body)["error"].clone()), (401, json!("invalid_token")), "{body}");
+    let (st, body) = curl(&["-H", &bearer, &t.url("/userinfo")]);
+    assert_eq!((st, json_of(&body)["error"].clone()), (401, json!("invalid_token")), "{body}");
+
+    // The refresh token wants the same certificate: another one, or none, is invalid_grant.
+    let again = format!("grant_type=refresh_token&client_id=app&refresh_token={refresh}");
+    let (st, body) = tls_curl("/token", Some(&other), &[&form_post[..], &[again.as_str()]].concat());
+    assert_eq!((st, json_of(&body)["error"].clone()), (400, json!("invalid_grant")), "{body}");
+    let (st, body) = t.post("/token", &again, &[]);
+    assert_eq!((st, json_of(&body)["error"].clone()), (400, json!("invalid_grant")), "{body}");
+    let (st, body) = tls_curl("/token", Some(&mine), &[&form_post[..], &[again.as_str()]].concat());
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(claims_of(json_of(&body)["access_token"].as_str().unwrap())["cnf"]["x5t#S256"], json!(x5t_of(&mine.0)));
 }

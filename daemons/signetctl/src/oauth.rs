@@ -18,6 +18,8 @@ use crate::{Failure, EXIT_CODES};
 
 /// `signetctl oauth ...`
 #[derive(Subcommand)]
+// Parsed once per run: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum OauthCommand {
     /// Manage OAuth clients (who may ask tokend for tokens, and for what).
     #[command(subcommand, after_help = EXIT_CODES)]
@@ -44,11 +46,17 @@ pub enum ClientCommand {
     /// get a random secret made by tokend; private_key_jwt clients need
     /// --jwks; none (a public client) cannot use client_credentials. A client
     /// with the authorization_code grant needs at least one --redirect-uri.
+    /// tls_client_auth clients (RFC 8705 §2.1) name exactly one of
+    /// --tls-subject-dn, --tls-san-dns, --tls-san-uri, --tls-san-ip,
+    /// --tls-san-email: what their certificate (from a CA of tokend's
+    /// `[tls] client_ca_file`) holds; self_signed_tls_client_auth clients
+    /// register their certificates' keys with --jwks (§2.2).
     #[command(after_help = EXIT_CODES)]
     Create {
         /// The client id ([A-Za-z0-9._-], up to 64, starting with a letter or digit); default: a random one.
         id: Option<String>,
-        /// client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt or none.
+        /// client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt,
+        /// tls_client_auth, self_signed_tls_client_auth or none.
         #[arg(long)]
         auth_method: String,
         /// A display name.
@@ -77,6 +85,8 @@ pub enum ClientCommand {
         /// Where RP-initiated logout may send the browser afterwards (repeatable, up to 16).
         #[arg(long = "post-logout-redirect-uri")]
         post_logout_redirect_uris: Vec<String>,
+        #[command(flatten)]
+        tls: TlsIdentityArgs,
     },
     /// List every client: id, auth method, creation time, name.
     #[command(after_help = EXIT_CODES)]
@@ -99,6 +109,27 @@ pub enum ClientCommand {
         /// The client id.
         id: String,
     },
+}
+
+/// What a tls_client_auth client's certificate holds (RFC 8705 §2.1.2): one of these.
+#[derive(clap::Args, Default)]
+#[group(required = false, multiple = false)]
+pub struct TlsIdentityArgs {
+    /// The certificate's subject DN, an RFC 4514 string such as "CN=billing,O=Example".
+    #[arg(long = "tls-subject-dn")]
+    subject_dn: Option<String>,
+    /// A dNSName of the certificate's SAN.
+    #[arg(long = "tls-san-dns")]
+    san_dns: Option<String>,
+    /// A URI of the certificate's SAN.
+    #[arg(long = "tls-san-uri")]
+    san_uri: Option<String>,
+    /// An IP address of the certificate's SAN.
+    #[arg(long = "tls-san-ip")]
+    san_ip: Option<String>,
+    /// An email address (rfc822Name) of the certificate's SAN.
+    #[arg(long = "tls-san-email")]
+    san_email: Option<String>,
 }
 
 /// Where a password comes from: never the command line (other users see it
@@ -216,6 +247,7 @@ pub fn run(tokend: &TokendClient, signd: &SigndClient, cmd: &OauthCommand, out: 
             jwks_uri,
             redirect_uris,
             post_logout_redirect_uris,
+            tls,
         }) => {
             // By URL, the URL travels in the jwks field (tokend.capnp).
             let jwks = match (jwks, jwks_uri) {
@@ -234,6 +266,11 @@ pub fn run(tokend: &TokendClient, signd: &SigndClient, cmd: &OauthCommand, out: 
                 grant_types: grant_types.clone(),
                 redirect_uris: redirect_uris.clone(),
                 post_logout_redirect_uris: post_logout_redirect_uris.clone(),
+                tls_subject_dn: tls.subject_dn.clone().unwrap_or_default(),
+                tls_san_dns: tls.san_dns.clone().unwrap_or_default(),
+                tls_san_uri: tls.san_uri.clone().unwrap_or_default(),
+                tls_san_ip: tls.san_ip.clone().unwrap_or_default(),
+                tls_san_email: tls.san_email.clone().unwrap_or_default(),
                 ..OauthClient::default()
             };
             with_secret(&block_on(tokend.client_create(client))?, out);
@@ -442,7 +479,25 @@ fn client_json(c: &OauthClient) -> serde_json::Value {
     if !c.secret.is_empty() {
         v["secret"] = json!(c.secret);
     }
+    for (name, value) in tls_identity(c) {
+        v[name] = json!(value);
+    }
     v
+}
+
+/// The certificate identity of a tls_client_auth client, by its RFC 8705 metadata name.
+fn tls_identity(c: &OauthClient) -> Vec<(&'static str, &str)> {
+    [
+        ("tls_client_auth_subject_dn", &c.tls_subject_dn),
+        ("tls_client_auth_san_dns", &c.tls_san_dns),
+        ("tls_client_auth_san_uri", &c.tls_san_uri),
+        ("tls_client_auth_san_ip", &c.tls_san_ip),
+        ("tls_client_auth_san_email", &c.tls_san_email),
+    ]
+    .into_iter()
+    .filter(|(_, v)| !v.is_empty())
+    .map(|(k, v)| (k, v.as_str()))
+    .collect()
 }
 
 fn list_or_dash(items: &[String]) -> String {
@@ -471,6 +526,9 @@ fn show(c: &OauthClient, out: &Printer) {
     }
     if !c.post_logout_redirect_uris.is_empty() {
         outln!("after logout: {}", c.post_logout_redirect_uris.join(" "));
+    }
+    for (name, value) in tls_identity(c) {
+        outln!("certificate:  {name} {value}");
     }
     outln!("created:      {}", rfc3339_secs(c.created_unix_secs));
     if c.secret_set_unix_secs != 0 {

@@ -30,7 +30,7 @@ use signet_runtime::principals::supplementary_groups;
 use signet_store::{StoreError, WriteTxn};
 use tokio_util::sync::CancellationToken;
 
-use crate::db::{AuthMethod, ClientRec, ClientUris, Db, UserRec};
+use crate::db::{AuthMethod, ClientRec, ClientUris, Db, TlsIdentity, UserRec};
 use crate::http::unix_now;
 use crate::keys::{KeyError, Keys, PublishedKey};
 
@@ -168,30 +168,35 @@ impl Admin {
 impl TokendAdminService for Admin {
     fn client_create(&self, client: OauthClient) -> LocalResult<OauthClient> {
         self.run(|me| {
-            let (id, rec, uris, secret) = create_client(&me.db, &client, unix_now())?;
+            let (id, rec, uris, secret, tls) = create_client(&me.db, &client, unix_now())?;
             tracing::info!(uid = me.peer.uid, client_id = %id, auth_method = rec.auth_method.name(), "client created");
-            Ok(OauthClient { secret: secret.unwrap_or_default(), ..shown(id, &rec, &uris) })
+            Ok(OauthClient { secret: secret.unwrap_or_default(), ..shown(id, &rec, &uris, tls.as_ref()) })
         })
     }
 
     fn client_list(&self) -> LocalResult<Vec<OauthClient>> {
-        self.run(|me| Ok(list_clients(&me.db)?.into_iter().map(|(id, rec, uris)| shown(id, &rec, &uris)).collect()))
+        self.run(|me| {
+            Ok(list_clients(&me.db)?
+                .into_iter()
+                .map(|(id, rec, uris, tls)| shown(id, &rec, &uris, tls.as_ref()))
+                .collect())
+        })
     }
 
     fn client_show(&self, client_id: String) -> LocalResult<OauthClient> {
         self.run(|me| {
-            let (rec, uris) = show_client(&me.db, &client_id)?;
-            Ok(shown(client_id, &rec, &uris))
+            let (rec, uris, tls) = show_client(&me.db, &client_id)?;
+            Ok(shown(client_id, &rec, &uris, tls.as_ref()))
         })
     }
 
     fn client_delete(&self, client_id: String) -> LocalResult<OauthClient> {
         self.run(|me| {
-            let (rec, uris) = delete_client(&me.db, &client_id).inspect_err(|e| {
+            let (rec, uris, tls) = delete_client(&me.db, &client_id).inspect_err(|e| {
                 tracing::warn!(uid = me.peer.uid, client_id = %client_id, error = %e, "client not deleted");
             })?;
             tracing::info!(uid = me.peer.uid, client_id = %client_id, "client deleted");
-            Ok(shown(client_id, &rec, &uris))
+            Ok(shown(client_id, &rec, &uris, tls.as_ref()))
         })
     }
 
@@ -201,7 +206,8 @@ impl TokendAdminService for Admin {
                 tracing::warn!(uid = me.peer.uid, client_id = %client_id, error = %e, "client secret not rotated");
             })?;
             tracing::info!(uid = me.peer.uid, client_id = %client_id, "client secret rotated");
-            Ok(OauthClient { secret, ..shown(client_id, &rec, &uris) })
+            // A client with a secret has no certificate identity.
+            Ok(OauthClient { secret, ..shown(client_id, &rec, &uris, None) })
         })
     }
 
@@ -285,8 +291,14 @@ impl TokendAdminService for Admin {
 // --- what the interface shows ----------------------------------------------------
 
 /// A stored client as the interface shows it: never with its secret.
-pub fn shown(client_id: String, rec: &ClientRec, uris: &ClientUris) -> OauthClient {
+pub fn shown(client_id: String, rec: &ClientRec, uris: &ClientUris, tls: Option<&TlsIdentity>) -> OauthClient {
+    let tls_field = |f: fn(&TlsIdentity) -> Option<&String>| tls.and_then(f).cloned().unwrap_or_default();
     OauthClient {
+        tls_subject_dn: tls_field(|t| if let TlsIdentity::SubjectDn(v) = t { Some(v) } else { None }),
+        tls_san_dns: tls_field(|t| if let TlsIdentity::SanDns(v) = t { Some(v) } else { None }),
+        tls_san_uri: tls_field(|t| if let TlsIdentity::SanUri(v) = t { Some(v) } else { None }),
+        tls_san_ip: tls_field(|t| if let TlsIdentity::SanIp(v) = t { Some(v) } else { None }),
+        tls_san_email: tls_field(|t| if let TlsIdentity::SanEmail(v) = t { Some(v) } else { None }),
         client_id,
         name: rec.name.clone(),
         auth_method: rec.auth_method.name().into(),
@@ -368,6 +380,8 @@ pub struct NewClient {
     pub redirect_uris: Vec<String>,
     /// Its post-logout redirect URIs.
     pub post_logout_redirect_uris: Vec<String>,
+    /// What its certificate holds (tls_client_auth only).
+    pub tls: Option<TlsIdentity>,
 }
 
 /// Checks what an operator asked to register (not the id: see
@@ -380,6 +394,7 @@ pub fn check_new_client(c: &OauthClient) -> Result<NewClient, IpcError> {
         return Err(IpcError::invalid("a client secret is not given but made by tokend (256 random bits)"));
     }
     let jwks = check_jwks(auth_method, &c.jwks)?;
+    let tls = check_tls_identity(auth_method, c)?;
     check_scopes(&c.scopes)?;
     check_audiences(&c.audiences)?;
     let grant_types = check_grant_types(auth_method, &c.grant_types)?;
@@ -394,7 +409,41 @@ pub fn check_new_client(c: &OauthClient) -> Result<NewClient, IpcError> {
         grant_types,
         redirect_uris,
         post_logout_redirect_uris,
+        tls,
     })
+}
+
+/// tls_client_auth's certificate identity (RFC 8705 §2.1.2): exactly one of
+/// the five `tls_*` fields, checked by [`crate::mtls::check_identity`]; the
+/// other methods take none.
+pub fn check_tls_identity(method: AuthMethod, c: &OauthClient) -> Result<Option<TlsIdentity>, IpcError> {
+    let given: Vec<TlsIdentity> = [
+        (&c.tls_subject_dn, TlsIdentity::SubjectDn as fn(String) -> TlsIdentity),
+        (&c.tls_san_dns, TlsIdentity::SanDns),
+        (&c.tls_san_uri, TlsIdentity::SanUri),
+        (&c.tls_san_ip, TlsIdentity::SanIp),
+        (&c.tls_san_email, TlsIdentity::SanEmail),
+    ]
+    .into_iter()
+    .filter(|(v, _)| !v.is_empty())
+    .map(|(v, make)| make(v.clone()))
+    .collect();
+    if method != AuthMethod::TlsClientAuth {
+        if !given.is_empty() {
+            return Err(IpcError::invalid(format!(
+                "a {} client has no certificate subject DN or SAN (tls_client_auth only)",
+                method.name()
+            )));
+        }
+        return Ok(None);
+    }
+    let [one] = <[TlsIdentity; 1]>::try_from(given).map_err(|_| {
+        IpcError::invalid(
+            "a tls_client_auth client names exactly one of its certificate's subject DN, SAN DNS name, URI, IP \
+             address or email (RFC 8705 §2.1.2)",
+        )
+    })?;
+    crate::mtls::check_identity(one).map(Some).map_err(|e| IpcError::invalid(format!("tls_client_auth: {e}")))
 }
 
 /// A client id tokend creates: 1 to [`MAX_CLIENT_ID`] of `A-Z a-z 0-9 . _ -`,
@@ -437,14 +486,24 @@ pub fn check_auth_method(name: &str) -> Result<AuthMethod, IpcError> {
 /// one key (an object) for private_key_jwt (tokend checks each JWK when it
 /// verifies an assertion), nothing for the other methods.
 pub fn check_jwks(method: AuthMethod, jwks: &str) -> Result<Option<String>, IpcError> {
-    if method != AuthMethod::PrivateKeyJwt {
+    let self_signed = method == AuthMethod::SelfSignedTlsClientAuth;
+    if method != AuthMethod::PrivateKeyJwt && !self_signed {
         if !jwks.is_empty() {
             return Err(IpcError::invalid(format!("a {} client has no JWKS", method.name())));
         }
         return Ok(None);
     }
     if jwks.is_empty() {
-        return Err(IpcError::invalid("a private_key_jwt client needs its JWKS (the public keys it signs with)"));
+        return Err(IpcError::invalid(format!(
+            "a {} client needs its JWKS (the public keys it {})",
+            method.name(),
+            if self_signed { "holds certificates for" } else { "signs with" }
+        )));
+    }
+    if crate::remote::is_uri(jwks) && self_signed {
+        return Err(IpcError::invalid(
+            "a self_signed_tls_client_auth client registers its JWKS itself (a document, not a URL)",
+        ));
     }
     if crate::remote::is_uri(jwks) {
         // By URL (jwks_uri): https, or http only on a loopback host; fetched when used.
@@ -759,7 +818,10 @@ pub fn new_secret(method: AuthMethod) -> Result<Option<Secret>, IpcError> {
             let text = URL_SAFE_NO_PAD.encode(random_for_command_lines(MAC_SECRET_BYTES)?);
             Some(Secret { sha256: None, mac_key: Some(text.clone()), text })
         }
-        AuthMethod::PrivateKeyJwt | AuthMethod::None => None,
+        AuthMethod::PrivateKeyJwt
+        | AuthMethod::TlsClientAuth
+        | AuthMethod::SelfSignedTlsClientAuth
+        | AuthMethod::None => None,
     })
 }
 
@@ -778,8 +840,9 @@ fn no_user(user_name: &str) -> IpcError {
     IpcError::new(ErrorKind::NotFound, format!("no user named {user_name:?}"))
 }
 
-/// A client created: its id, record, URIs and secret (if its method has one).
-pub type Created = (String, ClientRec, ClientUris, Option<String>);
+/// A client created: its id, record, URIs, secret (if its method has one) and
+/// certificate identity (tls_client_auth).
+pub type Created = (String, ClientRec, ClientUris, Option<String>, Option<TlsIdentity>);
 
 /// Registers `c` (its id empty: a random one of 16 bytes, base64url) at
 /// `now`, with its URIs (`client_uris`, in the same transaction); committed
@@ -808,12 +871,19 @@ pub fn create_client(db: &Db, c: &OauthClient, now: u64) -> Result<Created, IpcE
         created: now,
         secret_set: if secret.is_some() { now } else { 0 },
     };
+    let tls = new.tls;
     let inserted = db
         .write(|t| -> Result<bool, StoreError> {
             if t.get(&db.clients, &id)?.is_some() {
                 return Ok(false);
             }
             t.put(&db.clients, &id, &rec)?;
+            match &tls {
+                Some(identity) => t.put(&db.client_tls, &id, identity)?,
+                None => {
+                    t.delete(&db.client_tls, &id)?;
+                }
+            }
             // A stale record of a deleted client's id goes either way.
             if uris.redirect_uris.is_empty() && uris.post_logout_redirect_uris.is_empty() {
                 t.delete(&db.client_uris, &id)?;
@@ -826,29 +896,38 @@ pub fn create_client(db: &Db, c: &OauthClient, now: u64) -> Result<Created, IpcE
     if !inserted {
         return Err(IpcError::new(ErrorKind::AlreadyExists, format!("a client with id {id:?} exists")));
     }
-    Ok((id, rec, uris, secret.map(|s| s.text)))
+    Ok((id, rec, uris, secret.map(|s| s.text), tls))
 }
 
-/// Every client with its URIs, ordered by id.
-pub fn list_clients(db: &Db) -> Result<Vec<(String, ClientRec, ClientUris)>, IpcError> {
+/// A stored client: its record, URIs and certificate identity.
+pub type Stored = (ClientRec, ClientUris, Option<TlsIdentity>);
+
+/// A stored client with its id.
+pub type Listed = (String, ClientRec, ClientUris, Option<TlsIdentity>);
+
+/// Every client with its URIs and certificate identity, ordered by id.
+pub fn list_clients(db: &Db) -> Result<Vec<Listed>, IpcError> {
     db.store
         .read(|t| {
             let clients = t.range(&db.clients, None, usize::MAX)?;
             let mut uris: std::collections::HashMap<String, ClientUris> =
                 t.range(&db.client_uris, None, usize::MAX)?.into_iter().collect();
+            let mut tls: std::collections::HashMap<String, TlsIdentity> =
+                t.range(&db.client_tls, None, usize::MAX)?.into_iter().collect();
             Ok(clients
                 .into_iter()
                 .map(|(id, rec)| {
                     let u = uris.remove(&id).unwrap_or_default();
-                    (id, rec, u)
+                    let c = tls.remove(&id);
+                    (id, rec, u, c)
                 })
                 .collect())
         })
         .map_err(|e| store_error("reading clients", e))
 }
 
-/// One client and its URIs.
-pub fn show_client(db: &Db, client_id: &str) -> Result<(ClientRec, ClientUris), IpcError> {
+/// One client, its URIs and certificate identity.
+pub fn show_client(db: &Db, client_id: &str) -> Result<Stored, IpcError> {
     check_lookup_client_id(client_id)?;
     let id = client_id.to_owned();
     db.store
@@ -856,7 +935,7 @@ pub fn show_client(db: &Db, client_id: &str) -> Result<(ClientRec, ClientUris), 
             let Some(rec) = t.get(&db.clients, &id)? else {
                 return Ok(None);
             };
-            Ok(Some((rec, t.get(&db.client_uris, &id)?.unwrap_or_default())))
+            Ok(Some((rec, t.get(&db.client_uris, &id)?.unwrap_or_default(), t.get(&db.client_tls, &id)?)))
         })
         .map_err(|e| store_error("reading clients", e))?
         .ok_or_else(|| not_found(client_id))
@@ -864,17 +943,19 @@ pub fn show_client(db: &Db, client_id: &str) -> Result<(ClientRec, ClientUris), 
 
 /// Deletes a client and its URIs; committed when this returns. Tokens it was
 /// issued stay valid until they expire (or are revoked).
-pub fn delete_client(db: &Db, client_id: &str) -> Result<(ClientRec, ClientUris), IpcError> {
+pub fn delete_client(db: &Db, client_id: &str) -> Result<Stored, IpcError> {
     check_lookup_client_id(client_id)?;
     let id = client_id.to_owned();
-    db.write(|t| -> Result<Result<(ClientRec, ClientUris), IpcError>, StoreError> {
+    db.write(|t| -> Result<Result<Stored, IpcError>, StoreError> {
         let Some(rec) = t.get(&db.clients, &id)? else {
             return Ok(Err(not_found(client_id)));
         };
         let uris = t.get(&db.client_uris, &id)?.unwrap_or_default();
+        let tls = t.get(&db.client_tls, &id)?;
         t.delete(&db.clients, &id)?;
         t.delete(&db.client_uris, &id)?;
-        Ok(Ok((rec, uris)))
+        t.delete(&db.client_tls, &id)?;
+        Ok(Ok((rec, uris, tls)))
     })
     .map_err(|e| store_error("deleting the client", e))?
 }
@@ -1108,7 +1189,54 @@ mod tests {
         for m in AuthMethod::ALL {
             assert_eq!(check_auth_method(m.name()).unwrap(), m);
         }
-        assert!(invalid(check_auth_method("tls_client_auth")).contains("client_secret_basic"));
+        assert_eq!(check_auth_method("tls_client_auth").unwrap(), AuthMethod::TlsClientAuth);
+        assert_eq!(check_auth_method("self_signed_tls_client_auth").unwrap(), AuthMethod::SelfSignedTlsClientAuth);
+        assert!(invalid(check_auth_method("tls_client_auth_x")).contains("client_secret_basic"));
+    }
+
+    #[test]
+    fn a_tls_client_auth_client_names_exactly_one_certificate_identity() {
+        let tls = |f: fn(&mut OauthClient)| {
+            let mut c = client("tls_client_auth");
+            f(&mut c);
+            c
+        };
+        let c = check_new_client(&tls(|c| c.tls_san_dns = "svc.example.net".into())).unwrap();
+        assert_eq!(c.tls, Some(TlsIdentity::SanDns("svc.example.net".into())));
+        let c = check_new_client(&tls(|c| c.tls_subject_dn = "CN=svc,O=Example".into())).unwrap();
+        assert_eq!(c.tls, Some(TlsIdentity::SubjectDn("CN=svc,O=Example".into())));
+        let c = check_new_client(&tls(|c| c.tls_san_ip = "2001:db8:0::7".into())).unwrap();
+        assert_eq!(c.tls, Some(TlsIdentity::SanIp("2001:db8::7".into())));
+        assert!(invalid(check_new_client(&tls(|_| {}))).contains("exactly one"));
+        assert!(invalid(check_new_client(&tls(|c| {
+            c.tls_san_dns = "a.example".into();
+            c.tls_san_email = "a@example.net".into();
+        })))
+        .contains("exactly one"));
+        invalid(check_new_client(&tls(|c| c.tls_subject_dn = "no dn".into())));
+        invalid(check_new_client(&tls(|c| c.tls_san_ip = "not-an-ip".into())));
+        invalid(check_new_client(&tls(|c| c.jwks = JWKS.into())));
+        let basic = OauthClient { tls_san_dns: "svc.example.net".into(), ..client("client_secret_basic") };
+        assert!(invalid(check_new_client(&basic)).contains("tls_client_auth only"));
+        // self-signed: a JWKS document, no identity.
+        let ss = OauthClient { jwks: JWKS.into(), ..client("self_signed_tls_client_auth") };
+        assert_eq!(check_new_client(&ss).unwrap().tls, None);
+        invalid(check_new_client(&client("self_signed_tls_client_auth")));
+        invalid(check_new_client(&OauthClient { jwks: "https://example.net/jwks".into(), ..ss.clone() }));
+        invalid(check_new_client(&OauthClient { tls_san_uri: "https://x.example".into(), ..ss }));
+        // Stored beside the client, shown, deleted with it.
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path()).unwrap();
+        let (id, rec, uris, secret, identity) =
+            create_client(&db, &tls(|c| c.tls_san_uri = "spiffe://example.net/svc".into()), 100).unwrap();
+        assert_eq!((secret, rec.secret_sha256), (None, None));
+        let shown_c = shown(id.clone(), &rec, &uris, identity.as_ref());
+        assert_eq!((shown_c.tls_san_uri.as_str(), shown_c.tls_san_dns.as_str()), ("spiffe://example.net/svc", ""));
+        assert_eq!(show_client(&db, &id).unwrap().2, identity);
+        assert_eq!(list_clients(&db).unwrap()[0].3, identity);
+        assert!(invalid(rotate_secret(&db, &id, 101)).contains("no secret"));
+        assert_eq!(delete_client(&db, &id).unwrap().2, identity);
+        assert!(db.store.read(|t| t.get(&db.client_tls, &id)).unwrap().is_none());
     }
 
     #[test]
@@ -1309,7 +1437,7 @@ lines"
     fn create_list_show_rotate_delete() {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::open(dir.path()).unwrap();
-        let (id, rec, uris, secret) = create_client(&db, &client("client_secret_basic"), 100).unwrap();
+        let (id, rec, uris, secret, _) = create_client(&db, &client("client_secret_basic"), 100).unwrap();
         assert!(uris.redirect_uris.is_empty());
         let secret = secret.unwrap();
         assert_eq!(
@@ -1321,13 +1449,13 @@ lines"
         assert_eq!(e.kind, ErrorKind::AlreadyExists);
 
         let anon = OauthClient { client_id: String::new(), jwks: JWKS.into(), ..client("private_key_jwt") };
-        let (anon_id, anon_rec, anon_uris, anon_secret) = create_client(&db, &anon, 102).unwrap();
+        let (anon_id, anon_rec, anon_uris, anon_secret, _) = create_client(&db, &anon, 102).unwrap();
         assert_eq!((anon_id.len(), anon_secret, anon_rec.secret_set), (22, None, 0));
-        let shown_anon = shown(anon_id.clone(), &anon_rec, &anon_uris);
+        let shown_anon = shown(anon_id.clone(), &anon_rec, &anon_uris, None);
         assert_eq!((shown_anon.jwks.as_str(), shown_anon.secret.as_str()), (JWKS, ""));
 
         let jwt = OauthClient { client_id: "mac".into(), ..client("client_secret_jwt") };
-        let (_, jwt_rec, _, jwt_secret) = create_client(&db, &jwt, 103).unwrap();
+        let (_, jwt_rec, _, jwt_secret, _) = create_client(&db, &jwt, 103).unwrap();
         assert_eq!((jwt_rec.mac_key, jwt_rec.secret_sha256), (jwt_secret, None));
 
         // A browser-facing public client: its URIs in client_uris, written with it.
@@ -1338,9 +1466,9 @@ lines"
             post_logout_redirect_uris: vec!["https://app.example.net/".into()],
             ..client("none")
         };
-        let (_, web_rec, web_uris, web_secret) = create_client(&db, &web, 104).unwrap();
+        let (_, web_rec, web_uris, web_secret, _) = create_client(&db, &web, 104).unwrap();
         assert_eq!(web_secret, None);
-        let shown_web = shown("web".into(), &web_rec, &web_uris);
+        let shown_web = shown("web".into(), &web_rec, &web_uris, None);
         assert_eq!(
             (&shown_web.redirect_uris, &shown_web.post_logout_redirect_uris),
             (&web.redirect_uris, &web.post_logout_redirect_uris)
@@ -1354,9 +1482,9 @@ lines"
 
         let listed = list_clients(&db).unwrap();
         assert_eq!(listed.len(), 4);
-        let (_, _, listed_web) = listed.iter().find(|(id, _, _)| id == "web").unwrap();
+        let (_, _, listed_web, _) = listed.iter().find(|(id, _, _, _)| id == "web").unwrap();
         assert_eq!(listed_web.post_logout_redirect_uris, vec!["https://app.example.net/"]);
-        assert!(listed.iter().filter(|(id, _, _)| id != "web").all(|(_, _, u)| u.redirect_uris.is_empty()));
+        assert!(listed.iter().filter(|(id, _, _, _)| id != "web").all(|(_, _, u, _)| u.redirect_uris.is_empty()));
         assert_eq!(show_client(&db, "web").unwrap().1.redirect_uris.len(), 2);
         assert_eq!(show_client(&db, "billing").unwrap().0.name, "Billing");
         assert_eq!(show_client(&db, "nope").unwrap_err().kind, ErrorKind::NotFound);
@@ -1374,7 +1502,7 @@ lines"
 
         assert_eq!(delete_client(&db, "billing").unwrap().0.name, "Billing");
         assert_eq!(delete_client(&db, "billing").unwrap_err().kind, ErrorKind::NotFound);
-        let (_, gone) = delete_client(&db, "web").unwrap();
+        let (_, gone, _) = delete_client(&db, "web").unwrap();
         assert_eq!(gone.redirect_uris.len(), 2);
         assert!(db.store.read(|t| t.get(&db.client_uris, &"web".to_owned())).unwrap().is_none());
         assert_eq!(list_clients(&db).unwrap().len(), 2);

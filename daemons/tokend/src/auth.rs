@@ -61,6 +61,17 @@ pub struct Client {
     pub id: String,
     /// Its record.
     pub rec: ClientRec,
+    /// The SHA-256 thumbprint (base64url) of the TLS client certificate the
+    /// request came with, whatever the method: its tokens are bound to it (RFC 8705 §3).
+    pub cert_x5t: Option<String>,
+}
+
+/// What a request's TLS connection presented.
+pub struct Presented<'a> {
+    /// The client's certificate chain, DER, leaf first; empty without one (or without TLS).
+    pub chain: &'a [Vec<u8>],
+    /// The CAs of tls_client_auth (`[tls] client_ca_file`).
+    pub client_ca: Option<&'a openssl::x509::store::X509Store>,
 }
 
 /// Where the request was sent: the audiences a client assertion may name.
@@ -71,8 +82,10 @@ pub struct Audiences<'a> {
     pub endpoint: &'a str,
 }
 
-/// Authenticates the client of a request with `authorization` (the header)
-/// and `form`, at `now`; `max_assertion` bounds an assertion's lifetime.
+/// Authenticates the client of a request with `authorization` (the header),
+/// `form` and its TLS certificate `tls`, at `now`; `max_assertion` bounds an
+/// assertion's lifetime.
+#[allow(clippy::too_many_arguments)]
 pub async fn authenticate(
     db: &Db,
     remote: &crate::remote::RemoteJwks,
@@ -81,6 +94,7 @@ pub async fn authenticate(
     aud: &Audiences<'_>,
     now: u64,
     max_assertion: u64,
+    tls: &Presented<'_>,
 ) -> Result<Client, OAuthError> {
     let basic = authorization.map(parse_basic).transpose()?;
     let post_secret = form.get("client_secret");
@@ -109,9 +123,38 @@ pub async fn authenticate(
     }
     let id = form.get("client_id").ok_or_else(|| OAuthError::invalid_client("no client authentication"))?;
     let client = lookup(db, id)?;
-    if client.rec.auth_method != AuthMethod::None {
-        return Err(OAuthError::invalid_client(format!("client `{id}` must authenticate")));
+    match client.rec.auth_method {
+        AuthMethod::None => Ok(client),
+        AuthMethod::TlsClientAuth | AuthMethod::SelfSignedTlsClientAuth => check_certificate(db, client, tls),
+        _ => Err(OAuthError::invalid_client(format!("client `{id}` must authenticate"))),
     }
+}
+
+/// tls_client_auth and self_signed_tls_client_auth (RFC 8705 §2): the chain
+/// the TLS connection presented, judged by [`crate::mtls`].
+fn check_certificate(db: &Db, client: Client, tls: &Presented<'_>) -> Result<Client, OAuthError> {
+    let fail = |why: String| {
+        tracing::info!(client = %client.id, why = %why, "TLS client authentication failed");
+        OAuthError::invalid_client(format!("client certificate: {why}"))
+    };
+    if tls.chain.is_empty() {
+        return Err(fail(format!(
+            "client `{}` authenticates with a TLS client certificate (at the mtls_endpoint_aliases); none was presented",
+            client.id
+        )));
+    }
+    if client.rec.auth_method == AuthMethod::SelfSignedTlsClientAuth {
+        let jwks = client.rec.jwks.as_deref().unwrap_or("{\"keys\":[]}");
+        crate::mtls::check_self_signed(tls.chain, jwks).map_err(fail)?;
+        return Ok(client);
+    }
+    let cas = tls.client_ca.ok_or_else(|| fail("this tokend has no [tls] client_ca_file".into()))?;
+    let identity = db
+        .store
+        .read(|txn| txn.get(&db.client_tls, &client.id))
+        .map_err(|e| OAuthError::unavailable(format!("store: {e}")))?
+        .ok_or_else(|| fail("the client has no registered subject DN or SAN".into()))?;
+    crate::mtls::check_tls_client_auth(cas, tls.chain, &identity).map_err(fail)?;
     Ok(client)
 }
 
@@ -137,7 +180,7 @@ fn lookup(db: &Db, id: &str) -> Result<Client, OAuthError> {
         .read(|txn| txn.get(&db.clients, &id.to_owned()))
         .map_err(|e| OAuthError::unavailable(format!("store: {e}")))?;
     // The same answer for an unknown client as for a wrong secret.
-    rec.map(|rec| Client { id: id.to_owned(), rec })
+    rec.map(|rec| Client { id: id.to_owned(), rec, cert_x5t: None })
         .ok_or_else(|| OAuthError::invalid_client("client authentication failed"))
 }
 

@@ -34,7 +34,16 @@
 //! [login]
 //! session_seconds = 28800                 # a browser stays signed in this long (8 hours)
 //!
-//! [http]                                  # the listener's limits (docs/http.md)
+//! [http]                                  # the listeners' limits (docs/http.md)
+//!
+//! [tls]                                   # optional: an HTTPS listener for mutual TLS (RFC 8705)
+//! listen = "0.0.0.0:8443"                 # unless socket-activated as `tokend-https`
+//! certificate = "/etc/signet/tokend/tls-chain.pem"  # PEM, leaf first
+//! key = "/etc/signet/tokend/tls-key.pem"
+//! url = "https://mtls.auth.example.net"   # its origin in mtls_endpoint_aliases (default: https://<issuer's
+//!                                         # host>:<listen's port>)
+//! client_ca_file = "/etc/signet/tokend/client-ca.pem"  # CAs of tls_client_auth certificates (without it,
+//!                                         # only self_signed_tls_client_auth and certificate-bound tokens)
 //!
 //! [ldap]                                  # optional: users from an LDAP directory (docs/tokend.md, LDAP)
 //! url = "ldaps://ipa.example.net"         # ldap:// only on loopback unless starttls = true
@@ -98,6 +107,42 @@ pub struct Config {
     /// `[ldap]`: an LDAP directory as a second user source.
     #[serde(default)]
     pub ldap: Option<LdapConfig>,
+    /// `[tls]`: an HTTPS listener beside the plain one, for mutual TLS.
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+}
+
+/// `[tls]`: the mutual-TLS listener (RFC 8705). It serves every endpoint the
+/// plain listener does, asks each client for a certificate (none is fine),
+/// and its origin is published as `mtls_endpoint_aliases`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// The HTTPS address, unless socket-activated as `tokend-https`.
+    pub listen: SocketAddr,
+    /// tokend's certificate chain, PEM, leaf first.
+    pub certificate: PathBuf,
+    /// Its private key, PEM.
+    pub key: PathBuf,
+    /// The origin clients reach this listener at (`https://host[:port]`); default:
+    /// the issuer's host with `listen`'s port.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// CA certificates (PEM) a tls_client_auth client's certificate must chain to.
+    #[serde(default)]
+    pub client_ca_file: Option<PathBuf>,
+}
+
+impl Config {
+    /// The mTLS listener's origin, without a trailing `/` (see [`TlsConfig::url`]).
+    pub fn mtls_base_url(&self) -> Option<String> {
+        let tls = self.tls.as_ref()?;
+        if let Some(u) = &tls.url {
+            return Some(u.trim_end_matches('/').to_owned());
+        }
+        let host = url::Url::parse(&self.issuer).ok()?.host_str()?.to_owned();
+        Some(format!("https://{host}:{}", tls.listen.port()))
+    }
 }
 
 /// `[ldap]`: users who are not local sign in by binding to the directory.
@@ -413,6 +458,18 @@ impl DaemonConfig for Config {
             ldap.check()?;
             crate::ldap::Ldap::new(ldap)?;
         }
+        if let Some(tls) = &self.tls {
+            signet_runtime::tls::acceptor_requesting_client_certs(&tls.certificate, &tls.key)
+                .map_err(|e| format!("[tls]: {e}"))?;
+            if let Some(ca) = &tls.client_ca_file {
+                crate::mtls::ca_store(ca).map_err(|e| format!("tls.client_ca_file: {e}"))?;
+            }
+            let base = self.mtls_base_url().unwrap_or_default();
+            let u = url::Url::parse(&base).map_err(|e| format!("tls.url `{base}`: {e}"))?;
+            if u.scheme() != "https" || u.host_str().is_none() || u.path() != "/" || u.query().is_some() {
+                return Err(format!("tls.url `{base}` must be an https origin (https://host[:port])"));
+            }
+        }
         Ok(())
     }
 }
@@ -474,5 +531,36 @@ mod tests {
         }
         parse("[ldap]\nurl = \"ldap://ipa.example.net\"\nstarttls = true\nuser_dn = \"uid={user},dc=x\"").unwrap();
         parse("[ldap]\nurl = \"ldaps://ipa.example.net:636\"\nuser_dn = \"uid={user},dc=x\"").unwrap();
+    }
+
+    #[test]
+    fn tls_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let (chain, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        let k = openssl::pkey::PKey::from_ec_key(
+            openssl::ec::EcKey::generate(
+                &openssl::ec::EcGroup::from_curve_name(openssl::nid::Nid::X9_62_PRIME256V1).unwrap(),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let mut b = openssl::x509::X509::builder().unwrap();
+        b.set_pubkey(&k).unwrap();
+        b.set_not_before(&openssl::asn1::Asn1Time::days_from_now(0).unwrap()).unwrap();
+        b.set_not_after(&openssl::asn1::Asn1Time::days_from_now(1).unwrap()).unwrap();
+        b.sign(&k, openssl::hash::MessageDigest::sha256()).unwrap();
+        let cert = b.build();
+        std::fs::write(&chain, cert.to_pem().unwrap()).unwrap();
+        std::fs::write(&key, k.private_key_to_pem_pkcs8().unwrap()).unwrap();
+        let tls = format!("[tls]\nlisten = \"127.0.0.1:8443\"\ncertificate = {chain:?}\nkey = {key:?}\n");
+        let c = parse(&tls).unwrap();
+        assert_eq!(c.mtls_base_url().as_deref(), Some("https://auth.example.net:8443"));
+        let c = parse(&format!("{tls}url = \"https://mtls.example.net/\"\nclient_ca_file = {chain:?}")).unwrap();
+        assert_eq!(c.mtls_base_url().as_deref(), Some("https://mtls.example.net"));
+        assert!(parse(&format!("{tls}url = \"http://mtls.example.net\"")).is_err());
+        assert!(parse(&format!("{tls}url = \"https://mtls.example.net/token\"")).is_err());
+        assert!(parse(&format!("{tls}client_ca_file = \"/nonexistent\"")).is_err());
+        assert!(parse(&format!("{tls}bogus = 1")).is_err());
+        assert!(parse("[tls]\nlisten = \"127.0.0.1:8443\"\ncertificate = \"/nonexistent\"\nkey = \"/x\"").is_err());
     }
 }

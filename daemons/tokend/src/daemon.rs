@@ -78,6 +78,27 @@ async fn serve(config_path: &Path, config: Config, db: Db, admins: Arc<Admins>) 
     }
 
     let trusted_issuers = config.trusted_issuers().map_err(cfg_err)?;
+    // [tls]: the mTLS listener, its acceptor (asking for client certificates) and client CAs.
+    let mtls = match &config.tls {
+        None => None,
+        Some(tls) => {
+            let listener = activation::tcp_listener(&mut act, "tokend-https", tls.listen)?;
+            let acceptor = signet_runtime::tls::acceptor_requesting_client_certs(&tls.certificate, &tls.key)
+                .map_err(|e| cfg_err(format!("[tls]: {e}")))?;
+            let client_ca = match &tls.client_ca_file {
+                Some(path) => {
+                    Some(crate::mtls::ca_store(path).map_err(|e| cfg_err(format!("tls.client_ca_file: {e}")))?)
+                }
+                None => None,
+            };
+            let base_url = config.mtls_base_url().unwrap_or_default();
+            Some((listener, Arc::new(acceptor), crate::mtls::Mtls { base_url, client_ca }))
+        }
+    };
+    let (mtls_listener, mtls) = match mtls {
+        Some((l, a, m)) => (Some((l, a)), Some(m)),
+        None => (None, None),
+    };
     let directory = crate::users::Directory::new(config.ldap.as_ref()).map_err(cfg_err)?;
     let metrics = Metrics::new("tokend");
     let service = Arc::new(TokenService {
@@ -107,14 +128,27 @@ async fn serve(config_path: &Path, config: Config, db: Db, admins: Arc<Admins>) 
         trusted_issuers,
         remote: crate::remote::RemoteJwks::new().map_err(TokendError::Startup)?,
         directory,
+        mtls,
     });
     let keys_ready = keys.clone();
+    let health: Arc<dyn Fn() -> bool + Send + Sync> = Arc::new(move || keys_ready.view().signer.is_some());
+    let https = mtls_listener.map(|(listener, acceptor)| {
+        tokio::spawn(signet_runtime::http::serve_tls(
+            listener,
+            acceptor,
+            config.http,
+            Arc::new(TokendHttp(service.clone())),
+            metrics.clone(),
+            health.clone(),
+            shutdown.clone(),
+        ))
+    });
     let http = tokio::spawn(signet_runtime::http::serve(
         listener,
         config.http,
         Arc::new(TokendHttp(service)),
         metrics,
-        Arc::new(move || keys_ready.view().signer.is_some()),
+        health,
         shutdown.clone(),
     ));
     let refresher =
@@ -128,6 +162,12 @@ async fn serve(config_path: &Path, config: Config, db: Db, admins: Arc<Admins>) 
     life.on_stop(async move {
         if let Ok(Err(e)) = http.await {
             tracing::warn!(error = %e, "HTTP server ended with an error");
+        }
+        if let Some(Ok(Err(e))) = match https {
+            Some(h) => Some(h.await),
+            None => None,
+        } {
+            tracing::warn!(error = %e, "HTTPS (mTLS) server ended with an error");
         }
         let _ = refresher.await;
     });

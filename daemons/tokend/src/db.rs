@@ -7,6 +7,7 @@
 //! | `revoked` | access token `jti` | its `exp`: revoked until then (RFC 7009) |
 //! | `keys` | signd key id | [`KeyRec`]: when tokend first saw the key, and when a newer one replaced it |
 //! | `client_uris` | client id | [`ClientUris`]: where a browser-facing client's users are sent back |
+//! | `client_tls` | client id | [`TlsIdentity`]: what a tls_client_auth client's certificate holds (RFC 8705 §2.1.2) |
 //! | `users` | user name | [`UserRec`]: a local user, its password as an argon2id PHC string |
 //! | `sessions` | SHA-256 of the session cookie | [`SessionRec`]: a signed-in browser |
 //! | `consents` | user ‖ 0 ‖ client id | [`ConsentRec`]: the scopes a user granted a client |
@@ -51,15 +52,23 @@ pub enum AuthMethod {
     PrivateKeyJwt,
     /// A public client: no authentication.
     None,
+    /// A certificate chaining to `[tls] client_ca_file` with the registered
+    /// subject DN or SAN, on the mTLS listener (RFC 8705 §2.1).
+    TlsClientAuth,
+    /// A certificate whose key is in the client's registered JWKS, on the
+    /// mTLS listener (RFC 8705 §2.2).
+    SelfSignedTlsClientAuth,
 }
 
 impl AuthMethod {
     /// Every method, in the order metadata lists them.
-    pub const ALL: [AuthMethod; 5] = [
+    pub const ALL: [AuthMethod; 7] = [
         AuthMethod::ClientSecretBasic,
         AuthMethod::ClientSecretPost,
         AuthMethod::ClientSecretJwt,
         AuthMethod::PrivateKeyJwt,
+        AuthMethod::TlsClientAuth,
+        AuthMethod::SelfSignedTlsClientAuth,
         AuthMethod::None,
     ];
 
@@ -71,12 +80,19 @@ impl AuthMethod {
             AuthMethod::ClientSecretJwt => "client_secret_jwt",
             AuthMethod::PrivateKeyJwt => "private_key_jwt",
             AuthMethod::None => "none",
+            AuthMethod::TlsClientAuth => "tls_client_auth",
+            AuthMethod::SelfSignedTlsClientAuth => "self_signed_tls_client_auth",
         }
     }
 
     /// The method of a registered name.
     pub fn from_name(name: &str) -> Option<AuthMethod> {
         AuthMethod::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Whether the client authenticates with a certificate (RFC 8705 §2).
+    pub fn is_mtls(self) -> bool {
+        matches!(self, AuthMethod::TlsClientAuth | AuthMethod::SelfSignedTlsClientAuth)
     }
 
     /// Whether the client holds a secret.
@@ -124,6 +140,9 @@ pub struct KeyRec {
     pub superseded: Option<u64>,
 }
 
+/// The prefix of [`FamilyRec::jkt`] when a family is bound to a certificate.
+pub const CERT_BOUND: &str = "x5t#S256:";
+
 /// A browser-facing client's registered URIs (OIDC Core §3.1.2.1, RP-initiated logout §3).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ClientUris {
@@ -131,6 +150,23 @@ pub struct ClientUris {
     pub redirect_uris: Vec<String>,
     /// Where RP-initiated logout may send the browser afterwards.
     pub post_logout_redirect_uris: Vec<String>,
+}
+
+/// What a tls_client_auth client's certificate must hold: one of RFC 8705
+/// §2.1.2's metadata values. Its own table (`client_tls`), so that client
+/// records written before it are read as they were.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TlsIdentity {
+    /// `tls_client_auth_subject_dn`: the subject, an RFC 4514 string.
+    SubjectDn(String),
+    /// `tls_client_auth_san_dns`: a dNSName SAN entry.
+    SanDns(String),
+    /// `tls_client_auth_san_uri`: a uniformResourceIdentifier SAN entry.
+    SanUri(String),
+    /// `tls_client_auth_san_ip`: an iPAddress SAN entry (canonical text).
+    SanIp(String),
+    /// `tls_client_auth_san_email`: an rfc822Name SAN entry.
+    SanEmail(String),
 }
 
 /// A local user.
@@ -241,7 +277,10 @@ pub struct FamilyRec {
     pub revoked: Option<u64>,
     /// The newest access tokens issued from the family (`jti`, `exp`), revoked with it.
     pub access: Vec<(String, u64)>,
-    /// The DPoP key a public client's refresh tokens are bound to (RFC 9449 §5).
+    /// The key a public client's refresh tokens are bound to: a DPoP JWK
+    /// thumbprint (RFC 9449 §5), or [`CERT_BOUND`] and the SHA-256 thumbprint
+    /// of its TLS certificate (RFC 8705 §4; kept in this field so that older
+    /// records read as they were).
     pub jkt: Option<String>,
 }
 
@@ -315,6 +354,8 @@ pub struct Db {
     /// See the module table.
     pub client_uris: Table<String, ClientUris>,
     /// See the module table.
+    pub client_tls: Table<String, TlsIdentity>,
+    /// See the module table.
     pub users: Table<String, UserRec>,
     /// See the module table.
     pub sessions: Table<[u8; 32], SessionRec>,
@@ -356,6 +397,7 @@ impl Db {
             revoked: store.table("revoked")?,
             keys: store.table("keys")?,
             client_uris: store.table("client_uris")?,
+            client_tls: store.table("client_tls")?,
             users: store.table("users")?,
             sessions: store.table("sessions")?,
             consents: store.table("consents")?,

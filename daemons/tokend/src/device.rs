@@ -22,6 +22,7 @@ use hyper::header::{HeaderValue, SET_COOKIE};
 use hyper::{Response, StatusCode};
 use openssl::sha::sha256;
 use serde_json::{json, Value};
+use signet_runtime::http::PeerCertificates;
 use signet_store::{StoreError, WriteTxn};
 
 use crate::auth::{Client, Form};
@@ -68,9 +69,14 @@ pub fn display(code: &str) -> String {
 
 impl TokenService {
     /// `POST /device_authorization` (RFC 8628 §3.1).
-    pub async fn device_authorization(&self, auth: Option<&str>, form: &Form) -> Result<Value, OAuthError> {
+    pub async fn device_authorization(
+        &self,
+        auth: Option<&str>,
+        certs: Option<&PeerCertificates>,
+        form: &Form,
+    ) -> Result<Value, OAuthError> {
         let now = crate::http::unix_now();
-        let client = self.authenticate(auth, form, "/device_authorization", now).await?;
+        let client = self.authenticate(auth, certs, form, "/device_authorization", now).await?;
         crate::grants::allowed(&client, DEVICE_CODE)?;
         let scopes = crate::grants::scopes(&client, form, None)?;
         let audience = crate::grants::audience(&client, form)?;

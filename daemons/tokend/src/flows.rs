@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 use signet_store::{StoreError, Table, WriteTxn};
 
 use crate::auth::{Client, Form};
-use crate::db::{AuthMethod, CodeRec, FamilyRec, RefreshRec, UserRec};
+use crate::db::{AuthMethod, CodeRec, FamilyRec, RefreshRec, UserRec, CERT_BOUND};
 use crate::dpop::Proof;
 use crate::error::OAuthError;
 use crate::http::{mint_error, TokenService};
@@ -88,12 +88,14 @@ impl TokenService {
         user: &UserRec,
         nonce: Option<&str>,
         proof: Option<&Proof>,
+        x5t: Option<&str>,
         now: u64,
     ) -> Result<(Minted, Option<String>), OAuthError> {
         let mut extra = Map::new();
         extra.insert("auth_time".into(), json!(fam.auth_time));
-        if let Some(p) = proof {
-            extra.insert("cnf".into(), json!({ "jkt": p.jkt }));
+        // The DPoP key, or else the TLS client certificate (RFC 8705 §3), binds the token.
+        if let Some(cnf) = crate::mtls::confirmation(proof.map(|p| p.jkt.as_str()), x5t) {
+            extra.insert("cnf".into(), cnf);
         }
         let grant = Grant {
             subject: fam.user.clone(),
@@ -254,9 +256,16 @@ impl TokenService {
     {
         let with_refresh = client.rec.grant_types.iter().any(|g| g == "refresh_token");
         fam.expires = now + self.token_seconds;
-        // RFC 9449 §5: a public client's refresh tokens are bound to its DPoP key.
-        fam.jkt = proof.filter(|_| client.rec.auth_method == AuthMethod::None).map(|p| p.jkt.clone());
-        let (minted, id_token) = self.mint_user(&fam, user, nonce, proof, now).await?;
+        // RFC 9449 §5: a public client's refresh tokens are bound to its DPoP key;
+        // RFC 8705 §4: without one, to its TLS client certificate.
+        let binding = match (proof, &client.cert_x5t) {
+            (Some(p), _) => Some(p.jkt.clone()),
+            (None, Some(x5t)) => Some(format!("{CERT_BOUND}{x5t}")),
+            (None, None) => None,
+        };
+        fam.jkt = binding.filter(|_| client.rec.auth_method == AuthMethod::None);
+        let x5t = client.cert_x5t.as_deref();
+        let (minted, id_token) = self.mint_user(&fam, user, nonce, proof, x5t, now).await?;
         fam.access.push((minted.jti.clone(), now + minted.expires_in));
         let family_id = random16()?;
         let refresh = if with_refresh {
@@ -319,7 +328,13 @@ impl TokenService {
             self.reuse(rec.family, &fam, now).await?;
             return Err(OAuthError::invalid_grant("the refresh token was used before; its family is revoked"));
         }
-        if let Some(bound) = &fam.jkt {
+        if let Some(x5t) = fam.jkt.as_deref().and_then(|b| b.strip_prefix(CERT_BOUND)) {
+            if client.cert_x5t.as_deref() != Some(x5t) {
+                return Err(OAuthError::invalid_grant(
+                    "the refresh token is bound to a TLS client certificate this request did not present",
+                ));
+            }
+        } else if let Some(bound) = &fam.jkt {
             match proof {
                 Some(p) if &p.jkt == bound => {}
                 Some(_) => return Err(OAuthError::invalid_grant("the refresh token is bound to another DPoP key")),
@@ -347,7 +362,7 @@ impl TokenService {
             }
             narrowed.scopes = scopes;
         }
-        let (minted, id_token) = self.mint_user(&narrowed, &user, None, proof, now).await?;
+        let (minted, id_token) = self.mint_user(&narrowed, &user, None, proof, client.cert_x5t.as_deref(), now).await?;
         let next = random_secret().map_err(mint_error)?;
         let next_rec = RefreshRec {
             family: rec.family,

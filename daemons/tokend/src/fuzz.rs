@@ -34,6 +34,7 @@ pub fn client() -> Client {
             created: 0,
             secret_set: 0,
         },
+        cert_x5t: None,
     }
 }
 

@@ -12,6 +12,10 @@
 //! | `POST /introspect` | RFC 7662 (access and refresh tokens) |
 //! | `POST /revoke` | RFC 7009 (a refresh token revokes its family) |
 //!
+//! With `[tls]`, a second listener serves the same endpoints over HTTPS and
+//! asks each client for a certificate ([`crate::mtls`], RFC 8705): the
+//! `mtls_endpoint_aliases` of the metadata.
+//!
 //! Every error is RFC 6749's JSON (`invalid_client` 401 with
 //! `WWW-Authenticate`); signd or the store unavailable is
 //! `temporarily_unavailable` 503 with `Retry-After`.
@@ -29,7 +33,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use serde_json::json;
-use signet_runtime::http::{Body, Handler};
+use signet_runtime::http::{Body, Handler, PeerCertificates};
 use signet_runtime::metrics::Metrics;
 use signet_store::StoreError;
 
@@ -69,6 +73,8 @@ pub struct TokenService {
     pub remote: crate::remote::RemoteJwks,
     /// Where users sign in besides the local table (`[ldap]`).
     pub directory: crate::users::Directory,
+    /// The mutual-TLS listener (`[tls]`), if there is one.
+    pub mtls: Option<crate::mtls::Mtls>,
 }
 
 /// The lifetimes and keys of the user flows.
@@ -165,11 +171,23 @@ impl TokenService {
         format!("{}{path}", self.issuer)
     }
 
-    /// RFC 8414 metadata.
+    /// The URL of endpoint `path` as a request reached it: on the mTLS
+    /// listener (`tls`, the request came over TLS) its alias, else the issuer's.
+    pub(crate) fn endpoint_url(&self, path: &str, tls: bool) -> String {
+        match (&self.mtls, tls) {
+            (Some(m), true) => format!("{}{path}", m.base_url),
+            _ => self.url(path),
+        }
+    }
+
+    /// RFC 8414 metadata. With `[tls]`: the mTLS methods,
+    /// `tls_client_certificate_bound_access_tokens` and `mtls_endpoint_aliases`
+    /// (RFC 8705 §3.3, §5), the userinfo endpoint among them.
     pub fn metadata(&self) -> serde_json::Value {
-        let methods: Vec<&str> = AuthMethod::ALL.iter().map(|m| m.name()).collect();
+        let methods: Vec<&str> =
+            AuthMethod::ALL.iter().filter(|m| self.mtls.is_some() || !m.is_mtls()).map(|m| m.name()).collect();
         let algs: Vec<&str> = signet_jose::Algorithm::ALL.iter().map(|a| a.name()).collect();
-        json!({
+        let mut out = json!({
             "issuer": self.issuer,
             "authorization_endpoint": self.url("/authorize"),
             "token_endpoint": self.url("/token"),
@@ -192,17 +210,41 @@ impl TokenService {
             "device_authorization_endpoint": self.url("/device_authorization"),
             "require_pushed_authorization_requests": false,
             "dpop_signing_alg_values_supported": algs,
-        })
+        });
+        if let (Some(m), Some(o)) = (&self.mtls, out.as_object_mut()) {
+            let alias = |p: &str| format!("{}{p}", m.base_url);
+            o.insert("tls_client_certificate_bound_access_tokens".into(), json!(true));
+            o.insert(
+                "mtls_endpoint_aliases".into(),
+                json!({
+                    "token_endpoint": alias("/token"),
+                    "introspection_endpoint": alias("/introspect"),
+                    "revocation_endpoint": alias("/revoke"),
+                    "userinfo_endpoint": alias("/userinfo"),
+                    "pushed_authorization_request_endpoint": alias("/par"),
+                    "device_authorization_endpoint": alias("/device_authorization"),
+                }),
+            );
+        }
+        out
     }
 
-    async fn token(&self, auth: Option<&str>, dpop: Dpop, form: &Form) -> Result<serde_json::Value, OAuthError> {
+    async fn token(
+        &self,
+        auth: Option<&str>,
+        certs: Option<&PeerCertificates>,
+        dpop: Dpop,
+        form: &Form,
+    ) -> Result<serde_json::Value, OAuthError> {
         let now = unix_now();
         let grant_type = form.require("grant_type")?.to_owned();
-        let client = self.authenticate(auth, form, "/token", now).await?;
+        let client = self.authenticate(auth, certs, form, "/token", now).await?;
         let proof = match dpop {
             Dpop::None => None,
             Dpop::Many => return Err(OAuthError::invalid_dpop_proof("more than one DPoP header")),
-            Dpop::One(p) => Some(self.check_dpop(&p, "POST", &self.url("/token"), None, now).await?),
+            Dpop::One(p) => {
+                Some(self.check_dpop(&p, "POST", &self.endpoint_url("/token", certs.is_some()), None, now).await?)
+            }
         };
         let user_flow = match grant_type.as_str() {
             "authorization_code" => {
@@ -229,7 +271,7 @@ impl TokenService {
                 .inc();
             return Ok(body);
         }
-        let (grant, label) = match grant_type.as_str() {
+        let (mut grant, label) = match grant_type.as_str() {
             "client_credentials" => {
                 grants::allowed(&client, &grant_type)?;
                 (grants::client_credentials(&client, form)?, "client_credentials")
@@ -252,6 +294,11 @@ impl TokenService {
             }
             other => return Err(OAuthError::unsupported_grant_type(format!("unknown grant type `{other}`"))),
         };
+        // Bound to the DPoP key, or else to the TLS client certificate (RFC 8705 §3).
+        let jkt = proof.as_ref().map(|p| p.jkt.as_str());
+        if let Some(cnf) = crate::mtls::confirmation(jkt, client.cert_x5t.as_deref()) {
+            grant.extra.insert("cnf".into(), cnf);
+        }
         let minted =
             token::mint(&self.keys, &self.issuer, &grant, now, self.token_seconds).await.map_err(mint_error)?;
         self.metrics.issued.get_or_create(&GrantLabel { grant: label }).inc();
@@ -269,16 +316,27 @@ impl TokenService {
         Ok(body)
     }
 
+    /// Authenticates the client of a request at `path`; `certs`: the request
+    /// came over TLS, with this chain. A client that presented a certificate
+    /// comes back with its thumbprint ([`Client::cert_x5t`]): its tokens are
+    /// bound to it.
     pub(crate) async fn authenticate(
         &self,
         auth: Option<&str>,
+        certs: Option<&PeerCertificates>,
         form: &Form,
         path: &str,
         now: u64,
     ) -> Result<Client, OAuthError> {
-        let endpoint = self.url(path);
+        let endpoint = self.endpoint_url(path, certs.is_some());
         let aud = Audiences { issuer: &self.issuer, endpoint: &endpoint };
-        authenticate(&self.db, &self.remote, auth, form, &aud, now, self.max_assertion_seconds).await
+        let chain: &[Vec<u8>] = certs.map_or(&[], |c| c.0.as_slice());
+        let cas = self.mtls.as_ref().and_then(|m| m.client_ca.as_ref());
+        let tls = crate::auth::Presented { chain, client_ca: cas };
+        let mut client =
+            authenticate(&self.db, &self.remote, auth, form, &aud, now, self.max_assertion_seconds, &tls).await?;
+        client.cert_x5t = chain.first().map(|leaf| crate::mtls::thumbprint(leaf));
+        Ok(client)
     }
 
     /// One of tokend's own tokens, unexpired and not revoked.
@@ -297,9 +355,14 @@ impl TokenService {
         Ok(claims)
     }
 
-    async fn introspect(&self, auth: Option<&str>, form: &Form) -> Result<serde_json::Value, OAuthError> {
+    async fn introspect(
+        &self,
+        auth: Option<&str>,
+        certs: Option<&PeerCertificates>,
+        form: &Form,
+    ) -> Result<serde_json::Value, OAuthError> {
         let now = unix_now();
-        self.authenticate(auth, form, "/introspect", now).await?;
+        self.authenticate(auth, certs, form, "/introspect", now).await?;
         let token = form.require("token")?;
         self.metrics.introspections.inc();
         let claims = match self.check_live(token, now).await {
@@ -322,9 +385,14 @@ impl TokenService {
         Ok(out)
     }
 
-    async fn revoke(&self, auth: Option<&str>, form: &Form) -> Result<(), OAuthError> {
+    async fn revoke(
+        &self,
+        auth: Option<&str>,
+        certs: Option<&PeerCertificates>,
+        form: &Form,
+    ) -> Result<(), OAuthError> {
         let now = unix_now();
-        let client = self.authenticate(auth, form, "/revoke", now).await?;
+        let client = self.authenticate(auth, certs, form, "/revoke", now).await?;
         let token = form.require("token")?;
         if let Some(hint) = form.get("token_type_hint") {
             if hint != "access_token" && hint != "refresh_token" {
@@ -361,6 +429,9 @@ impl TokenService {
     pub async fn answer(&self, req: Request<Body>) -> Response<Full<Bytes>> {
         let path = req.uri().path().to_owned();
         let method = req.method().clone();
+        // Present when the request came over TLS (the mTLS listener).
+        let certs = req.extensions().get::<PeerCertificates>().cloned();
+        let certs = certs.as_ref();
         match path.as_str() {
             "/.well-known/oauth-authorization-server" => {
                 if method != Method::GET && method != Method::HEAD {
@@ -410,7 +481,7 @@ impl TokenService {
                     .and_then(|v| v.split_once(' '))
                     .map(|(scheme, t)| (scheme.to_ascii_lowercase(), t.trim().to_owned()));
                 let dpop = Dpop::of(req.headers());
-                self.userinfo(presented, dpop, method.as_str(), unix_now()).await
+                self.userinfo(presented, dpop, certs, method.as_str(), unix_now()).await
             }
             "/jwks" => {
                 if method != Method::GET && method != Method::HEAD {
@@ -439,11 +510,11 @@ impl TokenService {
                 let outcome = match read_form(req).await {
                     Err(e) => Err(e),
                     Ok(form) => match endpoint {
-                        "token" => self.token(auth.as_deref(), dpop, &form).await,
-                        "par" => self.push(auth.as_deref(), dpop, &form).await,
-                        "device_authorization" => self.device_authorization(auth.as_deref(), &form).await,
-                        "introspect" => self.introspect(auth.as_deref(), &form).await,
-                        _ => self.revoke(auth.as_deref(), &form).await.map(|()| json!({})),
+                        "token" => self.token(auth.as_deref(), certs, dpop, &form).await,
+                        "par" => self.push(auth.as_deref(), certs, dpop, &form).await,
+                        "device_authorization" => self.device_authorization(auth.as_deref(), certs, &form).await,
+                        "introspect" => self.introspect(auth.as_deref(), certs, &form).await,
+                        _ => self.revoke(auth.as_deref(), certs, &form).await.map(|()| json!({})),
                     },
                 };
                 match outcome {

@@ -9,7 +9,7 @@
 //! - [`keys`]: the signing keys from signd and the rotation rules (published before
 //!   they sign, kept until their last token expires); the JWKS.
 //! - [`auth`]: client authentication (secret basic/post, client_secret_jwt,
-//!   private_key_jwt with `jti` replay refused, none).
+//!   private_key_jwt with `jti` replay refused, the two mTLS methods, none).
 //! - [`grants`], [`token`]: client_credentials and token exchange; minting through signd.
 //! - [`web`], [`pages`]: the authorization endpoint, sign-in, consent and logout pages.
 //! - [`flows`]: authorization_code with PKCE, refresh tokens (rotation, reuse detection), ID tokens.
@@ -18,6 +18,8 @@
 //! - [`bearer`]: the JWT bearer grant (RFC 7523 §2.1) for trusted issuers' assertions.
 //! - [`device`]: the device authorization grant (RFC 8628) and its page.
 //! - [`dpop`]: DPoP proofs (RFC 9449) and nonces; tokens bound to `cnf.jkt`.
+//! - [`mtls`]: mutual-TLS client authentication (tls_client_auth,
+//!   self_signed_tls_client_auth) and certificate-bound tokens (`cnf.x5t#S256`, RFC 8705).
 //! - PAR (RFC 9126): [`web`]'s pushed requests.
 //! - [`http`]: the endpoints and their routing.
 //! - [`admin`]: the admin interface (`tokend.capnp`) for `signetctl oauth`.
@@ -40,6 +42,7 @@ pub mod grants;
 pub mod http;
 pub mod keys;
 pub mod ldap;
+pub mod mtls;
 pub mod oidc;
 pub mod pages;
 pub mod remote;

@@ -110,6 +110,7 @@ impl TokenService {
         &self,
         presented: Option<(String, String)>,
         dpop: Dpop,
+        certs: Option<&signet_runtime::http::PeerCertificates>,
         method: &str,
         now: u64,
     ) -> Response<Full<Bytes>> {
@@ -125,6 +126,17 @@ impl TokenService {
             }
             Err(crate::http::Live::Store(e)) => return e.response(),
         };
+        // RFC 8705 §3: a certificate-bound token needs the same certificate (on the mTLS listener).
+        if let Some(x5t) = claims.cnf.as_ref().and_then(|c| c.x5t_s256.as_deref()) {
+            let presented = certs.and_then(|c| c.leaf()).map(crate::mtls::thumbprint);
+            if presented.as_deref() != Some(x5t) {
+                return bearer_error(
+                    StatusCode::UNAUTHORIZED,
+                    "invalid_token",
+                    "the token is bound to a TLS client certificate this request did not present",
+                );
+            }
+        }
         let bound = claims.cnf.as_ref().and_then(|c| c.jkt.clone());
         match (bound, scheme.as_str()) {
             (None, "bearer") => {}
@@ -146,7 +158,7 @@ impl TokenService {
                         None,
                     );
                 };
-                let htu = format!("{}/userinfo", self.issuer);
+                let htu = self.endpoint_url("/userinfo", certs.is_some());
                 match self.check_dpop(&proof, method, &htu, Some(&token), now).await {
                     Ok(p) if p.jkt == jkt => {}
                     Ok(_) => {

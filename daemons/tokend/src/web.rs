@@ -195,7 +195,7 @@ impl TokenService {
             })
             .map_err(|e: StoreError| AuthzError::Unavailable(e.to_string()))?;
         let rec = rec.ok_or_else(|| page(format!("there is no client `{client_id}`")))?;
-        check_authz_params(Client { id: client_id.to_owned(), rec }, &uris.unwrap_or_default(), p)
+        check_authz_params(Client { id: client_id.to_owned(), rec, cert_x5t: None }, &uris.unwrap_or_default(), p)
     }
 
     fn redirect(&self, post: bool, uri: &str, params: &[(&str, &str)]) -> Resp {
@@ -412,17 +412,18 @@ impl TokenService {
     pub async fn push(
         &self,
         auth: Option<&str>,
+        certs: Option<&signet_runtime::http::PeerCertificates>,
         dpop: crate::http::Dpop,
         form: &Form,
     ) -> Result<serde_json::Value, OAuthError> {
         let now = crate::http::unix_now();
-        let client = self.authenticate(auth, form, "/par", now).await?;
+        let client = self.authenticate(auth, certs, form, "/par", now).await?;
         // RFC 9449 §10.1: a proof here binds the code as `dpop_jkt` would.
         let proof = match dpop {
             crate::http::Dpop::None => None,
             crate::http::Dpop::Many => return Err(OAuthError::invalid_dpop_proof("more than one DPoP header")),
             crate::http::Dpop::One(p) => {
-                Some(self.check_dpop(&p, "POST", &format!("{}/par", self.issuer), None, now).await?)
+                Some(self.check_dpop(&p, "POST", &self.endpoint_url("/par", certs.is_some()), None, now).await?)
             }
         };
         if let (Some(p), Some(jkt)) = (&proof, form.get("dpop_jkt")) {

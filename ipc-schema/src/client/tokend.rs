@@ -22,7 +22,8 @@ pub struct TokendClient(Connection<Tokend>);
 #[derive(Debug)]
 pub(crate) enum Request {
     Health,
-    ClientCreate { client: OauthClient },
+    // Boxed: a client record is several times the size of every other request.
+    ClientCreate { client: Box<OauthClient> },
     ClientList,
     ClientShow { client_id: String },
     ClientDelete { client_id: String },
@@ -49,7 +50,8 @@ impl std::fmt::Debug for Password {
 #[derive(Debug)]
 pub(crate) enum Response {
     Health(TokendHealth),
-    Client(OauthClient),
+    // Boxed: a client record is several times the size of every other answer.
+    Client(Box<OauthClient>),
     Clients(Vec<OauthClient>),
     Keys(Vec<TokenKey>),
     User(OauthUser),
@@ -69,7 +71,7 @@ impl TokendClient {
 
     async fn client(&self, request: Request) -> Result<OauthClient, IpcError> {
         match self.0.call(request).await? {
-            Response::Client(c) => Ok(c),
+            Response::Client(c) => Ok(*c),
             other => Err(unexpected(&other)),
         }
     }
@@ -94,7 +96,7 @@ impl TokendClient {
     /// ignored). The answer is the only one that carries a client_secret_*
     /// client's secret. Not retried when the connection breaks during the call.
     pub async fn client_create(&self, client: OauthClient) -> Result<OauthClient, IpcError> {
-        self.client(Request::ClientCreate { client }).await
+        self.client(Request::ClientCreate { client: Box::new(client) }).await
     }
 
     /// Admin: every client, without secrets.
@@ -211,7 +213,7 @@ impl Protocol for Tokend {
             Request::ClientCreate { client } => {
                 let mut req = conn.tokend_admin().await?.client_create_request();
                 conv::write_client_create(req.get(), client);
-                Response::Client(req.send().promise.await?.get()?.read_outcome()?)
+                Response::Client(Box::new(req.send().promise.await?.get()?.read_outcome()?))
             }
             Request::ClientList => {
                 let req = conn.tokend_admin().await?.client_list_request();
@@ -220,17 +222,17 @@ impl Protocol for Tokend {
             Request::ClientShow { client_id } => {
                 let mut req = conn.tokend_admin().await?.client_show_request();
                 conv::write_client_show(req.get(), client_id);
-                Response::Client(req.send().promise.await?.get()?.read_outcome()?)
+                Response::Client(Box::new(req.send().promise.await?.get()?.read_outcome()?))
             }
             Request::ClientDelete { client_id } => {
                 let mut req = conn.tokend_admin().await?.client_delete_request();
                 conv::write_client_delete(req.get(), client_id);
-                Response::Client(req.send().promise.await?.get()?.read_outcome()?)
+                Response::Client(Box::new(req.send().promise.await?.get()?.read_outcome()?))
             }
             Request::ClientRotateSecret { client_id } => {
                 let mut req = conn.tokend_admin().await?.client_rotate_secret_request();
                 conv::write_client_rotate_secret(req.get(), client_id);
-                Response::Client(req.send().promise.await?.get()?.read_outcome()?)
+                Response::Client(Box::new(req.send().promise.await?.get()?.read_outcome()?))
             }
             Request::KeyList => {
                 let req = conn.tokend_admin().await?.key_list_request();
@@ -345,6 +347,8 @@ mod tests {
             secret_set_unix_secs: 6,
             redirect_uris: vec!["https://app.example.net/cb".into(), "com.example.app:/cb".into()],
             post_logout_redirect_uris: vec!["https://app.example.net/".into()],
+            tls_san_dns: "billing.example.net".into(),
+            ..OauthClient::default()
         }
     }
 

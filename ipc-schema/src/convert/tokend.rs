@@ -20,6 +20,11 @@ fn write_client(mut b: wire::oauth_client::Builder<'_>, c: &OauthClient) {
         b.reborrow().init_post_logout_redirect_uris(c.post_logout_redirect_uris.len() as u32),
         &c.post_logout_redirect_uris,
     );
+    b.set_tls_subject_dn(c.tls_subject_dn.as_str());
+    b.set_tls_san_dns(c.tls_san_dns.as_str());
+    b.set_tls_san_uri(c.tls_san_uri.as_str());
+    b.set_tls_san_ip(c.tls_san_ip.as_str());
+    b.set_tls_san_email(c.tls_san_email.as_str());
 }
 
 fn read_client(r: wire::oauth_client::Reader<'_>) -> Result<OauthClient, IpcError> {
@@ -36,6 +41,11 @@ fn read_client(r: wire::oauth_client::Reader<'_>) -> Result<OauthClient, IpcErro
         secret_set_unix_secs: r.get_secret_set_unix_secs(),
         redirect_uris: text_list(r.get_redirect_uris(), "redirect URIs")?,
         post_logout_redirect_uris: text_list(r.get_post_logout_redirect_uris(), "post-logout redirect URIs")?,
+        tls_subject_dn: text(r.get_tls_subject_dn(), "TLS subject DN")?,
+        tls_san_dns: text(r.get_tls_san_dns(), "TLS SAN dNSName")?,
+        tls_san_uri: text(r.get_tls_san_uri(), "TLS SAN URI")?,
+        tls_san_ip: text(r.get_tls_san_ip(), "TLS SAN iPAddress")?,
+        tls_san_email: text(r.get_tls_san_email(), "TLS SAN rfc822Name")?,
     })
 }
 

@@ -53,6 +53,23 @@ const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerAddr(pub std::net::SocketAddr);
 
+/// The certificate chain a TLS client presented, DER, leaf first, in the
+/// request's extensions (`req.extensions().get::<PeerCertificates>()`). Present
+/// on every request that came over TLS ([`serve_tls`]); empty when the client
+/// sent no certificate (or the acceptor did not ask for one:
+/// [`crate::tls::acceptor_requesting_client_certs`] does). Nothing about the
+/// chain is verified but that the client holds the leaf's private key: the
+/// handler decides what it is worth. Absent on plain HTTP.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PeerCertificates(pub Arc<Vec<Vec<u8>>>);
+
+impl PeerCertificates {
+    /// The client's own certificate (DER), if it sent one.
+    pub fn leaf(&self) -> Option<&[u8]> {
+        self.0.first().map(Vec::as_slice)
+    }
+}
+
 /// The daemon's request handler for every path except `/healthz` and `/metrics`.
 ///
 /// A panic in the handler is caught and answered with 500. Closures of the right shape
@@ -119,6 +136,19 @@ pub async fn serve_tls(
 /// A connection whose TLS handshake is done, back to the accept loop.
 type Handshaken = (SslStream<TcpStream>, Option<std::net::SocketAddr>, Arc<Conn>);
 
+/// The certificate chain the client of `ssl` presented, DER, leaf first.
+fn peer_chain(ssl: &openssl::ssl::SslRef) -> PeerCertificates {
+    let mut out = Vec::new();
+    if let Some(leaf) = ssl.peer_certificate().and_then(|c| c.to_der().ok()) {
+        // A server's view of the chain leaves the leaf out (OpenSSL), but a resumed one may not.
+        let rest = ssl.peer_cert_chain().into_iter().flatten().filter_map(|c| c.to_der().ok());
+        let rest: Vec<Vec<u8>> = rest.filter(|c| *c != leaf).collect();
+        out.push(leaf);
+        out.extend(rest);
+    }
+    PeerCertificates(Arc::new(out))
+}
+
 /// Runs one server-side TLS handshake and hands the stream to the accept loop.
 async fn tls_handshake(
     acceptor: Arc<SslAcceptor>,
@@ -175,7 +205,8 @@ async fn serve_with_drain(
             biased;
             () = shutdown.cancelled() => break,
             Some((tls_stream, peer, conn)) = established.recv() => {
-                server.spawn_connection(tls_stream, peer, conn);
+                let certs = peer_chain(tls_stream.ssl());
+                server.spawn_connection(tls_stream, peer, Some(certs), conn);
                 continue;
             }
             accepted = listener.accept() => accepted,
@@ -192,7 +223,7 @@ async fn serve_with_drain(
                     tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
                 }
                 match &tls {
-                    None => server.spawn_connection(stream, Some(peer), conn),
+                    None => server.spawn_connection(stream, Some(peer), None, conn),
                     Some(acceptor) => {
                         let connections = server.connections.clone();
                         let (acceptor, ready, stop) = (acceptor.clone(), handshaken.clone(), shutdown.clone());
@@ -256,10 +287,15 @@ impl Server {
     }
 
     /// Serves HTTP/1.1 or h2c on `io` in a new task, held to the listener's limits by
-    /// `conn`'s watchdog; every request carries `peer` as a [`PeerAddr`] extension. A TLS
-    /// layer wraps `io` before this.
-    fn spawn_connection<I>(&self, io: I, peer: Option<std::net::SocketAddr>, conn: Arc<Conn>)
-    where
+    /// `conn`'s watchdog; every request carries `peer` as a [`PeerAddr`] extension, and
+    /// `certs` (a TLS connection's) as [`PeerCertificates`]. A TLS layer wraps `io` before this.
+    fn spawn_connection<I>(
+        &self,
+        io: I,
+        peer: Option<std::net::SocketAddr>,
+        certs: Option<PeerCertificates>,
+        conn: Arc<Conn>,
+    ) where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         conn.restart();
@@ -273,6 +309,9 @@ impl Server {
             let mut req = req.map(|body| Body::new(body, &limits, on_request.clone()));
             if let Some(peer) = peer {
                 req.extensions_mut().insert(PeerAddr(peer));
+            }
+            if let Some(certs) = &certs {
+                req.extensions_mut().insert(certs.clone());
             }
             let routes = routes.clone();
             let conn = on_request.clone();

@@ -28,6 +28,11 @@ impl Handler for TestHandler {
                 "/panic" => panic!("handler bug"),
                 "/missing" => return text_response(StatusCode::NOT_FOUND, "no\n"),
                 "/peer" => return text_response(StatusCode::OK, format!("{:?}", peer.map(|p| p.0))),
+                "/certs" => {
+                    let certs = req.extensions().get::<PeerCertificates>().cloned();
+                    let shown = certs.map(|c| c.0.iter().map(|d| hex(&openssl::sha::sha256(d))).collect::<Vec<_>>());
+                    return text_response(StatusCode::OK, format!("{shown:?}"));
+                }
                 _ => {}
             }
             text_response(StatusCode::OK, format!("handled {path}\n"))
@@ -377,4 +382,89 @@ async fn an_idle_connection_flood_does_not_lock_out_a_client() {
     assert!(shed >= 2500, "{shed} shed");
     drop(idle);
     srv.token.cancel();
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A self-signed P-256 certificate for `cn` and its key.
+fn self_signed(cn: &str) -> (openssl::x509::X509, openssl::pkey::PKey<openssl::pkey::Private>) {
+    use openssl::{asn1::Asn1Time, bn::BigNum, ec, hash::MessageDigest, nid::Nid, pkey::PKey, x509};
+    let key =
+        PKey::from_ec_key(ec::EcKey::generate(&ec::EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap()).unwrap())
+            .unwrap();
+    let mut name = x509::X509NameBuilder::new().unwrap();
+    name.append_entry_by_text("CN", cn).unwrap();
+    let name = name.build();
+    let mut b = x509::X509Builder::new().unwrap();
+    b.set_version(2).unwrap();
+    b.set_serial_number(&BigNum::from_u32(7).unwrap().to_asn1_integer().unwrap()).unwrap();
+    b.set_subject_name(&name).unwrap();
+    b.set_issuer_name(&name).unwrap();
+    b.set_pubkey(&key).unwrap();
+    b.set_not_before(&Asn1Time::days_from_now(0).unwrap()).unwrap();
+    b.set_not_after(&Asn1Time::days_from_now(1).unwrap()).unwrap();
+    b.sign(&key, MessageDigest::sha256()).unwrap();
+    (b.build(), key)
+}
+
+/// GET /certs over TLS, with `identity` as the client certificate if given.
+async fn certs_over_tls(
+    addr: SocketAddr,
+    identity: Option<&(openssl::x509::X509, openssl::pkey::PKey<openssl::pkey::Private>)>,
+) -> String {
+    use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
+    let mut c = SslConnector::builder(SslMethod::tls_client()).unwrap();
+    c.set_verify(SslVerifyMode::NONE);
+    if let Some((cert, key)) = identity {
+        c.set_certificate(cert).unwrap();
+        c.set_private_key(key).unwrap();
+    }
+    let ssl = c.build().configure().unwrap().into_ssl("localhost").unwrap();
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let mut tls = SslStream::new(ssl, tcp).unwrap();
+    Pin::new(&mut tls).connect().await.unwrap();
+    tls.write_all(b"GET /certs HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").await.unwrap();
+    let mut raw = Vec::new();
+    let _ = tls.read_to_end(&mut raw).await;
+    let text = String::from_utf8(raw).unwrap();
+    text.split_once("\r\n\r\n").unwrap().1.to_owned()
+}
+
+#[tokio::test]
+async fn a_tls_client_certificate_reaches_the_handler_unverified_and_none_is_fine() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server_cert, server_key) = self_signed("localhost");
+    let (chain, key) = (dir.path().join("chain.pem"), dir.path().join("key.pem"));
+    std::fs::write(&chain, server_cert.to_pem().unwrap()).unwrap();
+    std::fs::write(&key, server_key.private_key_to_pem_pkcs8().unwrap()).unwrap();
+    let acceptor = Arc::new(crate::tls::acceptor_requesting_client_certs(&chain, &key).unwrap());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let token = CancellationToken::new();
+    let routes = Routes { handler: Arc::new(TestHandler), metrics: Metrics::new("test"), health: Arc::new(|| true) };
+    let task = tokio::spawn(serve_with_drain(
+        listener,
+        Some(acceptor),
+        HttpLimits::default(),
+        routes,
+        token.clone(),
+        DRAIN_TIMEOUT,
+    ));
+    // A self-signed client certificate from nobody the server knows: passed on as it is.
+    let client = self_signed("a client");
+    let leaf = hex(&openssl::sha::sha256(&client.0.to_der().unwrap()));
+    assert_eq!(certs_over_tls(addr, Some(&client)).await, format!("Some([{leaf:?}])"));
+    // No certificate: the request is served, with an empty chain.
+    assert_eq!(certs_over_tls(addr, None).await, "Some([])");
+    // An acceptor that does not ask: an empty chain too (and plain HTTP: none at all).
+    let plain = crate::tls::acceptor_from_files(&chain, &key).unwrap();
+    assert!(plain.context().verify_mode().is_empty());
+    let srv = start(DRAIN_TIMEOUT).await;
+    let (_, _, body) = request(srv.addr, "GET", "/certs").await;
+    assert_eq!(body, "None");
+    srv.token.cancel();
+    token.cancel();
+    task.await.unwrap().unwrap();
 }
