@@ -5,7 +5,7 @@
 # P-384 CA against a P-256 CA. Prints each figure and the ratios.
 #
 #   bench/scripts/curve-bench.sh [--seconds N] [--rounds N] [--concurrency N] [--workers N]
-#                                [--plain] [--no-build] [--no-acme] [-- ACME-BENCH-ARGS...]
+#                                [--plain] [--no-build] [--no-sign] [--no-acme] [-- ACME-BENCH-ARGS...]
 #
 # Signing: one standalone signd (audit durability "process", as scripts/run)
 # with `--workers` signing threads (default 1) and one key per curve;
@@ -36,6 +36,7 @@ WORKERS=1
 PLAIN=0
 BUILD=1
 ACME=1
+SIGN=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) SECS="$2"; shift 2 ;;
@@ -45,6 +46,7 @@ while [ $# -gt 0 ]; do
     --plain) PLAIN=1; shift ;;
     --no-build) BUILD=0; shift ;;
     --no-acme) ACME=0; shift ;;
+    --no-sign) SIGN=0; shift ;;
     --) shift; break ;;
     -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "curve-bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -52,6 +54,9 @@ while [ $# -gt 0 ]; do
 done
 ACME_ARGS=("$@")
 [ ${#ACME_ARGS[@]} -gt 0 ] || ACME_ARGS=(--clients 10 --requests 4000 --warmup 100 --challenge http-01)
+
+div() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > 0 ? a / b : 0) }'; }
+median() { printf '%s\n' $1 | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 ensure_rust
 PLAIN_OPENSSL=""
@@ -69,6 +74,7 @@ for b in signd signetctl signd-load; do
   [ -x "$BIN/$b" ] || { echo "$BIN/$b is missing (run without --no-build)" >&2; exit 1; }
 done
 
+if [ "$SIGN" = 1 ]; then
 DIR="$(mktemp -d "${SIGNET_BENCH_DIR:-/tmp}/curve-bench.XXXXXX")"
 SIGND_PID=""
 cleanup() {
@@ -126,8 +132,6 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 
-div() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > 0 ? a / b : 0) }'; }
-median() { printf '%s\n' $1 | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 printf '\n%-6s %14s %14s %16s %s\n' curve "signd sign/s" "openssl sign/s" "openssl / signd" "(target <= 1.1)"
 for c in "${CURVES[@]}"; do
   s=$(median "${SIGND[$c]}"); o=$(median "${OSSL[$c]}")
@@ -144,16 +148,18 @@ fi
 kill -TERM "$SIGND_PID" 2>/dev/null || true
 wait "$SIGND_PID" 2>/dev/null || true
 SIGND_PID=""
+fi
 [ "$ACME" = 1 ] || exit 0
+[ -n "${DIR:-}" ] || { DIR="$(mktemp -d "${SIGNET_BENCH_DIR:-/tmp}/curve-bench.XXXXXX")"; trap 'rm -rf "$DIR"' EXIT; }
 
 declare -A ISS
 for r in $(seq 1 "$ROUNDS"); do
   for alg in ecdsa-p256 ecdsa-p384; do
     say "round $r: acme-bench.sh --ca-alg $alg -- ${ACME_ARGS[*]}"
-    "$here/acme-bench.sh" --ca-alg "$alg" -- "${ACME_ARGS[@]}" --output json --label "$alg-$r" > "$DIR/acme.json" ||
+    "$here/acme-bench.sh" --ca-alg "$alg" -- "${ACME_ARGS[@]}" --ca-key-type "ec:P-${alg#ecdsa-p}" --output json --label "$alg-$r" > "$DIR/acme.json" ||
       { echo "acme-bench.sh --ca-alg $alg failed" >&2; cat "$DIR/acme.json" >&2; exit 1; }
     ISS[$alg]+="$(jq -r '.summary.throughput_per_sec' "$DIR/acme.json") "
-    jq -c '{label, issuances_per_sec: .summary.throughput_per_sec, p99_ms: .summary.latency_ms.p99, failed: .summary.failed}' "$DIR/acme.json"
+    jq -c '{label: .label, issuances_per_sec: .summary.throughput_per_sec, p99_ms: .summary.latency_ms.p99, failed: .summary.failed}' "$DIR/acme.json"
   done
 done
 p256=$(median "${ISS[ecdsa-p256]}"); p384=$(median "${ISS[ecdsa-p384]}")
