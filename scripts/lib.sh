@@ -124,9 +124,10 @@ ensure_openssl() {
       # The sources: the openssl-src crate Cargo.lock names (fetched on a fresh clone).
       local manifest work
       (cd "$SIGNET_ROOT" && cargo fetch --locked -q) || exit 1
-      manifest="$(cd "$SIGNET_ROOT" && cargo metadata --format-version 1 --locked 2>/dev/null |
-        jq -r --arg v "$crate_version" '.packages[] | select(.name == "openssl-src" and .version == $v) | .manifest_path' |
-        head -n1)"
+      manifest="$(cd "$SIGNET_ROOT" && cargo metadata --format-version 1 --locked 2>/dev/null | python3 -c '
+import json, sys
+print(next((p["manifest_path"] for p in json.load(sys.stdin)["packages"]
+            if p["name"] == "openssl-src" and p["version"] == sys.argv[1]), ""))' "$crate_version")"
       [ -n "$manifest" ] || { echo "ensure_openssl: cargo metadata names no openssl-src $crate_version" >&2; exit 1; }
       work="$(mktemp -d "$SIGNET_CACHE/.openssl-build.XXXXXX")"
       cp -R "$(dirname "$manifest")/openssl" "$work/src"

@@ -58,6 +58,7 @@ ACME_ARGS=("$@")
 div() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > 0 ? a / b : 0) }'; }
 median() { printf '%s\n' $1 | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
+have jq || { echo "curve-bench.sh needs jq (apt-get install jq)" >&2; exit 1; }
 ensure_rust
 PLAIN_OPENSSL=""
 if [ "$PLAIN" = 1 ]; then
