@@ -83,6 +83,77 @@ ensure_rust() {
   fi
 }
 
+# OpenSSL for every build the scripts run. The workspace's `openssl` crate is
+# `vendored`: openssl-src compiles the OpenSSL it bundles, but configures it
+# without `enable-ec_nistp_64_gcc_128`, so P-384 and P-521 run on OpenSSL's
+# generic code (about 4x slower to sign, docs/performance.md) and openssl-src
+# takes no extra Configure arguments. So the scripts build the same sources (the
+# openssl-src crate Cargo.lock names) with openssl-src's own options for
+# x86_64 Linux plus that one, once, into $SIGNET_CACHE/openssl-VERSION-nistp,
+# and point openssl-sys at it (OPENSSL_NO_VENDOR wins over the `vendored`
+# feature). A plain `cargo build` still gets the vendored build. The install also
+# has bin/openssl, which bench/scripts/curve-bench.sh times as the baseline.
+# SIGNET_OPENSSL_EXTRA replaces the extra options (empty: openssl-src's options
+# alone, into openssl-VERSION-plain; for A/B measurements only).
+SIGNET_OPENSSL_EXTRA_DEFAULT="enable-ec_nistp_64_gcc_128"
+ensure_openssl() {
+  local extra="${SIGNET_OPENSSL_EXTRA-$SIGNET_OPENSSL_EXTRA_DEFAULT}" flavour=nistp
+  [ -n "$extra" ] || flavour=plain
+  [ "$extra" = "$SIGNET_OPENSSL_EXTRA_DEFAULT" ] || [ -z "$extra" ] || flavour=custom
+  local crate_version version
+  crate_version="$(awk '/^name = "openssl-src"$/ { found = 1; next }
+    found && /^version = / { gsub(/^version = "|"$/, ""); print; exit }' "$SIGNET_ROOT/Cargo.lock")"
+  [ -n "$crate_version" ] || { echo "ensure_openssl: openssl-src is not in Cargo.lock" >&2; return 1; }
+  version="${crate_version#*+}"
+  # openssl-src 300.x's Configure line for x86_64-unknown-linux-gnu (its src/lib.rs, with
+  # openssl-sys's `legacy` feature on), and the flags the cc crate gives it (-O2).
+  local args=(--openssldir=/usr/local/ssl no-shared no-module no-tests no-comp no-zlib no-zlib-dynamic
+    --libdir=lib no-ssl3 no-md2 no-rc5 no-weak-ssl-ciphers no-camellia no-idea no-seed linux-x86_64
+    -O2 -ffunction-sections -fdata-sections -fPIC -m64)
+  # shellcheck disable=SC2206 # the extra options are words
+  args+=($extra)
+  local dest="$SIGNET_CACHE/openssl-$version-$flavour"
+  local stamp="openssl-src $crate_version: ${args[*]}"
+  if [ "$(cat "$dest/.signet-build" 2>/dev/null)" != "$stamp" ]; then
+    mkdir -p "$SIGNET_CACHE"
+    # One build at a time (two scripts starting together wait for the first).
+    (
+      flock 9
+      [ "$(cat "$dest/.signet-build" 2>/dev/null)" != "$stamp" ] || exit 0
+      say "building OpenSSL $version ($flavour) into $dest (once, a few minutes)"
+      # The sources: the openssl-src crate Cargo.lock names (fetched on a fresh clone).
+      local manifest work
+      (cd "$SIGNET_ROOT" && cargo fetch --locked -q) || exit 1
+      manifest="$(cd "$SIGNET_ROOT" && cargo metadata --format-version 1 --locked 2>/dev/null | python3 -c '
+import json, sys
+print(next((p["manifest_path"] for p in json.load(sys.stdin)["packages"]
+            if p["name"] == "openssl-src" and p["version"] == sys.argv[1]), ""))' "$crate_version")"
+      [ -n "$manifest" ] || { echo "ensure_openssl: cargo metadata names no openssl-src $crate_version" >&2; exit 1; }
+      work="$(mktemp -d "$SIGNET_CACHE/.openssl-build.XXXXXX")"
+      cp -R "$(dirname "$manifest")/openssl" "$work/src"
+      # Built with its final prefix, installed under $work (DESTDIR), then renamed into
+      # place: an interrupted build leaves no half install behind.
+      if ! (cd "$work/src" &&
+        CC=cc AR=ar RANLIB=ranlib perl ./Configure --prefix="$dest" "${args[@]}" &&
+        make depend && make -j"$(nproc)" build_libs && make -j"$(nproc)" build_programs &&
+        make DESTDIR="$work/dest" install_sw) >"$work/build.log" 2>&1; then
+        mv "$work/build.log" "$dest.build.log"
+        rm -rf "$work"
+        echo "ensure_openssl: the OpenSSL build failed; the end of $dest.build.log:" >&2
+        tail -n 30 "$dest.build.log" >&2
+        exit 1
+      fi
+      printf '%s\n' "$stamp" >"$work/dest$dest/.signet-build"
+      rm -rf "$dest.old" "$dest.build.log"
+      [ ! -e "$dest" ] || mv "$dest" "$dest.old"
+      mv "$work/dest$dest" "$dest"
+      rm -rf "$dest.old" "$work"
+    ) 9>"$SIGNET_CACHE/.openssl-build.lock" || return 1
+  fi
+  export OPENSSL_NO_VENDOR=1 OPENSSL_DIR="$dest" OPENSSL_STATIC=1
+  unset OPENSSL_LIB_DIR OPENSSL_INCLUDE_DIR
+}
+
 # Builds every binary of the workspace in the one profile Signet uses (release).
 build_all() {
   say "building (release, target dir $CARGO_TARGET_DIR)"

@@ -171,6 +171,7 @@ bench() {
 }
 
 if [ "$HANDLERS" = 1 ]; then
+  ensure_openssl   # the libcrypto scripts/run built the daemons with
   servers="acmed=https://127.0.0.1:$ACME/directory|$STATE/acmed/tls-ca.pem"
   if [ "$PEBBLE" = 1 ]; then
     start_pebble || exit 1

@@ -27,6 +27,7 @@ while [ $# -gt 0 ]; do
 done
 
 BIN="$SIGNET_BIN_DIR"
+ensure_openssl
 (cd "$SIGNET_ROOT" && cargo build --release --locked -p signet-bench --bin ocsp-load -p ocspd -p signd -p signetctl >&2)
 LOAD="$BIN/ocsp-load"
 work="$(mktemp -d)"
