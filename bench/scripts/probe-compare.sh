@@ -37,6 +37,7 @@ done
 
 ensure_blackbox
 ensure_packages
+ensure_openssl   # the libcrypto scripts/run and scripts/test build with
 (cd "$SIGNET_ROOT" && cargo build --release --locked -p signet-bench -p probed --bin probe-load --bin probed >&2)
 LOAD="$SIGNET_BIN_DIR/probe-load"
 work="$(mktemp -d)"

@@ -13,7 +13,7 @@ use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT
 use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 use signet_runtime::http::Body;
-use signet_runtime::http::{text_response, Handler};
+use signet_runtime::http::{html_escape as esc, text_response, Handler};
 
 use crate::scheduler::{Check, Scheduler};
 
@@ -184,22 +184,6 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Escapes text for HTML.
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 fn pct(p: Option<f64>) -> String {

@@ -284,6 +284,34 @@ pub struct FamilyRec {
     pub jkt: Option<String>,
 }
 
+impl FamilyRec {
+    /// A new family of `client_id` for `user`, created `now` (its end, tokens and key binding
+    /// are set by whoever starts it).
+    pub fn new(
+        client_id: &str,
+        user: String,
+        scopes: Vec<String>,
+        audience: String,
+        auth_time: u64,
+        sid: String,
+        now: u64,
+    ) -> Self {
+        FamilyRec {
+            client_id: client_id.to_owned(),
+            user,
+            scopes,
+            audience,
+            auth_time,
+            sid,
+            created: now,
+            expires: now,
+            revoked: None,
+            access: Vec::new(),
+            jkt: None,
+        }
+    }
+}
+
 /// How a device authorization stands.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DeviceState {

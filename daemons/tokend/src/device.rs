@@ -189,19 +189,7 @@ impl TokenService {
             Some(u) if !u.disabled => u,
             _ => return Err(OAuthError::invalid_grant("the user who approved is gone or disabled")),
         };
-        let fam = FamilyRec {
-            client_id: client.id.clone(),
-            user,
-            scopes: rec.scopes.clone(),
-            audience: rec.audience.clone(),
-            auth_time,
-            sid,
-            created: now,
-            expires: now,
-            revoked: None,
-            access: Vec::new(),
-            jkt: None,
-        };
+        let fam = FamilyRec::new(&client.id, user, rec.scopes.clone(), rec.audience.clone(), auth_time, sid, now);
         let claim = move |txn: &mut WriteTxn<'_>, family: [u8; 16]| -> Result<Decided, StoreError> {
             let Some(mut d) = txn.get(&devices, &key)? else { return Ok(Err("the device code is unknown")) };
             if !matches!(d.state, DeviceState::Approved { .. }) {

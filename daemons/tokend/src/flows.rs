@@ -210,19 +210,15 @@ impl TokenService {
             Some(u) if !u.disabled => u,
             _ => return Err(OAuthError::invalid_grant("the user who authorized the code is gone or disabled")),
         };
-        let fam = FamilyRec {
-            client_id: client.id.clone(),
-            user: rec.user.clone(),
-            scopes: rec.scopes.clone(),
-            audience: rec.audience.clone(),
-            auth_time: rec.auth_time,
-            sid: rec.sid.clone(),
-            created: now,
-            expires: now,
-            revoked: None,
-            access: Vec::new(),
-            jkt: None,
-        };
+        let fam = FamilyRec::new(
+            &client.id,
+            rec.user.clone(),
+            rec.scopes.clone(),
+            rec.audience.clone(),
+            rec.auth_time,
+            rec.sid.clone(),
+            now,
+        );
         let codes = self.db.codes;
         let claim = move |txn: &mut WriteTxn<'_>, family_id: [u8; 16]| -> Result<Decided, StoreError> {
             let Some(mut code) = txn.get(&codes, &key)? else { return Ok(Err("the code is unknown")) };

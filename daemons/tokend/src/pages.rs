@@ -11,22 +11,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, REFERRER_POLICY, X_FRAME_OPTIONS};
 use hyper::{Response, StatusCode};
-
-/// HTML-escapes `s` for text and double-quoted attribute values.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use signet_runtime::http::html_escape as esc;
 
 const STYLE: &str = "body{font:16px/1.5 system-ui,sans-serif;background:#f4f5f7;color:#1d2330;margin:0}\
 main{max-width:26rem;margin:8vh auto;background:#fff;border:1px solid #d8dce3;border-radius:8px;padding:2rem}\

@@ -88,6 +88,23 @@ where
     }
 }
 
+/// HTML-escapes `s` for element text and double-quoted attribute values (the
+/// server-rendered pages of tokend and probed).
+pub fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// A plain-text response with the given status; a convenience for handlers.
 pub fn text_response(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(body.into()));
