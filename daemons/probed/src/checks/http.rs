@@ -157,11 +157,13 @@ impl HttpProbe {
     /// One request and its checks.
     pub async fn run(&self) -> Probed {
         let start = Instant::now();
-        let mut req = Request::builder().method(self.method.clone()).uri(self.uri.clone());
-        if let Some(h) = req.headers_mut() {
-            h.extend(self.headers.clone());
-        }
-        let req = req.body(Full::new(self.body.clone())).map_err(|e| Report::msg(format!("request: {e}")))?;
+        let request = || {
+            let mut req = Request::builder().method(self.method.clone()).uri(self.uri.clone());
+            if let Some(h) = req.headers_mut() {
+                h.extend(self.headers.clone());
+            }
+            req.body(Full::new(self.body.clone())).map_err(|e| Report::msg(format!("request: {e}")))
+        };
         // A fresh client (pool) per run: no connection, not even an HTTP/2 one, is reused. The
         // connector, with its CA bundle already read, is shared.
         let fresh;
@@ -171,7 +173,19 @@ impl HttpProbe {
             fresh = client_on(self.connector.clone(), self.version, false);
             &fresh
         };
-        let resp = client.request(req).await.map_err(|e| Report::msg(error_chain(&e)))?;
+        let resp = match client.request(request()?).await {
+            Ok(resp) => resp,
+            // A server ends a kept connection after so many requests (nginx's
+            // `keepalive_requests`, an HTTP/2 GOAWAY): a request caught in that is not the
+            // server's failure. An idempotent one is sent once more, on a new connection (the
+            // pool may still hold others the server is ending); what fails twice, or fails to
+            // connect, is reported.
+            Err(e) if self.reuse && !e.is_connect() && self.method.is_idempotent() => {
+                let once = client_on(self.connector.clone(), self.version, false);
+                once.request(request()?).await.map_err(|e| Report::msg(error_chain(&e)))?
+            }
+            Err(e) => return Err(Report::msg(error_chain(&e))),
+        };
         let status = resp.status().as_u16();
         let version = if resp.version() == hyper::Version::HTTP_2 { 2.0 } else { 1.1 };
         let expiry = resp.extensions().get::<PeerCertExpiry>().copied();
@@ -313,5 +327,57 @@ mod tests {
         let new: Vec<_> = after.iter().filter(|k| !before.contains(k)).collect();
         assert_eq!(new.len(), 1, "one new client for the changed file");
         assert_eq!(new[0].2, HttpVersion::Http1);
+    }
+}
+
+#[cfg(test)]
+mod goaway_tests {
+    use futures::StreamExt;
+
+    use crate::checks::Probe;
+
+    /// An h2c server that ends every connection after `per_conn` requests with a GOAWAY naming
+    /// the last stream it processed, as nginx does at `keepalive_requests`: streams the client
+    /// opened meanwhile are refused unprocessed.
+    async fn serve(listener: tokio::net::TcpListener, per_conn: usize) {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { continue };
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(stream).await else { return };
+                let mut served = 0;
+                while let Some(Ok((_req, mut respond))) = conn.accept().await {
+                    served += 1;
+                    if let Ok(mut body) = respond.send_response(hyper::Response::new(()), false) {
+                        let _ = body.send_data(Bytes::from_static(b"ok"), true);
+                    }
+                    if served == per_conn {
+                        conn.abrupt_shutdown(h2::Reason::NO_ERROR);
+                    }
+                }
+            });
+        }
+    }
+
+    use super::Bytes;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn requests_refused_by_a_goaway_are_sent_again() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(serve(listener, 20));
+        let text = format!(
+            "state_dir = \"/nonexistent\"\nlisten = \"127.0.0.1:1\"\n[checks.g]\nkind = \"http\"\n\
+             url = \"http://{addr}/\"\nhttp_version = \"2\"\nexpect_body = \"ok\"\n"
+        );
+        let config: crate::config::Config =
+            signet_runtime::config::parse(&text, std::path::Path::new("t.toml")).unwrap();
+        let probe = Probe::new(&config.checks["g"]).unwrap();
+        let outcomes: Vec<_> = futures::stream::iter(0..2000)
+            .map(|_| probe.run(std::time::Duration::from_secs(10), 0))
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        let failed: Vec<_> = outcomes.iter().filter(|o| !o.ok).map(|o| o.message.clone()).collect();
+        assert!(failed.is_empty(), "{} of 2000 failed, e.g. {:?}", failed.len(), failed.first());
     }
 }
