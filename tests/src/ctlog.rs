@@ -1,13 +1,23 @@
 //! A real CT log for tests: a P-256 log key in signd under `[logs.<name>]`
 //! (signd restarted to load it), and `ctlogd` serving that one log on a free
-//! loopback port, accepting chains to the given roots.
+//! loopback port, accepting chains to the given roots; and [`TestRoot`], a
+//! root issuing as many distinct leaves as a test submits.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
+use openssl::asn1::Asn1Time;
+use openssl::bn::BigNum;
+use openssl::ec::{EcGroup, EcKey};
+use openssl::hash::MessageDigest;
+use openssl::nid::Nid;
+use openssl::pkey::{PKey, Private};
+use openssl::x509::extension::{BasicConstraints, KeyUsage, SubjectAlternativeName};
+use openssl::x509::{X509NameBuilder, X509};
 
 use crate::pki::free_port;
 use crate::{bin, SigndProcess};
@@ -116,6 +126,93 @@ impl CtLog {
     /// ctlogd's log.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log_file).unwrap_or_default()
+    }
+
+    /// Submits a DER chain (leaf first) to the log's `add-chain`: (status, body).
+    pub fn add_chain(&self, chain: &[Vec<u8>]) -> (u16, Vec<u8>) {
+        add_chain(&self.url(), chain)
+    }
+}
+
+/// Submits a DER chain (leaf first) to `add-chain` under the log prefix `url`
+/// (for threads that hold the URL, not the [`CtLog`]): (status, body).
+pub fn add_chain(url: &str, chain: &[Vec<u8>]) -> (u16, Vec<u8>) {
+    let body = serde_json::json!({ "chain": chain.iter().map(|c| STANDARD.encode(c)).collect::<Vec<_>>() }).to_string();
+    let mut child = Command::new("curl")
+        .args(["-s", "--max-time", "20", "-w", "\n%{http_code}", "-H", "Content-Type: application/json"])
+        .args(["--data-binary", "@-", &format!("{url}ct/v1/add-chain")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let mut body = child.wait_with_output().unwrap().stdout;
+    let cut = body.iter().rposition(|b| *b == b'\n').unwrap_or(0);
+    let status = String::from_utf8_lossy(&body[cut..]).trim().parse().unwrap_or(0);
+    body.truncate(cut);
+    (status, body)
+}
+
+/// A fresh P-256 key.
+fn p256() -> PKey<Private> {
+    PKey::from_ec_key(EcKey::generate(&EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap()).unwrap()).unwrap()
+}
+
+/// A test root and the leaves it issues directly, each distinct (DER chains
+/// leaf, root): as many different log entries as a test needs.
+pub struct TestRoot {
+    /// The root certificate.
+    pub root: X509,
+    root_key: PKey<Private>,
+    leaf_key: PKey<Private>,
+}
+
+impl TestRoot {
+    /// A new root, "CN=ctlogd test root", valid 30 days.
+    pub fn new() -> Self {
+        let root_key = p256();
+        let mut name = X509NameBuilder::new().unwrap();
+        name.append_entry_by_text("CN", "ctlogd test root").unwrap();
+        let name = name.build();
+        let mut b = X509::builder().unwrap();
+        b.set_version(2).unwrap();
+        b.set_serial_number(&BigNum::from_u32(1).unwrap().to_asn1_integer().unwrap()).unwrap();
+        b.set_subject_name(&name).unwrap();
+        b.set_issuer_name(&name).unwrap();
+        b.set_pubkey(&root_key).unwrap();
+        b.set_not_before(&Asn1Time::days_from_now(0).unwrap()).unwrap();
+        b.set_not_after(&Asn1Time::days_from_now(30).unwrap()).unwrap();
+        b.append_extension(BasicConstraints::new().critical().ca().build().unwrap()).unwrap();
+        b.append_extension(KeyUsage::new().critical().key_cert_sign().crl_sign().build().unwrap()).unwrap();
+        b.sign(&root_key, MessageDigest::sha256()).unwrap();
+        Self { root: b.build(), root_key, leaf_key: p256() }
+    }
+
+    /// Leaf `i` (`leaf<i>.ct.test`, serial 1000 + i) and the root, DER.
+    pub fn chain(&self, i: u32) -> Vec<Vec<u8>> {
+        let mut name = X509NameBuilder::new().unwrap();
+        name.append_entry_by_text("CN", &format!("leaf{i}.ct.test")).unwrap();
+        let mut b = X509::builder().unwrap();
+        b.set_version(2).unwrap();
+        b.set_serial_number(&BigNum::from_u32(1000 + i).unwrap().to_asn1_integer().unwrap()).unwrap();
+        b.set_subject_name(&name.build()).unwrap();
+        b.set_issuer_name(self.root.subject_name()).unwrap();
+        b.set_pubkey(&self.leaf_key).unwrap();
+        b.set_not_before(&Asn1Time::days_from_now(0).unwrap()).unwrap();
+        b.set_not_after(&Asn1Time::days_from_now(10).unwrap()).unwrap();
+        let san = SubjectAlternativeName::new()
+            .dns(&format!("leaf{i}.ct.test"))
+            .build(&b.x509v3_context(Some(&self.root), None))
+            .unwrap();
+        b.append_extension(san).unwrap();
+        b.sign(&self.root_key, MessageDigest::sha256()).unwrap();
+        vec![b.build().to_der().unwrap(), self.root.to_der().unwrap()]
+    }
+}
+
+impl Default for TestRoot {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

@@ -23,14 +23,6 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use openssl::asn1::Asn1Time;
-use openssl::bn::BigNum;
-use openssl::ec::{EcGroup, EcKey};
-use openssl::hash::MessageDigest;
-use openssl::nid::Nid;
-use openssl::pkey::{PKey, Private};
-use openssl::x509::extension::{BasicConstraints, KeyUsage, SubjectAlternativeName};
-use openssl::x509::{X509NameBuilder, X509};
 use signet_ct::merkle::verify_consistency;
 use signet_ct::rfc6962::api::{
     add_chain_body, hashes_from_base64, AddChainResponse, GetEntriesResponse, GetSthConsistencyResponse, GetSthResponse,
@@ -38,59 +30,8 @@ use signet_ct::rfc6962::api::{
 use signet_ct::staticct::parse_leaf_index;
 use signet_ct::{LogKey, Sct, SignedEntry, TimestampedEntry, TreeHead};
 use signet_ipc::{block_on, KeyAlgorithm};
+use signet_tests::ctlog::TestRoot as Pki;
 use signet_tests::{bin, SigndProcess};
-
-fn p256() -> PKey<Private> {
-    PKey::from_ec_key(EcKey::generate(&EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap()).unwrap()).unwrap()
-}
-
-/// A test root and many leaves it issued directly (DER chains leaf, root).
-struct Pki {
-    root: X509,
-    root_key: PKey<Private>,
-    leaf_key: PKey<Private>,
-}
-
-impl Pki {
-    fn new() -> Self {
-        let root_key = p256();
-        let mut name = X509NameBuilder::new().unwrap();
-        name.append_entry_by_text("CN", "ctlogd test root").unwrap();
-        let name = name.build();
-        let mut b = X509::builder().unwrap();
-        b.set_version(2).unwrap();
-        b.set_serial_number(&BigNum::from_u32(1).unwrap().to_asn1_integer().unwrap()).unwrap();
-        b.set_subject_name(&name).unwrap();
-        b.set_issuer_name(&name).unwrap();
-        b.set_pubkey(&root_key).unwrap();
-        b.set_not_before(&Asn1Time::days_from_now(0).unwrap()).unwrap();
-        b.set_not_after(&Asn1Time::days_from_now(30).unwrap()).unwrap();
-        b.append_extension(BasicConstraints::new().critical().ca().build().unwrap()).unwrap();
-        b.append_extension(KeyUsage::new().critical().key_cert_sign().crl_sign().build().unwrap()).unwrap();
-        b.sign(&root_key, MessageDigest::sha256()).unwrap();
-        Self { root: b.build(), root_key, leaf_key: p256() }
-    }
-
-    fn chain(&self, i: u32) -> Vec<Vec<u8>> {
-        let mut name = X509NameBuilder::new().unwrap();
-        name.append_entry_by_text("CN", &format!("leaf{i}.ct.test")).unwrap();
-        let mut b = X509::builder().unwrap();
-        b.set_version(2).unwrap();
-        b.set_serial_number(&BigNum::from_u32(1000 + i).unwrap().to_asn1_integer().unwrap()).unwrap();
-        b.set_subject_name(&name.build()).unwrap();
-        b.set_issuer_name(self.root.subject_name()).unwrap();
-        b.set_pubkey(&self.leaf_key).unwrap();
-        b.set_not_before(&Asn1Time::days_from_now(0).unwrap()).unwrap();
-        b.set_not_after(&Asn1Time::days_from_now(10).unwrap()).unwrap();
-        let san = SubjectAlternativeName::new()
-            .dns(&format!("leaf{i}.ct.test"))
-            .build(&b.x509v3_context(Some(&self.root), None))
-            .unwrap();
-        b.append_extension(san).unwrap();
-        b.sign(&self.root_key, MessageDigest::sha256()).unwrap();
-        vec![b.build().to_der().unwrap(), self.root.to_der().unwrap()]
-    }
-}
 
 /// signd holding the log key, and a ctlogd over it.
 struct Stack {

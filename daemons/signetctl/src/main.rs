@@ -1,9 +1,10 @@
 //! signetctl: the Signet admin CLI.
 //!
 //! Exit codes (stable, for scripts): 0 success; 1 any other failure (for
-//! `ct`: a check failed); 2 bad arguments or request (including a wrong
-//! algorithm); 3 permission denied; 4 unknown key, serial, EAB key id or
-//! OAuth client; 5 signd, ocspd, acmed, tokend or the CT log unavailable.
+//! `ct`: a check failed; for `restore`: the backup does not verify); 2 bad
+//! arguments or request (including a wrong algorithm, a backup or restore
+//! target that is not empty); 3 permission denied; 4 unknown key, serial, EAB
+//! key id or OAuth client; 5 signd, ocspd, acmed, tokend or the CT log unavailable.
 #![forbid(unsafe_code)]
 
 /// Writes to standard output; see [`write_stdout`].
@@ -18,6 +19,7 @@ macro_rules! outln {
 }
 
 mod acme;
+mod backup;
 mod ca;
 mod ct;
 mod oauth;
@@ -32,11 +34,11 @@ use base64::Engine;
 use clap::{Args, Parser, Subcommand};
 use signet_ipc::{block_on, AuditQuery, ErrorKind, IpcError, KeyAlgorithm, KeySpec, SignatureScheme, SigndClient};
 
-pub(crate) const EXIT_CODES: &str = "Exit codes: 0 ok; 1 failure (ct: a check failed); 2 bad arguments or request; \
-3 permission denied; 4 unknown key, serial, EAB key id, OAuth client or user; 5 signd, ocspd, acmed, tokend or the CT log \
+pub(crate) const EXIT_CODES: &str = "Exit codes: 0 ok; 1 failure (ct: a check failed; restore: the backup does not \
+verify); 2 bad arguments or request (backup, restore: a target that is not empty); 3 permission denied; 4 unknown key, serial, EAB key id, OAuth client or user; 5 signd, ocspd, acmed, tokend or the CT log \
 unavailable.";
 
-/// Administer Signet: keys, signing, the audit log, certificates, acmed, tokend, CT logs, probes.
+/// Administer Signet: keys, signing, the audit log, certificates, acmed, tokend, CT logs, probes, backups.
 #[derive(Parser)]
 #[command(version, about, after_help = EXIT_CODES)]
 struct Cli {
@@ -100,6 +102,15 @@ enum Command {
     /// probed's checks: list them, or run one once and print the result.
     #[command(subcommand, after_help = EXIT_CODES)]
     Probe(probe::ProbeCommand),
+    /// Back up the appliance while it runs: every daemon's LMDB store (LMDB's
+    /// own consistent copy), configs and public files; private keys only with
+    /// --include-private-keys. Each daemon is found through its config file.
+    #[command(after_help = EXIT_CODES)]
+    Backup(backup::BackupArgs),
+    /// Restore a backup into a fresh state directory, after checking every
+    /// file against its manifest; --map OLD=NEW moves it (configs rewritten).
+    #[command(after_help = EXIT_CODES)]
+    Restore(backup::RestoreArgs),
 }
 
 #[derive(Subcommand)]
@@ -319,6 +330,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Ct(cmd) => ct::run(cmd, &out)?,
         // No socket either: the checks run here, from probed's config.
         Command::Probe(cmd) => probe::run(cmd, &out)?,
+        // Files and stores only: the daemons are found through their configs.
+        Command::Backup(args) => backup::backup(args, &out)?,
+        Command::Restore(args) => backup::restore(args, &out)?,
     }
     Ok(())
 }

@@ -45,6 +45,24 @@ pub enum StoreError {
         path: PathBuf,
     },
 
+    /// [`copy_environment`](crate::copy_environment) or [`inspect`](crate::inspect)
+    /// found no LMDB environment (no `data.mdb`) in the directory.
+    #[error("no LMDB environment in {path} (no data.mdb)")]
+    NoEnvironment {
+        /// The directory looked in.
+        path: PathBuf,
+    },
+
+    /// A copy's destination directory or file could not be created or written.
+    #[error("copy destination {path}: {source}")]
+    CopyDestination {
+        /// The directory or file.
+        path: PathBuf,
+        /// The underlying I/O error.
+        #[source]
+        source: io::Error,
+    },
+
     /// The environment was created by a different application.
     #[error("store belongs to application {found:?}, expected {expected:?}")]
     WrongApplication {
@@ -151,6 +169,16 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// The kind of the underlying I/O error, for the errors that have one
+    /// ([`StoreError::Directory`], [`StoreError::CopyDestination`]): lets a
+    /// caller tell, say, permission denied from the rest.
+    pub fn io_kind(&self) -> Option<io::ErrorKind> {
+        match self {
+            Self::Directory { source, .. } | Self::CopyDestination { source, .. } => Some(source.kind()),
+            _ => None,
+        }
+    }
+
     /// A key that failed to decode; the table is filled in by the caller.
     pub(crate) fn bad_key(detail: impl Into<String>) -> Self {
         Self::Corrupt { table: "", detail: format!("key: {}", detail.into()) }

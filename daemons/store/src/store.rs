@@ -22,8 +22,8 @@ use crate::{Key, StoreError, Table};
 
 /// Name of the table holding the store's identity; not available to callers.
 pub(crate) const META_TABLE: &str = "meta";
-const META_APPLICATION: &[u8] = b"application";
-const META_SCHEMA_VERSION: &[u8] = b"schema_version";
+pub(crate) const META_APPLICATION: &[u8] = b"application";
+pub(crate) const META_SCHEMA_VERSION: &[u8] = b"schema_version";
 
 /// How to open a [`Store`].
 #[derive(Debug, Clone)]
@@ -118,7 +118,7 @@ pub enum Durability {
 /// the last clone is dropped.
 #[derive(Debug, Clone)]
 pub struct Store {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl Store {
@@ -295,7 +295,7 @@ static NEXT_STORE_ID: AtomicU64 = AtomicU64::new(1);
 static OPEN_PATHS: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
 
 #[derive(Debug)]
-struct Inner {
+pub(crate) struct Inner {
     id: u64,
     application: &'static str,
     /// [`StoreOptions::group_linger`].
@@ -308,18 +308,18 @@ struct Inner {
     // the directory may be opened again.
     writer: OnceLock<Result<GroupWriter, String>>,
     flusher: Option<Flusher>,
-    env: Arc<Environment>,
+    pub(crate) env: Arc<Environment>,
     _registration: Registration,
 }
 
 /// Holds a directory's place in [`OPEN_PATHS`] until dropped.
 #[derive(Debug)]
-struct Registration {
-    path: PathBuf,
+pub(crate) struct Registration {
+    pub(crate) path: PathBuf,
 }
 
 impl Registration {
-    fn claim(path: PathBuf) -> Result<Self, StoreError> {
+    pub(crate) fn claim(path: PathBuf) -> Result<Self, StoreError> {
         // A poisoned lock only means another thread panicked while holding
         // it; the set itself is always left consistent.
         let mut guard = OPEN_PATHS.lock().unwrap_or_else(|p| p.into_inner());

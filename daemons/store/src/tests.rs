@@ -701,3 +701,190 @@ fn a_group_linger_gathers_writes_that_arrive_within_it_into_one_commit() {
     assert!(started.elapsed() >= linger, "the group waited out its linger");
     assert_eq!(store.read(|txn| txn.len(&t)).expect("len"), 2);
 }
+
+/// Appends records until `stop`, each transaction one record in `records`
+/// and the new number of records in `count`: a copy that mixed two
+/// transactions would show a count that is not its number of records.
+fn write_until_stopped(
+    store: Store,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<u64> {
+    let records = store.table::<u64, Record>("records").expect("table");
+    let count = store.table::<String, u64>("count").expect("table");
+    std::thread::spawn(move || {
+        let mut last = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            last = store
+                .write(|txn| {
+                    let id = txn.next_u64_key(&records)?;
+                    txn.insert_new(&records, &id, &Record::new(id))?;
+                    txn.put(&count, &"records".to_string(), &id)?;
+                    Ok(id)
+                })
+                .expect("write");
+        }
+        last
+    })
+}
+
+/// Opens a copy made of [`write_until_stopped`]'s store: one committed
+/// transaction's state, at least `at_least` records. The number of records.
+fn check_copy(dir: &Path, at_least: u64) -> u64 {
+    let copy = open(dir);
+    let records = copy.table::<u64, Record>("records").expect("table");
+    let count = copy.table::<String, u64>("count").expect("table");
+    let (n, all) = copy
+        .read(|txn| Ok((txn.get(&count, &"records".to_string())?.unwrap_or(0), txn.range(&records, None, usize::MAX)?)))
+        .expect("read copy");
+    assert_eq!(n, all.len() as u64, "the count and the records come from one transaction");
+    for (i, (id, r)) in all.iter().enumerate() {
+        assert_eq!(*id, i as u64 + 1, "records are contiguous");
+        assert_eq!(r, &Record::new(*id));
+    }
+    assert!(n >= at_least, "the copy has {n} records, {at_least} were committed before it began");
+    n
+}
+
+#[test]
+fn a_copy_taken_while_a_writer_commits_is_one_transactions_state() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    for write_map in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let store = Store::open(&state, StoreOptions { write_map, ..StoreOptions::new("testd", 3) }).expect("open");
+        let count = store.table::<String, u64>("count").expect("table");
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = write_until_stopped(store.clone(), stop.clone());
+        let mut copies = Vec::new();
+        let mut before = 0;
+        while copies.len() < 5 {
+            let committed = store.read(|txn| txn.get(&count, &"records".to_string())).expect("read").unwrap_or(0);
+            if committed < 200 * (copies.len() as u64 + 1) {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+            let dest = dir.path().join(format!("copy{}", copies.len()));
+            let copy = store.copy_to(&dest).expect("copy");
+            assert_eq!((copy.application.as_str(), copy.schema_version), ("testd", 3));
+            assert_eq!(copy.bytes, std::fs::metadata(dest.join("data.mdb")).expect("stat").len());
+            copies.push((dest, committed));
+            before = committed;
+        }
+        stop.store(true, Ordering::Relaxed);
+        let last = writer.join().expect("writer");
+        assert!(last > before, "the writer went on while the copies were taken");
+        let mut previous = 0;
+        for (dest, committed) in &copies {
+            let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+            assert_eq!((mode(dest), mode(&dest.join("data.mdb"))), (0o700, 0o600));
+            let n = check_copy(dest, *committed);
+            assert!(n >= previous, "later copies hold more");
+            previous = n;
+        }
+        // Compacted: the copy holds the pages in use, not the data file. An
+        // MDB_WRITEMAP store's file is its whole map (1 GiB, sparse).
+        let source = std::fs::metadata(state.join("data.mdb")).expect("stat").len();
+        let copied = std::fs::metadata(copies[0].0.join("data.mdb")).expect("stat").len();
+        if write_map {
+            assert_eq!(source, 1 << 30);
+        }
+        assert!(copied < 16 << 20 && copied <= source, "copy {copied} bytes of a {source}-byte file");
+    }
+}
+
+#[test]
+fn copies_refuse_an_existing_file_a_store_open_here_and_a_directory_without_one() {
+    let (dir, store) = fresh();
+    let t = store.table::<u64, u64>("t").expect("table");
+    store.write(|txn| txn.put(&t, &1, &1)).expect("write");
+    let dest = dir.path().join("copy");
+    store.copy_to(&dest).expect("copy");
+    match store.copy_to(&dest) {
+        Err(e @ StoreError::CopyDestination { .. }) => {
+            assert_eq!(e.io_kind(), Some(std::io::ErrorKind::AlreadyExists), "{e}");
+        }
+        other => panic!("a second copy over the first: {other:?}"),
+    }
+    // This process has the store open: copy it through the Store instead.
+    assert!(matches!(
+        crate::copy_environment(&dir.path().join("state"), &dir.path().join("copy2")),
+        Err(StoreError::AlreadyOpen { .. })
+    ));
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    assert!(matches!(
+        crate::copy_environment(&empty, &dir.path().join("copy3")),
+        Err(StoreError::NoEnvironment { .. })
+    ));
+    assert!(matches!(crate::inspect(&empty), Err(StoreError::NoEnvironment { .. })));
+    // Closed: copied (and inspected) from outside, as signetctl does.
+    drop(store);
+    let again = crate::copy_environment(&dir.path().join("state"), &dir.path().join("copy4")).expect("copy closed");
+    let seen = crate::inspect(&dir.path().join("copy4")).expect("inspect");
+    assert_eq!(
+        (seen.bytes, &seen.application, seen.schema_version),
+        (again.bytes, &again.application, again.schema_version)
+    );
+    assert_eq!((seen.application.as_str(), seen.schema_version), ("testd", 3));
+    let copy = open(&dir.path().join("copy4"));
+    let t = copy.table::<u64, u64>("t").expect("table");
+    assert_eq!(copy.read(|txn| txn.get(&t, &1)).expect("read"), Some(1));
+}
+
+#[test]
+fn a_copy_of_another_processs_write_map_store_while_it_commits() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let exe = std::env::current_exe().expect("test binary");
+    // crash_child: a store opened with MDB_WRITEMAP, one record per commit.
+    let mut child = Command::new(exe)
+        .args(["--exact", "tests::crash_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(CRASH_CHILD_DIR, &state)
+        .env(CRASH_CHILD_WRITE_MAP, "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let reported = Arc::new(AtomicU64::new(0));
+    let stdout = child.stdout.take().expect("piped stdout");
+    let reader = {
+        let reported = reported.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(pos) = line.find("committed ") {
+                    let id = line[pos + "committed ".len()..].trim().parse().expect("committed id");
+                    reported.store(id, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut previous = 0;
+    for i in 0..4 {
+        while reported.load(Ordering::Relaxed) < 300 * (i + 1) {
+            assert!(Instant::now() < deadline, "the child stopped committing");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let before = reported.load(Ordering::Relaxed);
+        let dest = dir.path().join(format!("copy{i}"));
+        let copy = crate::copy_environment(&state, &dest).expect("copy the child's store");
+        assert_eq!((copy.application.as_str(), copy.schema_version), ("crashd", 1));
+        let store = Store::open(&dest, StoreOptions::new("crashd", 1)).expect("open copy");
+        let t = store.table::<u64, Record>("records").expect("table");
+        let all = store.read(|txn| txn.range(&t, None, usize::MAX)).expect("read copy");
+        assert!(all.len() as u64 >= before, "copy {i}: {} records, {before} committed before it", all.len());
+        assert!(all.len() as u64 >= previous);
+        for (n, (id, r)) in all.iter().enumerate() {
+            assert_eq!(*id, n as u64 + 1, "copy {i}: records are contiguous");
+            assert_eq!(r, &Record::new(*id));
+        }
+        previous = all.len() as u64;
+    }
+    assert!(reported.load(Ordering::Relaxed) > previous, "the child went on committing");
+    child.kill().expect("kill child");
+    child.wait().expect("wait child");
+    reader.join().expect("reader");
+}
