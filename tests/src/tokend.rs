@@ -228,3 +228,69 @@ pub fn browse(jar: &Path, url: &str, form: Option<&[(&str, &str)]>) -> (u16, Str
     let (code, loc) = tail.split_once(' ').unwrap_or((tail, ""));
     (code.parse().unwrap(), body.to_owned(), loc.trim().to_owned())
 }
+
+/// A directory served over plain HTTP on a free loopback port by a real web
+/// server (`python3 -m http.server`), which logs each request: a client's
+/// `jwks_uri`, whose fetches a test counts.
+pub struct StaticSite {
+    child: Child,
+    /// The directory served.
+    pub root: PathBuf,
+    /// Its port.
+    pub port: u16,
+    log_file: PathBuf,
+}
+
+impl StaticSite {
+    /// Serves `dir/site` (made here) until dropped.
+    pub fn start(dir: &Path) -> StaticSite {
+        let root = dir.join("site");
+        std::fs::create_dir_all(&root).unwrap();
+        let (port, log_file) = (free_port(), dir.join("site.log"));
+        let log = std::fs::File::create(&log_file).unwrap();
+        let child = Command::new("python3")
+            .args(["-m", "http.server", "--bind", "127.0.0.1", "--directory"])
+            .arg(&root)
+            .arg(port.to_string())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut site = StaticSite { child, root, port, log_file };
+        std::fs::write(site.root.join(".ready"), "").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while curl(&[&site.url(".ready")]).0 != 200 {
+            assert!(site.child.try_wait().unwrap().is_none(), "python3 -m http.server exited: {}", site.log());
+            assert!(Instant::now() < deadline, "python3 -m http.server did not answer: {}", site.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        site
+    }
+
+    /// The URL of `name` in the directory.
+    pub fn url(&self, name: &str) -> String {
+        format!("http://127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// The server's request log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_file).unwrap_or_default()
+    }
+
+    /// How many times `name` was fetched (`GET /name`) so far.
+    pub fn fetches(&self, name: &str) -> usize {
+        self.log().matches(&format!("\"GET /{name} HTTP/1.1\"")).count()
+    }
+
+    /// Stops the server (SIGKILL, waited for).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for StaticSite {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
