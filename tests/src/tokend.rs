@@ -45,6 +45,13 @@ impl Tokend {
     /// [`signd_role`]), then starts tokend in `dir` with `extra` appended to
     /// its config (`[tokens]` settings).
     pub fn start(signd: &SigndProcess, dir: &Path, key_id: &str, algorithm: &str, extra: &str) -> Tokend {
+        let mut t = Tokend::configure(signd, dir, key_id, algorithm, extra);
+        t.spawn();
+        t
+    }
+
+    /// [`Tokend::start`] without starting it: the key made, the config written.
+    pub fn configure(signd: &SigndProcess, dir: &Path, key_id: &str, algorithm: &str, extra: &str) -> Tokend {
         let (st, out, err) = run(crate::signetctl(&signd.socket).args([
             "key",
             "generate",
@@ -68,28 +75,44 @@ impl Tokend {
             ),
         )
         .unwrap();
-        let mut t = Tokend {
+        Tokend {
             child: None,
             port,
             config,
             admin_socket,
             signd_socket: signd.socket.clone(),
             log_file: dir.join("tokend.log"),
-        };
-        t.spawn();
-        t
+        }
     }
 
     /// Starts the process and waits until `/healthz` answers 200 (a signing key is ready).
     pub fn spawn(&mut self) {
+        let mut cmd = Command::new(bin("tokend"));
+        cmd.arg("--config").arg(&self.config);
+        self.spawn_command(cmd);
+    }
+
+    /// Starts tokend as systemd starts tokend.service: through
+    /// `systemd-socket-activate`, which binds its HTTP port, its admin socket
+    /// and `extra` (`(name, address)`: `ip:port` or a path) and passes them
+    /// by name (`LISTEN_FDNAMES`: tokend-http, tokend-admin, then `extra`'s).
+    /// Waits as [`Tokend::spawn`] does (its first connection starts tokend).
+    pub fn spawn_activated(&mut self, extra: &[(&str, String)]) {
+        let mut names = vec!["tokend-http".to_owned(), "tokend-admin".to_owned()];
+        let mut cmd = Command::new("systemd-socket-activate");
+        cmd.arg("-l").arg(format!("127.0.0.1:{}", self.port)).arg("-l").arg(&self.admin_socket);
+        for (name, address) in extra {
+            cmd.arg("-l").arg(address);
+            names.push((*name).to_owned());
+        }
+        cmd.arg(format!("--fdname={}", names.join(":")));
+        cmd.arg(bin("tokend")).arg("--config").arg(&self.config);
+        self.spawn_command(cmd);
+    }
+
+    fn spawn_command(&mut self, mut cmd: Command) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log_file).unwrap();
-        let child = Command::new(bin("tokend"))
-            .arg("--config")
-            .arg(&self.config)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+        let child = cmd.stdout(Stdio::null()).stderr(log).spawn().unwrap();
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {

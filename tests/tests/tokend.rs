@@ -1052,3 +1052,47 @@ fn self_signed_tls_client_auth_by_jwks_uri_fetches_caches_and_fetches_again_for_
     refused((st, body), "jwks_uri");
 }
 
+#[test]
+fn socket_activation_passes_each_listener_by_name_the_mtls_one_as_tokend_https() {
+    let signd = SigndProcess::start(&signd_role());
+    let dir = tempfile::tempdir().unwrap();
+    let (tls, port, server_cert) = signet_tests::tokend::tls_table(dir.path(), None);
+    let mut t = Tokend::configure(&signd, dir.path(), "tok-es256", "ecdsa-p256", &tls);
+    // systemd-socket-activate binds the HTTP port, the admin socket and [tls] listen's port: tokend
+    // can bind none of them itself, so it serves the descriptors it is given, each by its name.
+    t.spawn_activated(&[("tokend-https", format!("127.0.0.1:{port}"))]);
+    let mine = self_signed(dir.path(), "mine");
+    let jwks_file = dir.path().join("mine-jwks.json");
+    std::fs::write(&jwks_file, json!({ "keys": [cert_jwk(&mine.0, false)] }).to_string()).unwrap();
+    // The admin socket (tokend-admin) ...
+    t.create_client(
+        "selfie",
+        &["--auth-method", "self_signed_tls_client_auth", "--jwks", jwks_file.to_str().unwrap(), "--audience", "api"],
+    );
+    // ... the plain listener (tokend-http) ...
+    let (st, body) = t.get("/.well-known/oauth-authorization-server");
+    assert_eq!(st, 200, "{body}");
+    let origin = format!("https://127.0.0.1:{port}");
+    assert_eq!(json_of(&body)["mtls_endpoint_aliases"]["token_endpoint"], json!(format!("{origin}/token")));
+    // ... and the mutual-TLS listener (tokend-https).
+    let (st, body) = curl(&[
+        "--cacert",
+        server_cert.to_str().unwrap(),
+        "--cert",
+        mine.0.to_str().unwrap(),
+        "--key",
+        mine.1.to_str().unwrap(),
+        "--data-binary",
+        "grant_type=client_credentials&client_id=selfie",
+        &format!("{origin}/token"),
+    ]);
+    assert_eq!(st, 200, "{body}\n{}", t.log());
+    assert_eq!(claims_of(json_of(&body)["access_token"].as_str().unwrap())["cnf"]["x5t#S256"], json!(x5t_of(&mine.0)));
+    assert!(!t.log().contains("tokend-https was passed"), "{}", t.log());
+
+    // tokend-https passed to a tokend without [tls]: said in the log, not served.
+    let other = tempfile::tempdir().unwrap();
+    let mut plain = Tokend::configure(&signd, other.path(), "tok-es256-2", "ecdsa-p256", "");
+    plain.spawn_activated(&[("tokend-https", format!("127.0.0.1:{}", signet_tests::pki::free_port()))]);
+    assert!(plain.log().contains("socket tokend-https was passed, but tokend.toml has no [tls]"), "{}", plain.log());
+}
