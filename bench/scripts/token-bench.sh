@@ -28,6 +28,22 @@
 #
 #   bench/scripts/token-bench.sh [--concurrency "32 100"] [--duration S] [--warmup S]
 #       [--threads N] [--no-hydra] [--no-tokend] [--hydra-pbkdf2-iterations N] [--keep] [--out DIR]
+#   bench/scripts/token-bench.sh --grid [--grid-filter REGEX] [--grid-algs ES256,...] [--duration S]
+#       [--warmup S] [--no-hydra] [--keep] [--out DIR]
+#
+# --grid: seed 002's grid of sequential latencies instead (docs/performance.md):
+#   1. the criterion bench `tokend_grid` (bench/benches/tokend_grid.rs: real
+#      signd and tokend, one request at a time over HTTPS; client_credentials per
+#      client authentication method x token algorithm, the authorization code
+#      flow and introspection per algorithm), through `cargo bench` (its log
+#      in $OUT/grid.log; --grid-filter is criterion's filter, --grid-algs its
+#      TOKEND_GRID_ALGS);
+#   2. token-load at c = 1 (one request at a time on one keep-alive
+#      connection, the mean latency) against tokend ES256 on its plain listener
+#      (client_secret_basic, client_secret_post, private_key_jwt) and against
+#      Hydra (the same three methods, started as in 4. above);
+#   3. the table in the seed's shape (rows: algorithm; columns: the
+#      method; ms, mean) with Hydra's figures of the same run, in $OUT/grid.md.
 #
 # Hydra hashes client secrets with PBKDF2 (25,000 iterations by default) and
 # checks one per client_secret_basic request; --hydra-pbkdf2-iterations sets
@@ -52,6 +68,9 @@ TOKEND=1
 PBKDF2=""
 KEEP=0
 OUT=""
+GRID=0
+GRID_FILTER=""
+GRID_ALGS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --concurrency) CONC="$2"; shift 2 ;;
@@ -63,7 +82,10 @@ while [ $# -gt 0 ]; do
     --hydra-pbkdf2-iterations) PBKDF2="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --grid) GRID=1; shift ;;
+    --grid-filter) GRID_FILTER="$2"; shift 2 ;;
+    --grid-algs) GRID_ALGS="$2"; shift 2 ;;
+    -h|--help) sed -n '2,56p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "token-bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -174,6 +196,110 @@ load() { # label servers args...
   grep '^{' "$DIR/last.txt" >> "$RESULTS"
 }
 
+# --- Hydra ---
+# Hydra in memory with JWT access tokens whose key set is ES256; HYDRA_PID, HPUB, HADM, HTOKEN_URL.
+start_hydra() {
+  ensure_hydra
+  HPUB="$(free_port)"
+  HADM="$(free_port)"
+  local hydra_env=()
+  [ -z "$PBKDF2" ] || hydra_env=("OAUTH2_HASHERS_PBKDF2_ITERATIONS=$PBKDF2")
+  env "${hydra_env[@]}" DSN=memory STRATEGIES_ACCESS_TOKEN=jwt LOG_LEVEL=error URLS_SELF_ISSUER="http://127.0.0.1:$HPUB" \
+    SECRETS_SYSTEM="token-bench-system-secret-$(openssl rand -hex 16)" \
+    SERVE_PUBLIC_PORT="$HPUB" SERVE_PUBLIC_HOST=127.0.0.1 SERVE_ADMIN_PORT="$HADM" SERVE_ADMIN_HOST=127.0.0.1 \
+    "$SIGNET_HYDRA" serve all --dev --sqa-opt-out > "$DIR/hydra.log" 2>&1 &
+  HYDRA_PID=$!
+  PIDS+=("$HYDRA_PID")
+  wait_http "http://127.0.0.1:$HADM/health/ready" "$HYDRA_PID" hydra
+  say "Hydra ($("$SIGNET_HYDRA" version | sed -n 's/^Version: *//p')) $HYDRA_PID, public $HPUB, admin $HADM"
+  # Its access tokens' key set: ES256 instead of the RS256 key it generates by default.
+  curl -s -X DELETE "http://127.0.0.1:$HADM/admin/keys/hydra.jwt.access-token" -o /dev/null
+  curl -fs -X POST -H 'Content-Type: application/json' "http://127.0.0.1:$HADM/admin/keys/hydra.jwt.access-token" \
+    -d '{"alg":"ES256","use":"sig","kid":"bench-es256"}' -o /dev/null
+  HTOKEN_URL="http://127.0.0.1:$HPUB/oauth2/token"
+}
+# A client_credentials client through Hydra's admin API: id, auth method, then its secret or JWKS (a JSON object).
+hydra_client() { # id method secret-or-jwks
+  local creds
+  case "$2" in
+    private_key_jwt) creds="\"jwks\":$3,\"token_endpoint_auth_signing_alg\":\"ES256\"" ;;
+    *) creds="\"client_secret\":\"$3\"" ;;
+  esac
+  curl -fs -X POST -H 'Content-Type: application/json' "http://127.0.0.1:$HADM/admin/clients" -o /dev/null -d \
+    "{\"client_id\":\"$1\",$creds,\"grant_types\":[\"client_credentials\"],
+      \"token_endpoint_auth_method\":\"$2\",\"scope\":\"bench.read\",
+      \"audience\":[\"https://api.bench.test\"],\"access_token_strategy\":\"jwt\"}"
+}
+# The alg of the access token in a token response on standard input ("opaque" if it is no JWT).
+token_alg() {
+  python3 -c 'import json,sys,base64; t=json.load(sys.stdin)["access_token"].split(".")
+print(json.loads(base64.urlsafe_b64decode(t[0]+"="*(-len(t[0])%4)))["alg"] if len(t)==3 else "opaque")'
+}
+
+# --- --grid ---
+# The criterion grid, then token-load at c = 1 against tokend ES256 and Hydra; the table in $OUT/grid.md.
+grid() {
+  local commit loadavg filter=() c1=(--concurrency 1)
+  commit="$(git -C "$root" rev-parse --short HEAD)"
+  git -C "$root" diff --quiet HEAD 2>/dev/null || commit="$commit+uncommitted"
+  loadavg="$(cut -d' ' -f1-3 /proc/loadavg)"
+  say "grid: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $commit, load average $loadavg"
+  echo "{\"grid\":{\"phase\":\"start\",\"date\":\"$(date -u +%FT%TZ)\",\"epoch\":$(date +%s),\"commit\":\"$commit\",\"loadavg\":\"$loadavg\"}}" >> "$RESULTS"
+  [ -z "$GRID_FILTER" ] || filter=("$GRID_FILTER")
+  (cd "$root" && env ${GRID_ALGS:+TOKEND_GRID_ALGS="$GRID_ALGS"} \
+    cargo bench -p signet-bench --bench tokend_grid -- --noplot "${filter[@]}") 2>&1 | tee "$OUT/grid.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || { echo "the tokend_grid bench failed; see $OUT/grid.log" >&2; exit 1; }
+  echo "{\"grid\":{\"phase\":\"criterion done\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}}" >> "$RESULTS"
+
+  # token-load, one request at a time: tokend ES256 on its plain listener.
+  "$BIN/signetctl" key generate tok-es256 --algorithm ecdsa-p256 --role tokend > /dev/null
+  start_tokend tokend-es256 ES256
+  local basic post
+  basic="$(create_client bench-basic --auth-method client_secret_basic --scope bench.read --audience https://api.bench.test)"
+  post="$(create_client bench-post --auth-method client_secret_post --scope bench.read --audience https://api.bench.test)"
+  openssl ecparam -genkey -name prime256v1 -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out "$DIR/assertion.pem"
+  "$BIN/token-load" --url "$TOKEN_URL" --client-id bench-jwt --assertion-key "$DIR/assertion.pem" --kid bench-jwt-1 \
+    --jwks-out "$DIR/bench-jwt.jwks"
+  create_client bench-jwt --auth-method private_key_jwt --jwks "$DIR/bench-jwt.jwks" --scope bench.read \
+    --audience https://api.bench.test > /dev/null
+  load "tokend ES256 client_secret_basic" "tokend=$TOKEND_PID signd=$SIGND_PID" --url "$TOKEN_URL" "${c1[@]}" \
+    --client-id bench-basic --client-secret "$basic" --scope bench.read
+  load "tokend ES256 client_secret_post" "tokend=$TOKEND_PID signd=$SIGND_PID" --url "$TOKEN_URL" "${c1[@]}" \
+    --auth post --client-id bench-post --client-secret "$post" --scope bench.read
+  load "tokend ES256 private_key_jwt" "tokend=$TOKEND_PID signd=$SIGND_PID" --url "$TOKEN_URL" "${c1[@]}" \
+    --client-id bench-jwt --assertion-key "$DIR/assertion.pem" --kid bench-jwt-1 --scope bench.read
+  stop_tokend
+
+  # The same three against Hydra (it has no tls_client_auth or self_signed_tls_client_auth).
+  if [ "$HYDRA" = 1 ]; then
+    start_hydra
+    local hsecret halg
+    hsecret="$(openssl rand -hex 24)"
+    hydra_client bench-basic client_secret_basic "$hsecret"
+    hydra_client bench-post client_secret_post "$hsecret"
+    hydra_client bench-jwt private_key_jwt "$(cat "$DIR/bench-jwt.jwks")"
+    halg="$(curl -fs -u "bench-basic:$hsecret" -d grant_type=client_credentials -d scope=bench.read "$HTOKEN_URL" | token_alg)"
+    [ "$halg" = ES256 ] || { echo "Hydra's access tokens are $halg, not ES256" >&2; exit 1; }
+    echo "{\"hydra_access_token_alg\":\"$halg\"}" >> "$RESULTS"
+    load "hydra ES256 client_secret_basic" "hydra=$HYDRA_PID" --url "$HTOKEN_URL" "${c1[@]}" \
+      --client-id bench-basic --client-secret "$hsecret" --scope bench.read
+    load "hydra ES256 client_secret_post" "hydra=$HYDRA_PID" --url "$HTOKEN_URL" "${c1[@]}" \
+      --auth post --client-id bench-post --client-secret "$hsecret" --scope bench.read
+    load "hydra ES256 private_key_jwt" "hydra=$HYDRA_PID" --url "$HTOKEN_URL" "${c1[@]}" \
+      --client-id bench-jwt --assertion-key "$DIR/assertion.pem" --kid bench-jwt-1 --scope bench.read
+  fi
+  echo "{\"grid\":{\"phase\":\"end\",\"date\":\"$(date -u +%FT%TZ)\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}}" >> "$RESULTS"
+
+  echo
+  say "the grid (ms, mean; $OUT/grid.md)"
+  python3 "$here/token_grid_table.py" "$RESULTS" "$CARGO_TARGET_DIR/criterion/tokend_grid" | tee "$OUT/grid.md"
+}
+
+if [ "$GRID" = 1 ]; then
+  grid
+  exit 0
+fi
+
 say "signd $SIGND_PID, temporary directory $DIR"
 if [ "$TOKEND" = 1 ]; then
   "$BIN/signetctl" key generate tok-es256 --algorithm ecdsa-p256 --role tokend > /dev/null
@@ -230,34 +356,11 @@ if [ "$TOKEND" = 1 ]; then
   stop_tokend
 fi
 
-# --- Hydra ---
 if [ "$HYDRA" = 1 ]; then
-  ensure_hydra
-  HPUB="$(free_port)"
-  HADM="$(free_port)"
-  hydra_env=()
-  [ -z "$PBKDF2" ] || hydra_env=("OAUTH2_HASHERS_PBKDF2_ITERATIONS=$PBKDF2")
-  env "${hydra_env[@]}" DSN=memory STRATEGIES_ACCESS_TOKEN=jwt LOG_LEVEL=error URLS_SELF_ISSUER="http://127.0.0.1:$HPUB" \
-    SECRETS_SYSTEM="token-bench-system-secret-$(openssl rand -hex 16)" \
-    SERVE_PUBLIC_PORT="$HPUB" SERVE_PUBLIC_HOST=127.0.0.1 SERVE_ADMIN_PORT="$HADM" SERVE_ADMIN_HOST=127.0.0.1 \
-    "$SIGNET_HYDRA" serve all --dev --sqa-opt-out > "$DIR/hydra.log" 2>&1 &
-  HYDRA_PID=$!
-  PIDS+=("$HYDRA_PID")
-  wait_http "http://127.0.0.1:$HADM/health/ready" "$HYDRA_PID" hydra
-  say "Hydra ($("$SIGNET_HYDRA" version | sed -n 's/^Version: *//p')) $HYDRA_PID, public $HPUB, admin $HADM"
-  # Its access tokens' key set: ES256 instead of the RS256 key it generates by default.
-  curl -s -X DELETE "http://127.0.0.1:$HADM/admin/keys/hydra.jwt.access-token" -o /dev/null
-  curl -fs -X POST -H 'Content-Type: application/json' "http://127.0.0.1:$HADM/admin/keys/hydra.jwt.access-token" \
-    -d '{"alg":"ES256","use":"sig","kid":"bench-es256"}' -o /dev/null
+  start_hydra
   HSECRET="$(openssl rand -hex 24)"
-  curl -fs -X POST -H 'Content-Type: application/json' "http://127.0.0.1:$HADM/admin/clients" -o /dev/null -d \
-    "{\"client_id\":\"bench-basic\",\"client_secret\":\"$HSECRET\",\"grant_types\":[\"client_credentials\"],
-      \"token_endpoint_auth_method\":\"client_secret_basic\",\"scope\":\"bench.read\",
-      \"audience\":[\"https://api.bench.test\"],\"access_token_strategy\":\"jwt\"}"
-  HTOKEN_URL="http://127.0.0.1:$HPUB/oauth2/token"
-  HYDRA_ALG="$(curl -fs -u "bench-basic:$HSECRET" -d grant_type=client_credentials -d scope=bench.read "$HTOKEN_URL" |
-    python3 -c 'import json,sys,base64; t=json.load(sys.stdin)["access_token"].split(".")
-print(json.loads(base64.urlsafe_b64decode(t[0]+"="*(-len(t[0])%4)))["alg"] if len(t)==3 else "opaque")')"
+  hydra_client bench-basic client_secret_basic "$HSECRET"
+  HYDRA_ALG="$(curl -fs -u "bench-basic:$HSECRET" -d grant_type=client_credentials -d scope=bench.read "$HTOKEN_URL" | token_alg)"
   say "Hydra's access tokens: $HYDRA_ALG${PBKDF2:+; PBKDF2 iterations $PBKDF2}"
   [ -z "$PBKDF2" ] || HYDRA_ALG="$HYDRA_ALG pbkdf2=$PBKDF2"
   echo "{\"hydra_access_token_alg\":\"$HYDRA_ALG\"}" >> "$RESULTS"

@@ -7,7 +7,9 @@
 //! [`ct`] holds the CT checks and synthetic chains of
 //! the `ct-load` generator; [`ocsp`] holds the I/O-free part of the `ocsp-load`
 //! generator; [`acme_bench`] the ACME client, challenge responders and
-//! reports of the `acme-bench` load generator.
+//! reports of the `acme-bench` load generator; [`oauth`] the OAuth 2.0
+//! clients of token-load, authcode-load and the `tokend_grid` bench, and
+//! tokend processes for them.
 
 #![forbid(unsafe_code)]
 
@@ -15,6 +17,7 @@ pub mod acme_bench;
 pub mod cpu;
 pub mod ct;
 pub mod load;
+pub mod oauth;
 pub mod ocsp;
 
 use std::future::Future;
@@ -103,6 +106,16 @@ impl SigndProcess {
     /// As [`start`](Self::start), with `nss`'s `[nss]` section in the
     /// configuration and its environment (SOFTHSM2_CONF) in signd's.
     pub fn start_with(durability: &str, nss: &NssSetup) -> io::Result<Self> {
+        Self::start_configured(durability, nss, "")
+    }
+
+    /// As [`start`](Self::start), with `roles` (TOML: `[roles.NAME]` tables,
+    /// e.g. [`oauth::process::tokend_role`]'s) added to the configuration.
+    pub fn start_with_roles(durability: &str, roles: &str) -> io::Result<Self> {
+        Self::start_configured(durability, &NssSetup::none(), roles)
+    }
+
+    fn start_configured(durability: &str, nss: &NssSetup, roles: &str) -> io::Result<Self> {
         let bin = bin_dir().join("signd");
         if !bin.is_file() {
             return Err(io::Error::new(
@@ -122,7 +135,7 @@ impl SigndProcess {
             "socket = \"{d}/signd.sock\"\nsocket_mode = \"0600\"\nstate_dir = \"{d}/state\"\nworkers = {workers}\n\
              [audit]\ndurability = \"{durability}\"\n\
              {nss}\
-             [roles.admin]\nusers = [{uid}]\nadmin = true\nkeys = [\"*\"]\n",
+             [roles.admin]\nusers = [{uid}]\nadmin = true\nkeys = [\"*\"]\n{roles}",
             d = dir.path().display(),
             nss = nss.config,
         );

@@ -48,6 +48,15 @@ impl Stats {
         *self.errors.entry(kind).or_default() += 1;
     }
 
+    /// The mean of the latencies (zero without any).
+    pub fn mean_latency(&self) -> Duration {
+        let n = self.latencies.len() as u32;
+        if n == 0 {
+            return Duration::ZERO;
+        }
+        self.latencies.iter().sum::<Duration>() / n
+    }
+
     /// Every failure.
     pub fn error_count(&self) -> u64 {
         self.errors.values().sum()

@@ -7,7 +7,7 @@
 #                        background (RUN_PID, stopped on exit); returns once
 #                        $T/state/endpoints.json names DAEMON. The ports are in
 #                        OCSP_PORT ACME_PORT DNS_PORT HTTP01_PORT TLSALPN01_PORT CT_PORT
-#                        PROBE_PORT TOKEN_PORT; scripts/run's output is in $T/run.log.
+#                        PROBE_PORT TOKEN_PORT TOKEN_MTLS_PORT; scripts/run's output is in $T/run.log.
 #   ep '["ctlogd"]["url"]'   a value from endpoints.json
 #   check NAME CMD...    runs CMD, PASS or FAIL with its time (output shown on failure)
 #   pass NAME, fail NAME, free_port; counters `passed` and `failed`
@@ -43,9 +43,10 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 stack_start() { # daemon
   OCSP_PORT=$(free_port); ACME_PORT=$(free_port); DNS_PORT=$(free_port); HTTP01_PORT=$(free_port)
   TLSALPN01_PORT=$(free_port); CT_PORT=$(free_port); PROBE_PORT=$(free_port); TOKEN_PORT=$(free_port)
+  TOKEN_MTLS_PORT=$(free_port)
   "$stack_root/scripts/run" --state-dir "$T/state" --ocsp-port "$OCSP_PORT" --acme-port "$ACME_PORT" \
     --dns-port "$DNS_PORT" --http01-port "$HTTP01_PORT" --tlsalpn01-port "$TLSALPN01_PORT" --ct-port "$CT_PORT" \
-    --probe-port "$PROBE_PORT" --token-port "$TOKEN_PORT" > "$T/run.log" 2>&1 &
+    --probe-port "$PROBE_PORT" --token-port "$TOKEN_PORT" --token-mtls-port "$TOKEN_MTLS_PORT" > "$T/run.log" 2>&1 &
   RUN_PID=$!
   for _ in $(seq 1 3000); do # up to 5 min: scripts/run may have to build first
     [ -f "$T/state/endpoints.json" ] && grep -q "\"$1\"" "$T/state/endpoints.json" && return 0

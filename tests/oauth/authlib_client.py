@@ -2,27 +2,37 @@
 """tokend against real OAuth 2.0 client libraries.
 
 authlib fetches tokens with every client authentication method tokend has
-(client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt),
+(client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt,
+and, over requests' client certificates on the metadata's
+mtls_endpoint_aliases, tls_client_auth and self_signed_tls_client_auth),
 exchanges one (RFC 8693), introspects (RFC 7662) and revokes (RFC 7009);
 PyJWT and jwcrypto each verify every token through the JWKS URL from the
 metadata, and the RFC 9068 claims are checked.
 
 Usage: authlib_client.py ISSUER SIGNETCTL WORKDIR
-(SIGNETCTL is run with the caller's environment: SIGNET_SIGND_SOCKET and
-SIGNET_TOKEND_SOCKET name the stack.) Prints PASS/FAIL per check, exits 1 on
-any failure.
+(SIGNETCTL is run with the caller's environment: SIGNET_SIGND_SOCKET,
+SIGNET_OCSPD_SOCKET and SIGNET_TOKEND_SOCKET name the stack;
+SIGNET_ENDPOINTS its endpoints.json: the demo CA, the mTLS listener's trust
+bundle.) Prints PASS/FAIL per check, exits 1 on any failure.
 """
+import base64
+import datetime
+import hashlib
 import json
+import os
 import sys
 import time
 import uuid
 
 import jwt as pyjwt
 import requests
+from authlib.common.urls import add_params_to_qs
 from authlib.integrations.requests_client import OAuth2Session
 from authlib.oauth2.rfc7523 import ClientSecretJWT, PrivateKeyJWT
-from cryptography.hazmat.primitives import serialization
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from joserfc.jwk import ECKey
 from jwcrypto import jwk as jc_jwk
 from jwcrypto import jwt as jc_jwt
@@ -215,6 +225,146 @@ def _():
     assert tok["issued_token_type"] == "urn:ietf:params:oauth:token-type:access_token", tok
     claims = verify_everywhere(tok["access_token"], cid, xid, "read")
     assert claims["act"] == {"sub": xid}, claims
+
+
+# --- mutual TLS (RFC 8705) on the metadata's mtls_endpoint_aliases -------------------
+EP = json.load(open(os.environ["SIGNET_ENDPOINTS"]))
+MTLS_CA = EP["tokend"]["mtls_ca_bundle"]
+
+
+def tls_client_auth(client, method, uri, headers, body):
+    """RFC 8705 §2 as an authlib client auth method: the TLS layer (requests' `cert=`)
+    authenticates the client; the body names it."""
+    return uri, headers, add_params_to_qs(body or "", [("client_id", client.client_id)])
+
+
+def mtls_session(cid, method, cert, key):
+    """An authlib session for client `cid` presenting certificate `cert` (a PEM file, leaf first)."""
+    s = OAuth2Session(cid, token_endpoint_auth_method=method, revocation_endpoint_auth_method=method)
+    s.register_client_auth_method((method, tls_client_auth))
+    s.cert = (cert, key) if cert else None
+    s.verify = MTLS_CA
+    # requests lets REQUESTS_CA_BUNDLE (set on many hosts) override a session's `verify`.
+    s.trust_env = False
+    return s
+
+
+def x5t(pem_file):
+    """cnf's x5t#S256 of the first certificate in a PEM file."""
+    cert = x509.load_pem_x509_certificate(open(pem_file, "rb").read())
+    return base64.urlsafe_b64encode(hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).digest()).rstrip(b"=").decode()
+
+
+def new_key(path):
+    key = ec.generate_private_key(ec.SECP256R1())
+    with open(path, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    return key
+
+
+def demo_ca_certificate(dns):
+    """A key and a certificate for `dns` from the demo CA (`signetctl cert issue --eku client-auth`
+    for a CSR made here): (chain file: the leaf and the issuing CA, key file)."""
+    key_file, csr_file, chain = f"{WORK}/{dns}.key", f"{WORK}/{dns}.csr", f"{WORK}/{dns}-chain.pem"
+    key = new_key(key_file)
+    csr = (x509.CertificateSigningRequestBuilder()
+           .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns)]))
+           .add_extension(x509.SubjectAlternativeName([x509.DNSName(dns)]), critical=False)
+           .sign(key, hashes.SHA256()))
+    with open(csr_file, "wb") as f:
+        f.write(csr.public_bytes(serialization.Encoding.PEM))
+    issued = signetctl("--issuer", EP["ca"]["name"], "cert", "issue", "--csr", csr_file, "--eku", "client-auth")
+    leaf = x509.load_pem_x509_certificate(issued["certificate"].encode())
+    eku = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.CLIENT_AUTH in eku, eku
+    issuing = open(EP["ca"]["issuing"]).read()
+    assert leaf.issuer == x509.load_pem_x509_certificate(issuing.encode()).subject, leaf.issuer
+    with open(chain, "w") as f:
+        f.write(issued["certificate"] + issuing)
+    return chain, key_file
+
+
+def self_signed_certificate(name):
+    """A self-signed P-256 certificate: (its PEM file, key file, the certificate)."""
+    key_file, cert_file = f"{WORK}/{name}.key", f"{WORK}/{name}.pem"
+    key = new_key(key_file)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
+    with open(cert_file, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    return cert_file, key_file, cert
+
+
+@check("metadata: mtls_endpoint_aliases on scripts/run's mTLS listener, both RFC 8705 methods, bound tokens")
+def _():
+    aliases = META["mtls_endpoint_aliases"]
+    for e in ["token_endpoint", "introspection_endpoint", "revocation_endpoint"]:
+        assert aliases[e].startswith(EP["tokend"]["mtls_url"] + "/"), aliases
+    for m in ["tls_client_auth", "self_signed_tls_client_auth"]:
+        assert m in META["token_endpoint_auth_methods_supported"], META
+    assert META["tls_client_certificate_bound_access_tokens"] is True, META
+
+
+@check("authlib client_credentials, tls_client_auth (requests cert=, a demo-CA certificate): token bound to it (cnf.x5t#S256), "
+       "verified by PyJWT and jwcrypto; introspected; the wrong certificate or none is invalid_client")
+def _():
+    dns = f"authlib-{uuid.uuid4().hex[:8]}.signet.test"
+    chain, key = demo_ca_certificate(dns)
+    cid, secret = new_client("tls_client_auth", "--tls-san-dns", dns)
+    assert secret == "", "a tls_client_auth client has no secret"
+    aliases = META["mtls_endpoint_aliases"]
+    s = mtls_session(cid, "tls_client_auth", chain, key)
+    tok = s.fetch_token(aliases["token_endpoint"], grant_type="client_credentials", scope="read")
+    assert tok["token_type"] == "Bearer", tok
+    claims = verify_everywhere(tok["access_token"], cid, cid, "read")
+    assert claims["cnf"] == {"x5t#S256": x5t(chain)}, claims
+    r = s.introspect_token(aliases["introspection_endpoint"], token=tok["access_token"])
+    assert r.status_code == 200 and r.json()["active"] is True, r.text
+    assert r.json()["cnf"] == {"x5t#S256": x5t(chain)}, r.text
+    # At the resource (userinfo): the same certificate passes the binding (the token lacks openid);
+    # without it the token is refused.
+    bearer = {"Authorization": f"Bearer {tok['access_token']}"}
+    r = requests.get(aliases["userinfo_endpoint"], headers=bearer, cert=(chain, key), verify=MTLS_CA, timeout=10)
+    assert r.status_code == 403 and r.json()["error"] == "insufficient_scope", r.text
+    for what, url in [("TLS without a certificate", aliases["userinfo_endpoint"]), ("plain http", f"{ISSUER}/userinfo")]:
+        r = requests.get(url, headers=bearer, verify=MTLS_CA, timeout=10)
+        assert r.status_code == 401 and r.json()["error"] == "invalid_token", (what, r.text)
+    # Another certificate (self-signed), none, or plain http: invalid_client.
+    other, other_key, _ = self_signed_certificate(f"authlib-stranger-{uuid.uuid4().hex[:8]}")
+    for what, cert in [("a self-signed certificate", (other, other_key)), ("no certificate", (None, None))]:
+        r = requests.post(aliases["token_endpoint"], data={"grant_type": "client_credentials", "client_id": cid},
+                          cert=cert if cert[0] else None, verify=MTLS_CA, timeout=10)
+        assert r.status_code == 401 and r.json()["error"] == "invalid_client", (what, r.text)
+    r = requests.post(TOKEN_URL, data={"grant_type": "client_credentials", "client_id": cid}, timeout=10)
+    assert r.status_code == 401 and r.json()["error"] == "invalid_client", r.text
+
+
+@check("authlib client_credentials, self_signed_tls_client_auth (its key in the registered JWKS); bound, verified, introspected")
+def _():
+    name = f"authlib-selfsigned-{uuid.uuid4().hex[:8]}"
+    cert_file, key_file, cert = self_signed_certificate(name)
+    jwk = json.loads(jc_jwk.JWK.from_pem(cert.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)).export_public())
+    jwk["x5c"] = [base64.b64encode(cert.public_bytes(serialization.Encoding.DER)).decode()]
+    path = f"{WORK}/{name}.jwks.json"
+    with open(path, "w") as f:
+        json.dump({"keys": [jwk]}, f)
+    cid, _ = new_client("self_signed_tls_client_auth", "--jwks", path)
+    aliases = META["mtls_endpoint_aliases"]
+    s = mtls_session(cid, "self_signed_tls_client_auth", cert_file, key_file)
+    tok = s.fetch_token(aliases["token_endpoint"], grant_type="client_credentials")
+    claims = verify_everywhere(tok["access_token"], cid, cid, "read write")
+    assert claims["cnf"] == {"x5t#S256": x5t(cert_file)}, claims
+    r = s.introspect_token(aliases["introspection_endpoint"], token=tok["access_token"])
+    assert r.json()["active"] is True and r.json()["cnf"] == {"x5t#S256": x5t(cert_file)}, r.text
+    other, other_key, _ = self_signed_certificate(f"{name}-other")
+    r = requests.post(aliases["token_endpoint"], data={"grant_type": "client_credentials", "client_id": cid},
+                      cert=(other, other_key), verify=MTLS_CA, timeout=10)
+    assert r.status_code == 401 and r.json()["error"] == "invalid_client", r.text
 
 
 @check("errors are RFC 6749 JSON: wrong secret 401 + WWW-Authenticate, unknown grant, garbage, 10 MB body")

@@ -45,6 +45,13 @@ impl Tokend {
     /// [`signd_role`]), then starts tokend in `dir` with `extra` appended to
     /// its config (`[tokens]` settings).
     pub fn start(signd: &SigndProcess, dir: &Path, key_id: &str, algorithm: &str, extra: &str) -> Tokend {
+        let mut t = Tokend::configure(signd, dir, key_id, algorithm, extra);
+        t.spawn();
+        t
+    }
+
+    /// [`Tokend::start`] without starting it: the key made, the config written.
+    pub fn configure(signd: &SigndProcess, dir: &Path, key_id: &str, algorithm: &str, extra: &str) -> Tokend {
         let (st, out, err) = run(crate::signetctl(&signd.socket).args([
             "key",
             "generate",
@@ -68,28 +75,44 @@ impl Tokend {
             ),
         )
         .unwrap();
-        let mut t = Tokend {
+        Tokend {
             child: None,
             port,
             config,
             admin_socket,
             signd_socket: signd.socket.clone(),
             log_file: dir.join("tokend.log"),
-        };
-        t.spawn();
-        t
+        }
     }
 
     /// Starts the process and waits until `/healthz` answers 200 (a signing key is ready).
     pub fn spawn(&mut self) {
+        let mut cmd = Command::new(bin("tokend"));
+        cmd.arg("--config").arg(&self.config);
+        self.spawn_command(cmd);
+    }
+
+    /// Starts tokend as systemd starts tokend.service: through
+    /// `systemd-socket-activate`, which binds its HTTP port, its admin socket
+    /// and `extra` (`(name, address)`: `ip:port` or a path) and passes them
+    /// by name (`LISTEN_FDNAMES`: tokend-http, tokend-admin, then `extra`'s).
+    /// Waits as [`Tokend::spawn`] does (its first connection starts tokend).
+    pub fn spawn_activated(&mut self, extra: &[(&str, String)]) {
+        let mut names = vec!["tokend-http".to_owned(), "tokend-admin".to_owned()];
+        let mut cmd = Command::new("systemd-socket-activate");
+        cmd.arg("-l").arg(format!("127.0.0.1:{}", self.port)).arg("-l").arg(&self.admin_socket);
+        for (name, address) in extra {
+            cmd.arg("-l").arg(address);
+            names.push((*name).to_owned());
+        }
+        cmd.arg(format!("--fdname={}", names.join(":")));
+        cmd.arg(bin("tokend")).arg("--config").arg(&self.config);
+        self.spawn_command(cmd);
+    }
+
+    fn spawn_command(&mut self, mut cmd: Command) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log_file).unwrap();
-        let child = Command::new(bin("tokend"))
-            .arg("--config")
-            .arg(&self.config)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+        let child = cmd.stdout(Stdio::null()).stderr(log).spawn().unwrap();
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -227,4 +250,70 @@ pub fn browse(jar: &Path, url: &str, form: Option<&[(&str, &str)]>) -> (u16, Str
     let (body, tail) = text.rsplit_once('\n').unwrap();
     let (code, loc) = tail.split_once(' ').unwrap_or((tail, ""));
     (code.parse().unwrap(), body.to_owned(), loc.trim().to_owned())
+}
+
+/// A directory served over plain HTTP on a free loopback port by a real web
+/// server (`python3 -m http.server`), which logs each request: a client's
+/// `jwks_uri`, whose fetches a test counts.
+pub struct StaticSite {
+    child: Child,
+    /// The directory served.
+    pub root: PathBuf,
+    /// Its port.
+    pub port: u16,
+    log_file: PathBuf,
+}
+
+impl StaticSite {
+    /// Serves `dir/site` (made here) until dropped.
+    pub fn start(dir: &Path) -> StaticSite {
+        let root = dir.join("site");
+        std::fs::create_dir_all(&root).unwrap();
+        let (port, log_file) = (free_port(), dir.join("site.log"));
+        let log = std::fs::File::create(&log_file).unwrap();
+        let child = Command::new("python3")
+            .args(["-m", "http.server", "--bind", "127.0.0.1", "--directory"])
+            .arg(&root)
+            .arg(port.to_string())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut site = StaticSite { child, root, port, log_file };
+        std::fs::write(site.root.join(".ready"), "").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while curl(&[&site.url(".ready")]).0 != 200 {
+            assert!(site.child.try_wait().unwrap().is_none(), "python3 -m http.server exited: {}", site.log());
+            assert!(Instant::now() < deadline, "python3 -m http.server did not answer: {}", site.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        site
+    }
+
+    /// The URL of `name` in the directory.
+    pub fn url(&self, name: &str) -> String {
+        format!("http://127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// The server's request log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_file).unwrap_or_default()
+    }
+
+    /// How many times `name` was fetched (`GET /name`) so far.
+    pub fn fetches(&self, name: &str) -> usize {
+        self.log().matches(&format!("\"GET /{name} HTTP/1.1\"")).count()
+    }
+
+    /// Stops the server (SIGKILL, waited for).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for StaticSite {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }

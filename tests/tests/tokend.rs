@@ -3,7 +3,8 @@
 //! authentication method, introspection, revocation, token exchange, key
 //! rotation, every error in RFC 6749's form, `kill -9`, and local users and
 //! redirect URIs managed with `signetctl oauth user ...`/`client create`; mutual
-//! TLS (RFC 8705) with a client certificate a real acmed issued.
+//! TLS (RFC 8705) with a client certificate a real acmed issued, and
+//! self-signed certificates whose keys are fetched from the client's jwks_uri.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -948,4 +949,150 @@ fn a_public_clients_access_and_refresh_tokens_are_bound_to_the_certificate_it_pr
     let (st, body) = tls_curl("/token", Some(&mine), &[&form_post[..], &[again.as_str()]].concat());
     assert_eq!(st, 200, "{body}");
     assert_eq!(claims_of(json_of(&body)["access_token"].as_str().unwrap())["cnf"]["x5t#S256"], json!(x5t_of(&mine.0)));
+}
+
+/// The JWK of the key in a PEM certificate file; with `x5c`, the certificate itself too.
+fn cert_jwk(pem_file: &std::path::Path, x5c: bool) -> Value {
+    let cert = openssl::x509::X509::from_pem(&std::fs::read(pem_file).unwrap()).unwrap();
+    let mut jwk = signet_jose::Jwk::from_public_key(&cert.public_key().unwrap()).unwrap().to_json();
+    if x5c {
+        jwk["x5c"] = json!([STANDARD.encode(cert.to_der().unwrap())]);
+    }
+    jwk
+}
+
+#[test]
+fn self_signed_tls_client_auth_by_jwks_uri_fetches_caches_and_fetches_again_for_a_new_certificate() {
+    let signd = SigndProcess::start(&signd_role());
+    let dir = tempfile::tempdir().unwrap();
+    let (tls, port, server_cert) = signet_tests::tokend::tls_table(dir.path(), None);
+    let t = Tokend::start(&signd, dir.path(), "tok-es256", "ecdsa-p256", &tls);
+    let (first, second, stranger) =
+        (self_signed(dir.path(), "first"), self_signed(dir.path(), "second"), self_signed(dir.path(), "stranger"));
+    // The client's JWK set on a real web server: the first certificate's key.
+    let mut site = signet_tests::tokend::StaticSite::start(dir.path());
+    let publish = |keys: Value| std::fs::write(site.root.join("jwks.json"), json!({ "keys": keys }).to_string());
+    publish(json!([cert_jwk(&first.0, false)])).unwrap();
+    let jwks_uri = site.url("jwks.json");
+    t.create_client(
+        "fetched",
+        &["--auth-method", "self_signed_tls_client_auth", "--jwks-uri", &jwks_uri, "--audience", "api"],
+    );
+    let shown = t.signetctl().args(["--json", "oauth", "client", "show", "fetched"]).output().unwrap();
+    assert_eq!(json_of(&String::from_utf8_lossy(&shown.stdout))["jwks_uri"], json!(jwks_uri));
+
+    let cacert = server_cert.to_str().unwrap().to_owned();
+    let token = |(cert, key): &(std::path::PathBuf, std::path::PathBuf)| {
+        curl(&[
+            "--cacert",
+            &cacert,
+            "--cert",
+            cert.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+            "--data-binary",
+            "grant_type=client_credentials&client_id=fetched",
+            &format!("https://127.0.0.1:{port}/token"),
+        ])
+    };
+    let refused = |(st, body): (u16, String), why: &str| {
+        let v = json_of(&body);
+        assert_eq!((st, v["error"].as_str()), (401, Some("invalid_client")), "{body}");
+        assert!(v["error_description"].as_str().unwrap().contains(why), "{body}");
+    };
+
+    // Fetched once: the registered certificate passes and binds the token; a stranger's does not,
+    // and does not cause a second fetch within 10 s of the first.
+    let (st, body) = token(&first);
+    assert_eq!(st, 200, "{body}\n{}", t.log());
+    assert_eq!(claims_of(json_of(&body)["access_token"].as_str().unwrap())["cnf"]["x5t#S256"], json!(x5t_of(&first.0)));
+    let fetched_at = std::time::Instant::now();
+    refused(token(&stranger), "not in the client's JWKS");
+    assert_eq!(site.fetches("jwks.json"), 1, "{}", site.log());
+
+    // The client rotates to a second certificate (now by x5c): within 10 s of the fetch, the cached
+    // set still answers (the first passes, the second does not yet).
+    publish(json!([cert_jwk(&second.0, true)])).unwrap();
+    refused(token(&second), "not in the client's JWKS");
+    assert_eq!(token(&first).0, 200, "the cached set");
+    assert_eq!(site.fetches("jwks.json"), 1, "{}", site.log());
+    // After 10 s, a certificate the cached set lacks fetches the set again: the second passes, the
+    // first no longer does.
+    std::thread::sleep(Duration::from_secs(10).saturating_sub(fetched_at.elapsed()) + Duration::from_millis(500));
+    let (st, body) = token(&second);
+    assert_eq!(st, 200, "{body}\n{}", t.log());
+    assert_eq!(
+        claims_of(json_of(&body)["access_token"].as_str().unwrap())["cnf"]["x5t#S256"],
+        json!(x5t_of(&second.0))
+    );
+    assert_eq!(site.fetches("jwks.json"), 2, "{}", site.log());
+    refused(token(&first), "not in the client's JWKS");
+    assert_eq!(site.fetches("jwks.json"), 2, "{}", site.log());
+
+    // The web server gone: the cached set still serves the certificate it holds.
+    site.stop();
+    assert_eq!(token(&second).0, 200, "served from the cache while the jwks_uri is down");
+
+    // A client whose jwks_uri cannot be fetched (none cached) is refused with the reason.
+    t.create_client(
+        "unreachable",
+        &["--auth-method", "self_signed_tls_client_auth", "--jwks-uri", &site.url("other.json"), "--audience", "api"],
+    );
+    let (st, body) = curl(&[
+        "--cacert",
+        &cacert,
+        "--cert",
+        first.0.to_str().unwrap(),
+        "--key",
+        first.1.to_str().unwrap(),
+        "--data-binary",
+        "grant_type=client_credentials&client_id=unreachable",
+        &format!("https://127.0.0.1:{port}/token"),
+    ]);
+    refused((st, body), "jwks_uri");
+}
+
+#[test]
+fn socket_activation_passes_each_listener_by_name_the_mtls_one_as_tokend_https() {
+    let signd = SigndProcess::start(&signd_role());
+    let dir = tempfile::tempdir().unwrap();
+    let (tls, port, server_cert) = signet_tests::tokend::tls_table(dir.path(), None);
+    let mut t = Tokend::configure(&signd, dir.path(), "tok-es256", "ecdsa-p256", &tls);
+    // systemd-socket-activate binds the HTTP port, the admin socket and [tls] listen's port: tokend
+    // can bind none of them itself, so it serves the descriptors it is given, each by its name.
+    t.spawn_activated(&[("tokend-https", format!("127.0.0.1:{port}"))]);
+    let mine = self_signed(dir.path(), "mine");
+    let jwks_file = dir.path().join("mine-jwks.json");
+    std::fs::write(&jwks_file, json!({ "keys": [cert_jwk(&mine.0, false)] }).to_string()).unwrap();
+    // The admin socket (tokend-admin) ...
+    t.create_client(
+        "selfie",
+        &["--auth-method", "self_signed_tls_client_auth", "--jwks", jwks_file.to_str().unwrap(), "--audience", "api"],
+    );
+    // ... the plain listener (tokend-http) ...
+    let (st, body) = t.get("/.well-known/oauth-authorization-server");
+    assert_eq!(st, 200, "{body}");
+    let origin = format!("https://127.0.0.1:{port}");
+    assert_eq!(json_of(&body)["mtls_endpoint_aliases"]["token_endpoint"], json!(format!("{origin}/token")));
+    // ... and the mutual-TLS listener (tokend-https).
+    let (st, body) = curl(&[
+        "--cacert",
+        server_cert.to_str().unwrap(),
+        "--cert",
+        mine.0.to_str().unwrap(),
+        "--key",
+        mine.1.to_str().unwrap(),
+        "--data-binary",
+        "grant_type=client_credentials&client_id=selfie",
+        &format!("{origin}/token"),
+    ]);
+    assert_eq!(st, 200, "{body}\n{}", t.log());
+    assert_eq!(claims_of(json_of(&body)["access_token"].as_str().unwrap())["cnf"]["x5t#S256"], json!(x5t_of(&mine.0)));
+    assert!(!t.log().contains("tokend-https was passed"), "{}", t.log());
+
+    // tokend-https passed to a tokend without [tls]: said in the log, not served.
+    let other = tempfile::tempdir().unwrap();
+    let mut plain = Tokend::configure(&signd, other.path(), "tok-es256-2", "ecdsa-p256", "");
+    plain.spawn_activated(&[("tokend-https", format!("127.0.0.1:{}", signet_tests::pki::free_port()))]);
+    assert!(plain.log().contains("socket tokend-https was passed, but tokend.toml has no [tls]"), "{}", plain.log());
 }

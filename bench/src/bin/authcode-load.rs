@@ -1,6 +1,7 @@
 //! authcode-load: drives tokend's authorization code flow with PKCE
 //! (RFC 6749 §4.1, RFC 7636) for a bounded time and reports flows/s,
-//! latency percentiles and errors by kind.
+//! latency percentiles and errors by kind. The flow itself is
+//! `signet_bench::oauth::authcode`.
 //!
 //! Each of `--concurrency` tasks is one browser on one HTTP/1.1 keep-alive
 //! connection. Before the window it signs in through the real sign-in form
@@ -29,18 +30,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use base64::Engine;
-use bytes::Bytes;
 use clap::Parser;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1;
-use hyper::header::{HeaderValue, CONTENT_TYPE, COOKIE, HOST, LOCATION, SET_COOKIE};
-use hyper::{Method, Request, Response, Uri};
-use hyper_util::rt::TokioIo;
+use hyper::header::HeaderValue;
+use hyper::Uri;
 use signet_bench::cpu::{cpu_snapshot, parse_servers, round, CpuUse};
 use signet_bench::load::{connect_failed, Clock, Stats};
+use signet_bench::oauth::authcode::CodeFlow;
+use signet_bench::oauth::connect;
 use signet_bench::percentile;
-use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
 /// Load generator for tokend's authorization code flow.
@@ -88,187 +85,11 @@ struct Args {
     threads: u32,
 }
 
-/// What every browser shares.
+/// What every browser shares: where to connect, the flow, how often to sign in again.
 struct Target {
     addr: SocketAddr,
-    host: HeaderValue,
-    base_path: String,
-    client_id: String,
-    redirect_uri: String,
-    user: String,
-    password: String,
-    scope: String,
-    openid: bool,
+    flow: CodeFlow,
     login_every: u64,
-}
-
-type Sender = http1::SendRequest<Full<Bytes>>;
-
-fn enc(s: &str) -> String {
-    form_urlencoded::byte_serialize(s.as_bytes()).collect()
-}
-
-/// The value of hidden field `name` in a page, HTML-unescaped.
-fn field(html: &str, name: &str) -> Option<String> {
-    let marker = format!("name=\"{name}\" value=\"");
-    let start = html.find(&marker)? + marker.len();
-    let end = start + html[start..].find('"')?;
-    Some(
-        html[start..end]
-            .replace("&quot;", "\"")
-            .replace("&#39;", "'")
-            .replace("&lt;", "<")
-            .replace("&gt;", ">")
-            .replace("&amp;", "&"),
-    )
-}
-
-/// A cookie's `name=value` from the response's Set-Cookie headers.
-fn set_cookie(resp: &Response<hyper::body::Incoming>, name: &str) -> Option<String> {
-    resp.headers().get_all(SET_COOKIE).iter().filter_map(|v| v.to_str().ok()).find_map(|v| {
-        let pair = v.split(';').next()?.trim();
-        pair.strip_prefix(&format!("{name}=")).filter(|v| !v.is_empty()).map(|_| pair.to_owned())
-    })
-}
-
-fn random_b64(n: usize) -> String {
-    let mut b = vec![0u8; n];
-    // A failed RNG leaves zeros: the run still works, only with repeated verifiers.
-    let _ = openssl::rand::rand_bytes(&mut b);
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b)
-}
-
-impl Target {
-    fn authorize_path(&self, challenge: &str, state: &str) -> String {
-        format!(
-            "{}/authorize?response_type=code&client_id={}&redirect_uri={}&scope={}&state={state}&nonce={state}\
-             &code_challenge={challenge}&code_challenge_method=S256",
-            self.base_path,
-            enc(&self.client_id),
-            enc(&self.redirect_uri),
-            enc(&self.scope)
-        )
-    }
-
-    fn request(
-        &self,
-        method: Method,
-        path: &str,
-        cookie: Option<&str>,
-        form: Option<String>,
-    ) -> anyhow::Result<Request<Full<Bytes>>> {
-        let mut b = Request::builder().method(method).uri(path).header(HOST, self.host.clone());
-        if let Some(c) = cookie {
-            b = b.header(COOKIE, c);
-        }
-        if form.is_some() {
-            b = b.header(CONTENT_TYPE, "application/x-www-form-urlencoded");
-        }
-        Ok(b.body(Full::new(Bytes::from(form.unwrap_or_default())))?)
-    }
-
-    /// Signs in through the forms: the session cookie (`tokend_session=...`).
-    async fn sign_in(&self, tx: &mut Sender) -> anyhow::Result<String> {
-        let challenge = random_b64(32);
-        let resp =
-            tx.send_request(self.request(Method::GET, &self.authorize_path(&challenge, "login"), None, None)?).await?;
-        let csrf_cookie = set_cookie(&resp, "tokend_csrf").context("no tokend_csrf cookie on the sign-in page")?;
-        let page = String::from_utf8_lossy(&resp.into_body().collect().await?.to_bytes()).into_owned();
-        let (authz, csrf) =
-            (field(&page, "authz").context("no authz field")?, field(&page, "csrf").context("no csrf field")?);
-        let form = format!(
-            "authz={}&csrf={}&username={}&password={}",
-            enc(&authz),
-            enc(&csrf),
-            enc(&self.user),
-            enc(&self.password)
-        );
-        let resp = tx
-            .send_request(self.request(
-                Method::POST,
-                &format!("{}/login", self.base_path),
-                Some(&csrf_cookie),
-                Some(form),
-            )?)
-            .await?;
-        let session = set_cookie(&resp, "tokend_session").context("signing in gave no session cookie")?;
-        let status = resp.status();
-        let page = String::from_utf8_lossy(&resp.into_body().collect().await?.to_bytes()).into_owned();
-        if status == 200 && page.contains("Allow access?") {
-            let form = format!(
-                "authz={}&csrf={}&decision=allow",
-                enc(&field(&page, "authz").context("no authz on consent")?),
-                enc(&field(&page, "csrf").context("no csrf on consent")?)
-            );
-            let resp = tx
-                .send_request(self.request(
-                    Method::POST,
-                    &format!("{}/consent", self.base_path),
-                    Some(&session),
-                    Some(form),
-                )?)
-                .await?;
-            if resp.status() != 303 {
-                bail!("consent answered {}", resp.status());
-            }
-            resp.into_body().collect().await?;
-        } else if status != 303 {
-            bail!("signing in answered {status}");
-        }
-        Ok(session)
-    }
-
-    /// One flow: authorize with the session, redeem the code.
-    async fn flow(&self, tx: &mut Sender, session: &str) -> Result<(), String> {
-        let verifier = random_b64(32);
-        let challenge =
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(openssl::sha::sha256(verifier.as_bytes()));
-        let state = random_b64(9);
-        let req = self
-            .request(Method::GET, &self.authorize_path(&challenge, &state), Some(session), None)
-            .map_err(|e| e.to_string())?;
-        let resp = tx.send_request(req).await.map_err(|e| format!("transport: {e}"))?;
-        let status = resp.status().as_u16();
-        let location = resp.headers().get(LOCATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        resp.into_body().collect().await.map_err(|e| format!("transport: {e}"))?;
-        if status != 302 {
-            return Err(format!("authorize {status}"));
-        }
-        let url = url::Url::parse(&location.ok_or("no Location")?).map_err(|e| format!("Location: {e}"))?;
-        let q: std::collections::HashMap<_, _> = url.query_pairs().into_owned().collect();
-        if q.get("state") != Some(&state) || !q.contains_key("iss") {
-            return Err("redirect without its state or iss".into());
-        }
-        let code = q.get("code").ok_or("redirect without a code")?;
-        let form = format!(
-            "grant_type=authorization_code&code={}&redirect_uri={}&client_id={}&code_verifier={verifier}",
-            enc(code),
-            enc(&self.redirect_uri),
-            enc(&self.client_id)
-        );
-        let req = self
-            .request(Method::POST, &format!("{}/token", self.base_path), None, Some(form))
-            .map_err(|e| e.to_string())?;
-        let resp = tx.send_request(req).await.map_err(|e| format!("transport: {e}"))?;
-        let status = resp.status().as_u16();
-        let body = resp.into_body().collect().await.map_err(|e| format!("transport: {e}"))?.to_bytes();
-        if status != 200 {
-            return Err(format!("token {status}"));
-        }
-        let v: serde_json::Value = serde_json::from_slice(&body).map_err(|_| "token: not JSON".to_owned())?;
-        if !v["access_token"].is_string() || (self.openid && !v["id_token"].is_string()) {
-            return Err("token: no access_token or id_token".into());
-        }
-        Ok(())
-    }
-}
-
-async fn connect(target: &Target) -> anyhow::Result<Sender> {
-    let stream = TcpStream::connect(target.addr).await?;
-    stream.set_nodelay(true)?;
-    let (tx, conn) = http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(conn);
-    Ok(tx)
 }
 
 async fn browser(target: Arc<Target>, clock: Clock) -> Stats {
@@ -276,7 +97,7 @@ async fn browser(target: Arc<Target>, clock: Clock) -> Stats {
     let mut session: Option<String> = None;
     let mut flows_since_login = 0u64;
     'connections: while Instant::now() < clock.end {
-        let mut tx = match timeout_at(clock.end, connect(&target)).await {
+        let mut tx = match timeout_at(clock.end, connect(target.addr, None)).await {
             Ok(Ok(tx)) => tx,
             Ok(Err(e)) => {
                 connect_failed(&mut stats, clock, format!("connect: {e}")).await;
@@ -293,7 +114,7 @@ async fn browser(target: Arc<Target>, clock: Clock) -> Stats {
             let relogin = target.login_every > 0 && flows_since_login >= target.login_every;
             let started = Instant::now();
             if session.is_none() || relogin {
-                match timeout_at(clock.end, target.sign_in(&mut tx)).await {
+                match timeout_at(clock.end, target.flow.sign_in(&mut tx)).await {
                     Ok(Ok(s)) => {
                         session = Some(s);
                         flows_since_login = 0;
@@ -308,7 +129,7 @@ async fn browser(target: Arc<Target>, clock: Clock) -> Stats {
                 }
             }
             let Some(s) = session.as_deref() else { continue };
-            match timeout_at(clock.end, target.flow(&mut tx, s)).await {
+            match timeout_at(clock.end, target.flow.flow(&mut tx, s)).await {
                 Ok(Ok(())) => {
                     flows_since_login += 1;
                     let done = Instant::now();
@@ -362,14 +183,15 @@ fn run(args: &Args) -> anyhow::Result<bool> {
         .to_owned();
     let target = Arc::new(Target {
         addr,
-        host: HeaderValue::from_str(authority.as_str())?,
-        base_path: uri.path().trim_end_matches('/').to_owned(),
-        client_id: args.client_id.clone(),
-        redirect_uri: args.redirect_uri.clone(),
-        user: args.user.clone(),
-        password,
-        scope: args.scope.clone(),
-        openid: args.scope.split(' ').any(|s| s == "openid"),
+        flow: CodeFlow {
+            host: HeaderValue::from_str(authority.as_str())?,
+            base_path: uri.path().trim_end_matches('/').to_owned(),
+            client_id: args.client_id.clone(),
+            redirect_uri: args.redirect_uri.clone(),
+            user: args.user.clone(),
+            password,
+            scope: args.scope.clone(),
+        },
         login_every: args.login_every,
     });
     let servers = parse_servers(&args.pids)?;

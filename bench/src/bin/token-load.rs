@@ -28,24 +28,24 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
-use base64::Engine;
 use bytes::Bytes;
 use clap::{Parser, ValueEnum};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1;
-use hyper::header::{HeaderValue, AUTHORIZATION, CONNECTION, CONTENT_TYPE, HOST};
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, HOST};
 use hyper::{Request, Uri};
 use hyper_util::rt::TokioIo;
-use openssl::pkey::{PKey, Private};
+use openssl::pkey::PKey;
 use signet_bench::cpu::{cpu_snapshot, parse_servers, round, CpuUse};
 use signet_bench::load::{connect_failed, Clock, Stats};
+use signet_bench::oauth::client_auth::{Assertion, ClientAuth};
+use signet_bench::oauth::form_encode;
 use signet_bench::percentile;
-use signet_jose::{compact, encode_signing_input, jwk_json, Algorithm, Jwk};
+use signet_jose::{jwk_json, Algorithm};
 use tokio::net::TcpStream;
 use tokio::time::{sleep_until, timeout_at, Instant};
 
@@ -237,57 +237,6 @@ fn sibling(url: &Uri, segment: &str) -> anyhow::Result<Uri> {
     Ok(format!("http://{authority}{base}/{segment}").parse()?)
 }
 
-/// How each request authenticates.
-enum ClientAuth {
-    /// A ready `Authorization: Basic` value.
-    Basic(HeaderValue),
-    /// `client_id=..&client_secret=..` for the body.
-    Post(String),
-    /// An ES256 assertion signed per request.
-    Jwt(Box<Assertion>),
-    /// Nothing.
-    None,
-}
-
-/// What a private_key_jwt assertion is made of.
-struct Assertion {
-    key: PKey<Private>,
-    jwk: Jwk,
-    header: serde_json::Value,
-    client_id: String,
-    aud: String,
-    /// Random per run, so that reruns against one server never repeat a jti.
-    jti_prefix: String,
-    counter: AtomicU64,
-}
-
-impl Assertion {
-    fn sign(&self) -> anyhow::Result<String> {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let claims = serde_json::json!({
-            "iss": self.client_id, "sub": self.client_id, "aud": self.aud,
-            "jti": format!("{}-{n}", self.jti_prefix), "iat": now, "exp": now + 300,
-        });
-        let input = encode_signing_input(&self.header, claims.to_string().as_bytes());
-        let sig = Algorithm::Es256.sign_with_jwk(&self.key, &self.jwk, input.as_bytes())?;
-        Ok(compact(&input, &sig))
-    }
-}
-
-/// form-urlencoding (application/x-www-form-urlencoded) of one value.
-fn form_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => out.push(b as char),
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
 /// What every connection task shares: where to connect and what to send.
 struct Target {
     addr: SocketAddr,
@@ -319,30 +268,11 @@ impl Target {
                 let pem = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
                 let key =
                     PKey::private_key_from_pem(&pem).with_context(|| format!("{}: not a PEM key", path.display()))?;
-                let public = PKey::public_key_from_der(&key.public_key_to_der()?)?;
-                let jwk = Jwk::from_public_key(&public)?;
-                let mut prefix = [0u8; 8];
-                openssl::rand::rand_bytes(&mut prefix)?;
-                ClientAuth::Jwt(Box::new(Assertion {
-                    key,
-                    jwk,
-                    header: serde_json::json!({"alg": "ES256", "kid": args.kid, "typ": "JWT"}),
-                    client_id: args.client_id.clone(),
-                    aud: args.assertion_aud.clone().unwrap_or_else(|| args.url.to_string()),
-                    jti_prefix: prefix.iter().map(|b| format!("{b:02x}")).collect(),
-                    counter: AtomicU64::new(0),
-                }))
+                let aud = args.assertion_aud.clone().unwrap_or_else(|| args.url.to_string());
+                ClientAuth::Jwt(Box::new(Assertion::private_key_jwt(key, args.kid.as_deref(), &args.client_id, &aud)?))
             }
-            (None, Auth::Basic) => {
-                let raw = format!("{}:{}", form_encode(&args.client_id), form_encode(&args.client_secret));
-                let value = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(raw));
-                ClientAuth::Basic(HeaderValue::from_str(&value)?)
-            }
-            (None, Auth::Post) => ClientAuth::Post(format!(
-                "client_id={}&client_secret={}",
-                form_encode(&args.client_id),
-                form_encode(&args.client_secret)
-            )),
+            (None, Auth::Basic) => ClientAuth::basic(&args.client_id, &args.client_secret)?,
+            (None, Auth::Post) => ClientAuth::post(&args.client_id, &args.client_secret),
         };
         let body = match (mode, token) {
             (Mode::Introspect, Some(token)) => format!("token={}", form_encode(&token)),
@@ -357,25 +287,14 @@ impl Target {
     }
 
     fn request(&self) -> anyhow::Result<Request<Full<Bytes>>> {
-        let body = match &self.auth {
-            ClientAuth::Basic(_) | ClientAuth::None => self.body.clone(),
-            ClientAuth::Post(creds) => format!("{}&{creds}", self.body),
-            ClientAuth::Jwt(a) => format!(
-                "{}&client_assertion_type=urn%3Aietf%3Aparams%3Aoauth%3Aclient-assertion-type%3Ajwt-bearer\
-                 &client_assertion={}",
-                self.body,
-                a.sign()?
-            ),
-        };
-        let mut request = Request::new(Full::new(Bytes::from(body)));
+        let mut request = Request::new(Full::new(Bytes::new()));
         *request.method_mut() = hyper::Method::POST;
         *request.uri_mut() = self.uri.clone();
         let headers = request.headers_mut();
         headers.insert(HOST, self.host.clone());
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/x-www-form-urlencoded"));
-        if let ClientAuth::Basic(value) = &self.auth {
-            headers.insert(AUTHORIZATION, value.clone());
-        }
+        let body = self.auth.apply(&self.body, headers)?;
+        *request.body_mut() = Full::new(Bytes::from(body));
         Ok(request)
     }
 
@@ -551,7 +470,8 @@ impl Report {
         let errors: Vec<String> = s.errors.iter().map(|(k, n)| format!("{k}: {n}")).collect();
         let mut out = format!(
             "token-load {label}: {mode} {url} ({auth}), c={c}, {secs} s after {warmup} s warmup: \
-             {rate:.0}/s ({n} ok), p50 {p50}, p99 {p99}, max {max}, errors {errs} [{errors}], reconnects {re}\n",
+             {rate:.0}/s ({n} ok), mean {mean}, p50 {p50}, p99 {p99}, max {max}, errors {errs} [{errors}], \
+             reconnects {re}\n",
             label = args.label,
             mode = args.mode.as_str(),
             url = self.url,
@@ -561,6 +481,7 @@ impl Report {
             warmup = args.warmup,
             rate = self.per_sec(),
             n = s.responses,
+            mean = ms(s.mean_latency()),
             p50 = ms(p50),
             p99 = ms(p99),
             max = ms(max),
@@ -588,6 +509,7 @@ impl Report {
             "warmup_s": args.warmup,
             "requests_per_s": round(self.per_sec(), 1),
             "ok": s.responses,
+            "mean_ms": ms(s.mean_latency()),
             "p50_ms": ms(p50),
             "p99_ms": ms(p99),
             "max_ms": ms(max),
@@ -607,42 +529,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn form_encoding_keeps_only_unreserved_bytes() {
-        assert_eq!(form_encode("a-b.c_d*9"), "a-b.c_d*9");
-        assert_eq!(form_encode("x y+z:/%"), "x+y%2Bz%3A%2F%25");
-    }
-
-    #[test]
     fn introspection_is_beside_the_token_endpoint() {
         let url: Uri = "http://127.0.0.1:8200/oauth2/token".parse().unwrap();
         assert_eq!(sibling(&url, "introspect").unwrap().to_string(), "http://127.0.0.1:8200/oauth2/introspect");
-    }
-
-    #[test]
-    fn assertions_verify_and_never_repeat_a_jti() {
-        let key = PKey::from_ec_key(
-            openssl::ec::EcKey::generate(
-                &openssl::ec::EcGroup::from_curve_name(openssl::nid::Nid::X9_62_PRIME256V1).unwrap(),
-            )
-            .unwrap(),
-        )
-        .unwrap();
-        let jwk = Jwk::from_public_key(&PKey::public_key_from_der(&key.public_key_to_der().unwrap()).unwrap()).unwrap();
-        let a = Assertion {
-            key,
-            jwk: jwk.clone(),
-            header: serde_json::json!({"alg": "ES256", "kid": "k", "typ": "JWT"}),
-            client_id: "c".into(),
-            aud: "http://127.0.0.1/token".into(),
-            jti_prefix: "p".into(),
-            counter: AtomicU64::new(0),
-        };
-        let (one, two) = (a.sign().unwrap(), a.sign().unwrap());
-        let jti = |t: &str| {
-            let jws = signet_jose::CompactJws::parse(t).unwrap();
-            jws.verify(&jwk).unwrap();
-            serde_json::from_slice::<serde_json::Value>(jws.payload()).unwrap()["jti"].clone()
-        };
-        assert_ne!(jti(&one), jti(&two));
     }
 }

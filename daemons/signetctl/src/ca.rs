@@ -97,6 +97,11 @@ pub enum CertCommand {
         /// Validity in days (default: the profile's).
         #[arg(long)]
         days: Option<u64>,
+        /// An extended key usage (repeatable; default: the profile's default_ekus): server-auth,
+        /// client-auth (a TLS client's certificate, e.g. for tokend's tls_client_auth),
+        /// code-signing, email-protection, time-stamping; the profile must allow it.
+        #[arg(long = "eku", value_parser = parse_eku)]
+        ekus: Vec<Eku>,
         /// Write the certificate (PEM) here instead of standard output.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -339,7 +344,7 @@ pub fn cert(
     out: &Printer,
 ) -> Result<(), Failure> {
     match cmd {
-        CertCommand::Issue { csr, days, out: path } => {
+        CertCommand::Issue { csr, days, ekus, out: path } => {
             let input = crate::read_input(csr)?;
             let csr = parse_csr(&input).map_err(ca_err)?;
             let profile_toml = block_on(signd.issuer_profile(issuer))?;
@@ -354,7 +359,7 @@ pub fn cert(
                 sans: csr.sans,
                 validity: days.map(|d| Duration::from_secs(d * 86_400)),
                 exact_validity: None,
-                ekus: None,
+                ekus: (!ekus.is_empty()).then(|| ekus.clone()),
                 crl_shard: shard,
             };
             let tbs = build_leaf_tbs(&profile, &ca, &req, now(), &mut OsRng).map_err(ca_err)?;
@@ -508,4 +513,13 @@ fn entry_reason(entry: &signet_ca::x509_cert::crl::RevokedCert) -> Option<&'stat
     let ext = entry.crl_entry_extensions.iter().flatten().find(|e| e.extn_id.to_string() == "2.5.29.21")?;
     let reason = signet_ca::CrlReason::from_der(ext.extn_value.as_bytes()).ok()?;
     RevocationReason::from_code(reason as u8).map(|r| r.name())
+}
+
+/// An `--eku` value: the profile's names for extended key usages (`client-auth`, ...).
+fn parse_eku(name: &str) -> Result<Eku, String> {
+    use serde::Deserialize as _;
+    let de = serde::de::value::StrDeserializer::<serde::de::value::Error>::new(name);
+    Eku::deserialize(de).map_err(|_| {
+        format!("{name:?} is not one of server-auth, client-auth, code-signing, email-protection, time-stamping")
+    })
 }

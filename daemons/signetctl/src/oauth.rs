@@ -50,7 +50,7 @@ pub enum ClientCommand {
     /// --tls-subject-dn, --tls-san-dns, --tls-san-uri, --tls-san-ip,
     /// --tls-san-email: what their certificate (from a CA of tokend's
     /// `[tls] client_ca_file`) holds; self_signed_tls_client_auth clients
-    /// register their certificates' keys with --jwks (§2.2).
+    /// register their certificates' keys with --jwks or --jwks-uri (§2.2).
     #[command(after_help = EXIT_CODES)]
     Create {
         /// The client id ([A-Za-z0-9._-], up to 64, starting with a letter or digit); default: a random one.
@@ -71,11 +71,13 @@ pub enum ClientCommand {
         /// A grant type it may use (repeatable; default: client_credentials).
         #[arg(long = "grant-type")]
         grant_types: Vec<String>,
-        /// The client's public keys, a JWKS file (private_key_jwt); `-` for standard input.
+        /// The client's public keys, a JWKS file (private_key_jwt, self_signed_tls_client_auth);
+        /// `-` for standard input.
         #[arg(long, conflicts_with = "jwks_uri")]
         jwks: Option<PathBuf>,
-        /// The client's public keys by URL (private_key_jwt): tokend fetches and caches the
-        /// JWKS, and fetches it again when an assertion names a key it lacks.
+        /// The client's public keys by URL (private_key_jwt, self_signed_tls_client_auth):
+        /// tokend fetches and caches the JWKS, and fetches it again when an assertion names a
+        /// key, or a certificate holds one, that it lacks.
         #[arg(long = "jwks-uri")]
         jwks_uri: Option<String>,
         /// A redirect URI (repeatable, up to 16; authorization_code clients): https, http on

@@ -483,8 +483,10 @@ pub fn check_auth_method(name: &str) -> Result<AuthMethod, IpcError> {
 }
 
 /// The JWKS a client registers: a JSON object `{"keys": [...]}` with at least
-/// one key (an object) for private_key_jwt (tokend checks each JWK when it
-/// verifies an assertion), nothing for the other methods.
+/// one key (an object), or its URL (`jwks_uri`), for private_key_jwt (tokend
+/// checks each JWK when it verifies an assertion) and
+/// self_signed_tls_client_auth (its certificates' keys); nothing for the other
+/// methods.
 pub fn check_jwks(method: AuthMethod, jwks: &str) -> Result<Option<String>, IpcError> {
     let self_signed = method == AuthMethod::SelfSignedTlsClientAuth;
     if method != AuthMethod::PrivateKeyJwt && !self_signed {
@@ -499,11 +501,6 @@ pub fn check_jwks(method: AuthMethod, jwks: &str) -> Result<Option<String>, IpcE
             method.name(),
             if self_signed { "holds certificates for" } else { "signs with" }
         )));
-    }
-    if crate::remote::is_uri(jwks) && self_signed {
-        return Err(IpcError::invalid(
-            "a self_signed_tls_client_auth client registers its JWKS itself (a document, not a URL)",
-        ));
     }
     if crate::remote::is_uri(jwks) {
         // By URL (jwks_uri): https, or http only on a loopback host; fetched when used.
@@ -1222,7 +1219,9 @@ mod tests {
         let ss = OauthClient { jwks: JWKS.into(), ..client("self_signed_tls_client_auth") };
         assert_eq!(check_new_client(&ss).unwrap().tls, None);
         invalid(check_new_client(&client("self_signed_tls_client_auth")));
-        invalid(check_new_client(&OauthClient { jwks: "https://example.net/jwks".into(), ..ss.clone() }));
+        let by_url = check_new_client(&OauthClient { jwks: "https://example.net/jwks".into(), ..ss.clone() });
+        assert_eq!(by_url.unwrap().jwks.as_deref(), Some("https://example.net/jwks"), "a jwks_uri");
+        invalid(check_new_client(&OauthClient { jwks: "http://example.net/jwks".into(), ..ss.clone() }));
         invalid(check_new_client(&OauthClient { tls_san_uri: "https://x.example".into(), ..ss }));
         // Stored beside the client, shown, deleted with it.
         let dir = tempfile::tempdir().unwrap();

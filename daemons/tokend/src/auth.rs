@@ -125,14 +125,22 @@ pub async fn authenticate(
     let client = lookup(db, id)?;
     match client.rec.auth_method {
         AuthMethod::None => Ok(client),
-        AuthMethod::TlsClientAuth | AuthMethod::SelfSignedTlsClientAuth => check_certificate(db, client, tls),
+        AuthMethod::TlsClientAuth | AuthMethod::SelfSignedTlsClientAuth => {
+            check_certificate(db, remote, client, tls).await
+        }
         _ => Err(OAuthError::invalid_client(format!("client `{id}` must authenticate"))),
     }
 }
 
 /// tls_client_auth and self_signed_tls_client_auth (RFC 8705 §2): the chain
-/// the TLS connection presented, judged by [`crate::mtls`].
-fn check_certificate(db: &Db, client: Client, tls: &Presented<'_>) -> Result<Client, OAuthError> {
+/// the TLS connection presented, judged by [`crate::mtls`]; a self-signed
+/// client's JWKS by value, or fetched from its `jwks_uri` ([`crate::remote`]).
+async fn check_certificate(
+    db: &Db,
+    remote: &crate::remote::RemoteJwks,
+    client: Client,
+    tls: &Presented<'_>,
+) -> Result<Client, OAuthError> {
     let fail = |why: String| {
         tracing::info!(client = %client.id, why = %why, "TLS client authentication failed");
         OAuthError::invalid_client(format!("client certificate: {why}"))
@@ -145,7 +153,18 @@ fn check_certificate(db: &Db, client: Client, tls: &Presented<'_>) -> Result<Cli
     }
     if client.rec.auth_method == AuthMethod::SelfSignedTlsClientAuth {
         let jwks = client.rec.jwks.as_deref().unwrap_or("{\"keys\":[]}");
-        crate::mtls::check_self_signed(tls.chain, jwks).map_err(fail)?;
+        if !crate::remote::is_uri(jwks) {
+            crate::mtls::check_self_signed(tls.chain, jwks).map_err(fail)?;
+            return Ok(client);
+        }
+        let leaf = crate::mtls::SelfSigned::new(tls.chain).map_err(fail)?;
+        let set = remote
+            .lookup(jwks, |set| leaf.in_jwks(&set.doc))
+            .await
+            .map_err(|e| fail(format!("the client's jwks_uri: {e}")))?;
+        if !leaf.in_jwks(&set.doc) {
+            return Err(fail(crate::mtls::NOT_IN_JWKS.into()));
+        }
         return Ok(client);
     }
     let cas = tls.client_ca.ok_or_else(|| fail("this tokend has no [tls] client_ca_file".into()))?;
@@ -233,12 +252,17 @@ async fn check_assertion(
             let alg = jws.header().alg.ok_or_else(|| fail(&format!("alg `{header_alg}` is not accepted")))?;
             let registered = client.rec.jwks.as_deref().unwrap_or("{\"keys\":[]}");
             let kid = jws.header().kid.as_deref();
+            let fetched;
+            let by_value;
             let jwks = if crate::remote::is_uri(registered) {
-                remote.find(registered, kid, alg).await.map_err(|e| fail(&format!("the client's jwks_uri: {e}")))?
+                fetched = remote
+                    .find(registered, kid, alg)
+                    .await
+                    .map_err(|e| fail(&format!("the client's jwks_uri: {e}")))?;
+                &fetched.jwks
             } else {
-                std::sync::Arc::new(
-                    Jwks::parse(registered.as_bytes()).map_err(|e| fail(&format!("the client's JWKS: {e}")))?,
-                )
+                by_value = Jwks::parse(registered.as_bytes()).map_err(|e| fail(&format!("the client's JWKS: {e}")))?;
+                &by_value
             };
             let key = jwks.find(kid, alg).ok_or_else(|| fail("no key of the client's JWKS fits"))?;
             jws.verify(key).map_err(|_| fail("the signature does not verify"))?;

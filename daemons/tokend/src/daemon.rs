@@ -80,7 +80,12 @@ async fn serve(config_path: &Path, config: Config, db: Db, admins: Arc<Admins>) 
     let trusted_issuers = config.trusted_issuers().map_err(cfg_err)?;
     // [tls]: the mTLS listener, its acceptor (asking for client certificates) and client CAs.
     let mtls = match &config.tls {
-        None => None,
+        None => {
+            if act.names().iter().any(|n| n == "tokend-https") {
+                tracing::warn!("socket tokend-https was passed, but tokend.toml has no [tls]: it is not served");
+            }
+            None
+        }
         Some(tls) => {
             let listener = activation::tcp_listener(&mut act, "tokend-https", tls.listen)?;
             let acceptor = signet_runtime::tls::acceptor_requesting_client_certs(&tls.certificate, &tls.key)

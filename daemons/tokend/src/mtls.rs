@@ -12,9 +12,10 @@
 //!   values case-insensitively with spaces collapsed, RFC 4517 §4.2.15 with
 //!   caseIgnoreMatch), or one SAN entry of the registered kind.
 //! - `self_signed_tls_client_auth` (§2.2): the leaf's public key must be a key
-//!   of the client's registered JWKS, either the first certificate of a JWK's
-//!   `x5c`, or by the JWK thumbprint (RFC 7638) of the leaf's key. No CA and no
-//!   validity dates are involved (the client registered the key itself).
+//!   of the client's JWKS, registered by value or fetched from its `jwks_uri`
+//!   ([`crate::remote`]), either the first certificate of a JWK's `x5c`, or by
+//!   the JWK thumbprint (RFC 7638) of the leaf's key. No CA and no validity
+//!   dates are involved (the client registered the key itself).
 //!
 //! Whenever a client authenticates with a certificate on the mTLS listener (by
 //! any method, and public clients presenting one), its access tokens carry
@@ -94,26 +95,52 @@ pub fn check_tls_client_auth(cas: &X509Store, chain: &[Vec<u8>], identity: &TlsI
     }
 }
 
-/// self_signed_tls_client_auth: the leaf of `chain` is a certificate of
-/// `jwks` (an `x5c` entry), or its key is one of `jwks`'s keys.
-pub fn check_self_signed(chain: &[Vec<u8>], jwks: &str) -> Result<(), String> {
-    let leaf_der = chain.first().ok_or("no client certificate was presented")?;
-    let leaf = X509::from_der(leaf_der).map_err(|e| format!("the certificate: {e}"))?;
-    let key = leaf.public_key().map_err(|e| format!("the certificate's key: {e}"))?;
-    let key = signet_jose::Jwk::from_public_key(&key).map_err(|e| format!("the certificate's key: {e}"))?;
-    let doc: Value = serde_json::from_str(jwks).map_err(|e| format!("the client's JWKS: {e}"))?;
-    let entries = doc.get("keys").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
-    for entry in entries {
-        let first_x5c = entry.get("x5c").and_then(Value::as_array).and_then(|a| a.first()).and_then(Value::as_str);
-        if first_x5c.and_then(|b| STANDARD.decode(b).ok()).is_some_and(|d| &d == leaf_der) {
-            return Ok(());
-        }
-        if signet_jose::Jwk::from_json(entry).is_ok_and(|k| k.thumbprint() == key.thumbprint()) {
-            return Ok(());
-        }
-    }
-    Err("the certificate's key is not in the client's JWKS".into())
+/// self_signed_tls_client_auth's side of a presented certificate: the leaf
+/// and the RFC 7638 thumbprint of its key, worked out once and compared with
+/// each JWK set the client's registration names (by value, or fetched from
+/// its `jwks_uri`).
+pub struct SelfSigned<'a> {
+    leaf_der: &'a [u8],
+    key_thumbprint: String,
 }
+
+impl<'a> SelfSigned<'a> {
+    /// The leaf of `chain` (DER, leaf first).
+    pub fn new(chain: &'a [Vec<u8>]) -> Result<SelfSigned<'a>, String> {
+        let leaf_der = chain.first().ok_or("no client certificate was presented")?;
+        let leaf = X509::from_der(leaf_der).map_err(|e| format!("the certificate: {e}"))?;
+        let key = leaf.public_key().map_err(|e| format!("the certificate's key: {e}"))?;
+        let key = signet_jose::Jwk::from_public_key(&key).map_err(|e| format!("the certificate's key: {e}"))?;
+        Ok(SelfSigned { leaf_der, key_thumbprint: key.thumbprint() })
+    }
+
+    /// Whether a JWK of `jwks` (a JWK set document) is this certificate: the
+    /// first certificate of its `x5c` is the leaf, or its key is the leaf's.
+    pub fn in_jwks(&self, jwks: &Value) -> bool {
+        let entries = jwks.get("keys").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+        entries.iter().any(|entry| {
+            let first_x5c = entry.get("x5c").and_then(Value::as_array).and_then(|a| a.first()).and_then(Value::as_str);
+            first_x5c.and_then(|b| STANDARD.decode(b).ok()).is_some_and(|d| d == self.leaf_der)
+                || signet_jose::Jwk::from_json(entry).is_ok_and(|k| k.thumbprint() == self.key_thumbprint)
+        })
+    }
+}
+
+/// self_signed_tls_client_auth with a JWK set registered by value: the leaf
+/// of `chain` is a certificate of `jwks` (an `x5c` entry), or its key is one
+/// of `jwks`'s keys.
+pub fn check_self_signed(chain: &[Vec<u8>], jwks: &str) -> Result<(), String> {
+    let leaf = SelfSigned::new(chain)?;
+    let doc: Value = serde_json::from_str(jwks).map_err(|e| format!("the client's JWKS: {e}"))?;
+    if leaf.in_jwks(&doc) {
+        Ok(())
+    } else {
+        Err(NOT_IN_JWKS.into())
+    }
+}
+
+/// Why a self-signed certificate is refused when its key is in none of the client's JWKs.
+pub const NOT_IN_JWKS: &str = "the certificate's key is not in the client's JWKS";
 
 /// Whether `cert` holds `identity` (RFC 8705 §2.1.2).
 pub fn holds(cert: &X509, identity: &TlsIdentity) -> Result<bool, String> {

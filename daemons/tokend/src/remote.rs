@@ -1,7 +1,8 @@
-//! Clients' JWK sets by URL (private_key_jwt with a `jwks_uri`, OIDC
-//! Dynamic Client Registration §2): fetched over HTTP(S), cached, and fetched
-//! again when an assertion names a key the cached set lacks (the client
-//! rotated its keys), at most once per [`REFETCH_SECONDS`] per URL.
+//! Clients' JWK sets by URL (a `jwks_uri`, OIDC Dynamic Client Registration
+//! §2; private_key_jwt and self_signed_tls_client_auth): fetched over
+//! HTTP(S), cached, and fetched again when an assertion names a key, or a TLS
+//! client presents a certificate, the cached set lacks (the client rotated
+//! its keys), at most once per [`REFETCH_SECONDS`] per URL.
 //!
 //! A fetch has [`FETCH_TIMEOUT`] and takes at most [`MAX_JWKS`] bytes; https
 //! is verified against the system's trust store. A failed fetch leaves the
@@ -33,8 +34,17 @@ pub fn is_uri(jwks: &str) -> bool {
     jwks.starts_with("https://") || jwks.starts_with("http://")
 }
 
+/// A fetched JWK set: parsed for signatures, and as the document it was
+/// (self_signed_tls_client_auth compares certificates with its `x5c` members).
+pub struct Fetched {
+    /// The keys Signet can verify with.
+    pub jwks: Jwks,
+    /// The whole document.
+    pub doc: serde_json::Value,
+}
+
 struct Entry {
-    jwks: Arc<Jwks>,
+    set: Arc<Fetched>,
     fetched: Instant,
 }
 
@@ -60,12 +70,12 @@ impl RemoteJwks {
         })
     }
 
-    fn cached(&self, uri: &str) -> Option<(Arc<Jwks>, Instant)> {
+    fn cached(&self, uri: &str) -> Option<(Arc<Fetched>, Instant)> {
         let cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        cache.get(uri).map(|e| (e.jwks.clone(), e.fetched))
+        cache.get(uri).map(|e| (e.set.clone(), e.fetched))
     }
 
-    async fn fetch(&self, uri: &str) -> Result<Arc<Jwks>, String> {
+    async fn fetch(&self, uri: &str) -> Result<Arc<Fetched>, String> {
         let target: hyper::Uri = uri.parse().map_err(|e| format!("{uri}: {e}"))?;
         let req = hyper::Request::get(target)
             .header(hyper::header::ACCEPT, "application/jwk-set+json, application/json")
@@ -83,33 +93,42 @@ impl RemoteJwks {
             .map_err(|_| format!("{uri}: the body took over {} s", FETCH_TIMEOUT.as_secs()))?
             .map_err(|e| format!("{uri}: {e}"))?
             .to_bytes();
-        let jwks = Arc::new(Jwks::parse(&body).map_err(|e| format!("{uri}: {e}"))?);
+        let jwks = Jwks::parse(&body).map_err(|e| format!("{uri}: {e}"))?;
+        let doc = serde_json::from_slice(&body).map_err(|e| format!("{uri}: {e}"))?;
+        let set = Arc::new(Fetched { jwks, doc });
         let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if cache.len() >= 10_000 {
             cache.retain(|_, e| e.fetched.elapsed() < Duration::from_secs(CACHE_SECONDS));
         }
-        cache.insert(uri.to_owned(), Entry { jwks: jwks.clone(), fetched: Instant::now() });
-        Ok(jwks)
+        cache.insert(uri.to_owned(), Entry { set: set.clone(), fetched: Instant::now() });
+        Ok(set)
     }
 
     /// The set at `uri` holding a key for (`kid`, `alg`), fetching it (again)
     /// as the rules above allow.
-    pub async fn find(&self, uri: &str, kid: Option<&str>, alg: Algorithm) -> Result<Arc<Jwks>, String> {
-        let fits = |j: &Jwks| j.find(kid, alg).is_some();
+    pub async fn find(&self, uri: &str, kid: Option<&str>, alg: Algorithm) -> Result<Arc<Fetched>, String> {
+        self.lookup(uri, |set| set.jwks.find(kid, alg).is_some()).await
+    }
+
+    /// The set at `uri`, fetched (again) as the rules above allow, `fits`
+    /// saying whether a set holds what the request needs (a key, a
+    /// certificate). A set that does not fit may be the answer: the cached
+    /// one, within [`REFETCH_SECONDS`] of its fetch, or a fresh one.
+    pub async fn lookup(&self, uri: &str, fits: impl Fn(&Fetched) -> bool) -> Result<Arc<Fetched>, String> {
         let cached = self.cached(uri);
-        if let Some((jwks, fetched)) = &cached {
+        if let Some((set, fetched)) = &cached {
             let age = fetched.elapsed();
             let fresh = age < Duration::from_secs(CACHE_SECONDS);
-            if fresh && (fits(jwks) || age < Duration::from_secs(REFETCH_SECONDS)) {
-                return Ok(jwks.clone());
+            if fresh && (fits(set) || age < Duration::from_secs(REFETCH_SECONDS)) {
+                return Ok(set.clone());
             }
         }
         match self.fetch(uri).await {
-            Ok(jwks) => Ok(jwks),
+            Ok(set) => Ok(set),
             Err(e) => match cached {
-                Some((jwks, _)) if fits(&jwks) => {
+                Some((set, _)) if fits(&set) => {
                     tracing::warn!(error = %e, "a client's JWKS could not be fetched again; the cached one is used");
-                    Ok(jwks)
+                    Ok(set)
                 }
                 _ => Err(e),
             },

@@ -4,13 +4,19 @@
 //
 // The browser is fetch with a cookie jar, posting tokend's real sign-in,
 // consent and device forms. Everything runs on loopback over plain http,
-// which openid-client refuses unless told (allowInsecureRequests).
+// which openid-client refuses unless told (allowInsecureRequests), except
+// mutual TLS (RFC 8705): tokend's [tls] listener, reached through the
+// metadata's mtls_endpoint_aliases with a client certificate (node:https as
+// openid-client's customFetch).
 //
 // Usage: node openid_client.mjs ISSUER SIGNETCTL WORKDIR
-// (run from a directory whose node_modules holds tests/oauth/node's lock file)
+// (run from a directory whose node_modules holds tests/oauth/node's lock file;
+// SIGNET_ENDPOINTS names scripts/run's endpoints.json: the demo CA, the mTLS
+// listener's trust bundle)
 import { execFileSync } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { X509Certificate, createHash, randomUUID } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
 import { join } from 'node:path';
 
 import * as client from 'openid-client';
@@ -117,10 +123,14 @@ let config;
 const S = {};
 
 // What the libraries sent and got back (through openid-client's customFetch): to see that the
-// use_dpop_nonce round and the device flow's authorization_pending did happen.
+// use_dpop_nonce round and the device flow's authorization_pending did happen, and where requests went.
 const exchanges = [];
-async function recordingFetch(url, options) {
-  const r = await fetch(url, options);
+const recordingFetch = recording(fetch);
+function recording(fetchImpl) {
+  return (url, options) => recorded(fetchImpl, url, options);
+}
+async function recorded(fetchImpl, url, options) {
+  const r = await fetchImpl(url, options);
   const body = await r.clone().text();
   let error;
   try {
@@ -369,6 +379,187 @@ await check('device flow: initiateDeviceAuthorization, approval on the /device p
   assert(polls.length >= 2 && polls[0] === 'authorization_pending' && polls.at(-1) === 200, 'polled', polls);
   const { payload } = await verifyAccessToken(tok.access_token);
   assert(payload.sub === USER && payload.client_id === PUB && payload.scope.split(' ').includes('read'), payload);
+});
+
+// --- mutual TLS (RFC 8705): tls_client_auth with a demo-CA certificate, self_signed_tls_client_auth ---
+const EP = JSON.parse(readFileSync(process.env.SIGNET_ENDPOINTS, 'utf8'));
+const MTLS_CA = readFileSync(EP.tokend.mtls_ca_bundle);
+
+/**
+ * A Fetch API function for openid-client's customFetch: https: over node:https, trusting the mTLS
+ * listener's CA and presenting `identity` ({ cert, key }: PEM, the chain leaf first; null: no
+ * certificate); http: through the global fetch.
+ */
+function tlsFetch(identity) {
+  return async (url, options = {}) => {
+    const u = new URL(url);
+    if (u.protocol !== 'https:') return fetch(url, options);
+    const b = options.body;
+    const body = b == null ? undefined : typeof b === 'string' || b instanceof URLSearchParams ? Buffer.from(String(b))
+      : Buffer.from(b instanceof ArrayBuffer ? new Uint8Array(b) : b);
+    const headers = Object.fromEntries(new Headers(options.headers));
+    if (body) headers['content-length'] = String(body.length);
+    return new Promise((resolve, reject) => {
+      const req = https.request(u, { method: options.method ?? 'GET', headers, ca: MTLS_CA, cert: identity?.cert,
+        key: identity?.key, agent: false, signal: options.signal }, (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const h = new Headers();
+          for (const [k, v] of Object.entries(res.headers)) for (const one of [v].flat()) h.append(k, one);
+          const empty = [204, 304].includes(res.statusCode);
+          resolve(new Response(empty ? null : Buffer.concat(chunks), { status: res.statusCode, headers: h }));
+        });
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  };
+}
+
+/** base64url(SHA-256(DER)) of the first certificate in `pem`: cnf's x5t#S256. */
+function x5t(pem) {
+  return createHash('sha256').update(new X509Certificate(pem).raw).digest('base64url');
+}
+
+function openssl(...args) {
+  execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+}
+
+/** A P-256 key and a certificate for `dns` from the demo CA (signetctl cert issue --eku client-auth): { cert (leaf + issuing CA), key, leaf }. */
+function demoCaCertificate(dns) {
+  const [key, csr] = [join(WORK, `${dns}.key`), join(WORK, `${dns}.csr`)];
+  openssl('req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', key,
+    '-subj', `/CN=${dns}`, '-addext', `subjectAltName=DNS:${dns}`, '-out', csr);
+  const issued = signetctl(['--issuer', EP.ca.name, 'cert', 'issue', '--csr', csr, '--eku', 'client-auth']);
+  const leaf = issued.certificate;
+  const x509 = new X509Certificate(leaf);
+  assert(x509.checkIssued(new X509Certificate(readFileSync(EP.ca.issuing))), 'issued by the demo CA', x509.issuer);
+  assert(x509.keyUsage?.includes('1.3.6.1.5.5.7.3.2'), 'clientAuth EKU', x509.keyUsage);
+  return { cert: leaf + readFileSync(EP.ca.issuing, 'utf8'), key: readFileSync(key, 'utf8'), leaf };
+}
+
+/** A self-signed P-256 certificate: { cert, key, leaf }. */
+function selfSignedCertificate(name) {
+  const [key, cert] = [join(WORK, `${name}.key`), join(WORK, `${name}.pem`)];
+  openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-keyout',
+    key, '-subj', `/CN=${name}`, '-out', cert);
+  const pem = readFileSync(cert, 'utf8');
+  return { cert: pem, key: readFileSync(key, 'utf8'), leaf: pem };
+}
+
+/** The OAuth error of a refused request: the error's own, or (a 401 with a WWW-Authenticate challenge) its response body's. */
+async function oauthError(e) {
+  if (e?.error) return { error: e.error, status: e.status };
+  if (e instanceof client.WWWAuthenticateChallengeError) {
+    const body = await e.response.json().catch(() => ({}));
+    return { error: body.error, status: e.status };
+  }
+  return { error: String(e) };
+}
+
+/** openid-client configured for `id` through discovery, on the mTLS aliases, presenting `identity`. */
+async function mtlsConfig(id, identity) {
+  const config = await client.discovery(new URL(ISSUER), id, { use_mtls_endpoint_aliases: true },
+    client.TlsClientAuth(), insecure);
+  config[client.customFetch] = recording(tlsFetch(identity));
+  return config;
+}
+
+const TLS_USER_CLIENT = `node-mtls-${randomUUID().slice(0, 8)}`;
+const tlsIdentity = demoCaCertificate(`${TLS_USER_CLIENT}.signet.test`);
+const M = {};
+
+await check('tls_client_auth (RFC 8705 §2.1): a demo-CA certificate (signetctl cert issue --eku client-auth) gets a token through mtls_endpoint_aliases, bound to it (cnf.x5t#S256), verified by jose', async () => {
+  signetctl(['oauth', 'client', 'create', TLS_USER_CLIENT, '--auth-method', 'tls_client_auth', '--tls-san-dns',
+    `${TLS_USER_CLIENT}.signet.test`, '--grant-type', 'client_credentials', '--grant-type', 'authorization_code',
+    '--scope', 'openid', '--scope', 'profile', '--scope', 'email', '--scope', 'read', '--audience', API,
+    '--redirect-uri', REDIRECT]);
+  const config = await mtlsConfig(TLS_USER_CLIENT, tlsIdentity);
+  const m = config.serverMetadata();
+  assert(m.tls_client_certificate_bound_access_tokens === true, 'bound tokens advertised', m);
+  assert(m.token_endpoint_auth_methods_supported.includes('tls_client_auth'), m.token_endpoint_auth_methods_supported);
+  assert(m.mtls_endpoint_aliases?.token_endpoint === `${EP.tokend.mtls_url}/token`, 'the alias', m.mtls_endpoint_aliases);
+  const n = exchanges.length;
+  const tok = await client.clientCredentialsGrant(config, { scope: 'read' });
+  const sent = exchanges.slice(n).map((e) => e.url);
+  assert(sent.length === 1 && sent[0] === `${EP.tokend.mtls_url}/token`, 'to the mTLS alias', sent);
+  assert(tok.token_type.toLowerCase() === 'bearer', tok);
+  const { payload } = await verifyAccessToken(tok.access_token);
+  assert(payload.cnf?.['x5t#S256'] === x5t(tlsIdentity.leaf), 'cnf.x5t#S256', payload.cnf, x5t(tlsIdentity.leaf));
+  assert(payload.sub === TLS_USER_CLIENT && payload.client_id === TLS_USER_CLIENT && payload.scope === 'read', payload);
+  const live = await client.tokenIntrospection(config, tok.access_token);
+  assert(live.active === true && live.cnf?.['x5t#S256'] === x5t(tlsIdentity.leaf), 'introspected (mTLS alias)', live);
+  Object.assign(M, { config });
+});
+
+await check('tls_client_auth: another certificate (self-signed, or none) is invalid_client', async () => {
+  for (const [what, identity] of [['self-signed', selfSignedCertificate(`node-stranger-${randomUUID().slice(0, 6)}`)], ['none', null]]) {
+    const config = await mtlsConfig(TLS_USER_CLIENT, identity);
+    let refused;
+    try {
+      await client.clientCredentialsGrant(config, { scope: 'read' });
+    } catch (e) {
+      refused = await oauthError(e);
+    }
+    assert(refused?.error === 'invalid_client' && refused?.status === 401, what, refused);
+  }
+});
+
+await check('tls_client_auth code flow: the token is bound to the certificate; userinfo with it answers, without it (TLS without a certificate, or plain http) it is refused', async () => {
+  const verifier = client.randomPKCECodeVerifier();
+  const [nonce, state] = [client.randomNonce(), client.randomState()];
+  const url = client.buildAuthorizationUrl(M.config, { redirect_uri: REDIRECT, scope: 'openid email read', nonce, state,
+    code_challenge: await client.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' });
+  const { location } = await codeThroughBrowser(url);
+  const tok = await client.authorizationCodeGrant(M.config, location, { pkceCodeVerifier: verifier, expectedNonce: nonce,
+    expectedState: state, idTokenExpected: true });
+  const { payload } = await verifyAccessToken(tok.access_token);
+  assert(payload.sub === USER && payload.cnf?.['x5t#S256'] === x5t(tlsIdentity.leaf), payload);
+  const n = exchanges.length;
+  const info = await client.fetchUserInfo(M.config, tok.access_token, USER);
+  assert(info.sub === USER && info.email === 'alice@example.net', info);
+  assert(exchanges[n].url === `${EP.tokend.mtls_url}/userinfo`, 'userinfo at the mTLS alias', exchanges[n]);
+  const withoutCert = await mtlsConfig(TLS_USER_CLIENT, null);
+  const plain = await client.discovery(new URL(ISSUER), TLS_USER_CLIENT, undefined, client.TlsClientAuth(), insecure);
+  for (const [what, config] of [['TLS without a certificate', withoutCert], ['plain http', plain]]) {
+    let refused;
+    try {
+      await client.fetchUserInfo(config, tok.access_token, USER);
+    } catch (e) {
+      refused = e;
+    }
+    assert(refused instanceof client.WWWAuthenticateChallengeError && refused.status === 401, what, String(refused));
+    assert(refused.cause.some((c) => c.parameters.error === 'invalid_token'), what, refused.cause);
+  }
+});
+
+await check('self_signed_tls_client_auth (RFC 8705 §2.2): a self-signed certificate whose key the client registered (JWKS with x5c) gets a token bound to it; introspected', async () => {
+  const id = `node-selfsigned-${randomUUID().slice(0, 8)}`;
+  const mine = selfSignedCertificate(id);
+  const jwk = await jose.exportJWK(await jose.importX509(mine.leaf, 'ES256'));
+  const x5c = [new X509Certificate(mine.leaf).raw.toString('base64')];
+  const jwksPath = join(WORK, `${id}.jwks.json`);
+  writeFileSync(jwksPath, JSON.stringify({ keys: [{ ...jwk, x5c }] }));
+  signetctl(['oauth', 'client', 'create', id, '--auth-method', 'self_signed_tls_client_auth', '--jwks', jwksPath,
+    '--scope', 'read', '--audience', API]);
+  const config = await mtlsConfig(id, mine);
+  assert(config.serverMetadata().token_endpoint_auth_methods_supported.includes('self_signed_tls_client_auth'));
+  const tok = await client.clientCredentialsGrant(config, { scope: 'read' });
+  const { payload } = await verifyAccessToken(tok.access_token);
+  assert(payload.cnf?.['x5t#S256'] === x5t(mine.leaf) && payload.client_id === id, payload);
+  const live = await client.tokenIntrospection(config, tok.access_token);
+  assert(live.active === true && live.cnf?.['x5t#S256'] === x5t(mine.leaf), live);
+  // The demo-CA certificate is not this client's key.
+  const other = await mtlsConfig(id, tlsIdentity);
+  let refused;
+  try {
+    await client.clientCredentialsGrant(other, { scope: 'read' });
+  } catch (e) {
+    refused = await oauthError(e);
+  }
+  assert(refused?.error === 'invalid_client' && refused?.status === 401, 'another certificate', refused);
 });
 
 process.exit(failures ? 1 : 0);
