@@ -24,9 +24,9 @@ use signet_ct::rfc6962::precert::{
 };
 use signet_ct::rfc6962::{scts_from_extension_value, SCT_LIST_OID};
 use signet_ct::staticct::parse_leaf_index;
-use signet_ct::{LogKey, Sct, TimestampedEntry};
+use signet_ct::{Sct, TimestampedEntry};
 use signet_tests::acme::{AcmeStack, Client};
-use signet_tests::ctlog::CtLog;
+use signet_tests::ctlog::Ctlogd;
 use signet_tests::run;
 use x509_cert::Certificate;
 
@@ -103,7 +103,7 @@ fn issued_certificates_carry_scts_that_verify_and_the_precertificate_is_logged()
     let mut stack = AcmeStack::start("");
     let dir = stack.pki.dir.clone();
     let root = stack.pki.ca("root.pem");
-    let log = CtLog::start(&mut stack.pki.signd, &dir, "test", &root);
+    let log = Ctlogd::start(&mut stack.pki.signd, &dir, "test", &root);
     // The real log, and one that hangs (not required): issuance waits for it at
     // most timeout_ms and goes ahead with the one SCT min_scts asks for.
     let (_hung, hung_url) = hung_log();
@@ -115,7 +115,7 @@ fn issued_certificates_carry_scts_that_verify_and_the_precertificate_is_logged()
     );
     stack.reconfigure_acmed(&ct);
     let issuing = der_of_pem(&std::fs::read_to_string(stack.pki.ca("issuing.pem")).unwrap());
-    let log_key = LogKey::from_spki_der(&log.public_key).unwrap();
+    let log_key = log.key(log.name());
 
     let mut c = Client::new(&stack);
     c.register();

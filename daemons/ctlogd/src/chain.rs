@@ -59,8 +59,18 @@ pub enum ChainError {
     #[error("certificate is not yet valid")]
     NotYetValid,
     /// The leaf's NotAfter is outside the log's temporal interval.
-    #[error("certificate NotAfter is outside this log's temporal interval")]
-    OutsideWindow,
+    #[error(
+        "certificate NotAfter {} is outside this log's temporal interval [{}, {}): submit it to the log whose interval holds it",
+        rfc3339(*not_after),
+        rfc3339(window.start),
+        rfc3339(window.end)
+    )]
+    OutsideWindow {
+        /// The leaf's NotAfter (Unix seconds).
+        not_after: i64,
+        /// The log's interval.
+        window: TemporalWindow,
+    },
     /// The chain does not verify to one of the log's roots.
     #[error("chain does not verify to an accepted root: {0}")]
     NotVerified(String),
@@ -273,10 +283,19 @@ fn check_validity(leaf: &X509, window: Option<TemporalWindow>, now: SystemTime) 
     }
     if let Some(w) = window {
         if leaf.not_after() < time(w.start)? || leaf.not_after() >= time(w.end)? {
-            return Err(ChainError::OutsideWindow);
+            let not_after = verified::unix(leaf.not_after()).unwrap_or(i64::MIN);
+            return Err(ChainError::OutsideWindow { not_after, window: w });
         }
     }
     Ok(())
+}
+
+/// Unix seconds as RFC 3339 (UTC), as log lists write times.
+pub fn rfc3339(secs: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(secs)
+        .ok()
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .unwrap_or_else(|| format!("{secs} (Unix seconds)"))
 }
 
 /// What makes two submissions the same entry: SHA-256 over a label, the

@@ -167,7 +167,14 @@ fn bad_submissions_are_refused() {
     let future = pki.chain(&Spec { not_before: t + 3600, ..Spec::leaf("f.example") });
     assert_eq!(roots.check(&future, Submission::Chain, None, now), Err(ChainError::NotYetValid));
     let window = TemporalWindow { start: t, end: t + 30 * 86400 };
-    assert_eq!(roots.check(&cert, Submission::Chain, Some(window), now), Err(ChainError::OutsideWindow));
+    let e = roots.check(&cert, Submission::Chain, Some(window), now).unwrap_err();
+    let ChainError::OutsideWindow { not_after, window: w } = e.clone() else { panic!("{e:?}") };
+    // (The leaf was made a moment after `t`: 90 days from its own "now".)
+    assert!((t + 90 * 86400..=t + 90 * 86400 + 2).contains(&not_after) && w == window, "{e:?}");
+    // The refusal says why: the certificate's NotAfter and the log's interval.
+    let text = e.to_string();
+    let interval = format!("[{}, {})", rfc3339(t), rfc3339(t + 30 * 86400));
+    assert!(text.contains(&rfc3339(not_after)) && text.contains(&interval), "{text}");
     let wide = TemporalWindow { start: t, end: t + 365 * 86400 };
     roots.check(&cert, Submission::Chain, Some(wide), now).unwrap();
     // Missing intermediate, unknown root, garbage.
@@ -226,7 +233,10 @@ fn a_chain_above_the_leaf_is_verified_once() {
     let future = pki.chain(&Spec { not_before: t + 3600, ..Spec::leaf("f.example") });
     assert_eq!(roots.check(&future, Submission::Chain, None, now), Err(ChainError::NotYetValid));
     let window = TemporalWindow { start: t, end: t + 30 * 86400 };
-    assert_eq!(roots.check(&second, Submission::Chain, Some(window), now), Err(ChainError::OutsideWindow));
+    assert!(matches!(
+        roots.check(&second, Submission::Chain, Some(window), now),
+        Err(ChainError::OutsideWindow { .. })
+    ));
     let hits = roots.verified_chain_hits();
     assert_eq!(hits, 2);
     // A chain through a Precertificate Signing Certificate: its own entry,

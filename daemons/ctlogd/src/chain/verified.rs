@@ -197,7 +197,7 @@ impl VerifiedIssuers {
 }
 
 /// `t` in Unix seconds.
-fn unix(t: &Asn1TimeRef) -> Option<i64> {
+pub fn unix(t: &Asn1TimeRef) -> Option<i64> {
     let epoch = Asn1Time::from_unix(0).ok()?;
     let d = epoch.diff(t).ok()?;
     Some(i64::from(d.days) * 86400 + i64::from(d.secs))
