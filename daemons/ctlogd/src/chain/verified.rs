@@ -69,6 +69,8 @@ pub fn key(above_leaf: &[Vec<u8>]) -> Option<Key> {
 pub struct Verified {
     /// The issuer, the only trust anchor of a store with the chain check's flags.
     issuer: X509Store,
+    /// The issuer as `fast.rs` checks leaves against it, where it can.
+    fast: Option<super::fast::Issuer>,
     /// The chain OpenSSL built above the leaf, as DER: issuer first, root last.
     issuers: Vec<Vec<u8>>,
     /// The earliest NotAfter of that chain (Unix seconds): the entry lapses then.
@@ -111,7 +113,20 @@ impl Verified {
         let mut b = X509StoreBuilder::new().ok()?;
         b.set_flags(super::VERIFY_FLAGS | X509VerifyFlags::PARTIAL_CHAIN).ok()?;
         b.add_cert(issuer.clone()).ok()?;
-        Some(Self { issuer: b.build(), issuers: issuers.to_vec(), expires })
+        let fast = super::fast::Issuer::new(issuer, &above[0]);
+        Some(Self { issuer: b.build(), fast, issuers: issuers.to_vec(), expires })
+    }
+
+    /// [`Verified::issuers_of`] for a leaf already parsed as strict DER, by
+    /// `fast.rs` where it gives OpenSSL's answer; `None` sends the leaf to
+    /// OpenSSL (`issuers_of`), not to a refusal.
+    pub fn issuers_of_parsed(&self, leaf: &x509_cert::Certificate, submitted: &[Vec<u8>]) -> Option<Vec<Vec<u8>>> {
+        let (leaf_der, above) = submitted.split_first()?;
+        let issuer = self.fast.as_ref()?;
+        if above.contains(leaf_der) || self.issuers.contains(leaf_der) {
+            return None;
+        }
+        super::fast::leaf_verifies(issuer, leaf, leaf_der).then(|| self.issuers.clone())
     }
 
     /// The chain above `leaf` (`submitted[0]` parsed; the entry's key is
