@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 use signet_ct::rfc6962::{precert, SignedEntry};
 use signet_ct::Hash;
 
-use crate::sequencer::NewEntry;
+use crate::sequencer::{IssuerChain, NewEntry};
 
 mod fast;
 mod verified;
@@ -218,7 +218,7 @@ impl Roots {
                         set.verified.insert(key, v, now_secs);
                     }
                 }
-                built.into_iter().skip(1).collect()
+                Arc::new(IssuerChain::new(built.into_iter().skip(1).collect()))
             }
         };
         let entry = match kind {

@@ -135,7 +135,7 @@ fn certificates_and_precertificates_verify() {
     let e = roots.check(&chain, Submission::Chain, None, now).unwrap();
     assert_eq!(e.entry, SignedEntry::X509(chain[0].clone()));
     // The root is added to the stored chain.
-    assert_eq!(e.issuers, vec![chain[1].clone(), pki.root.0.to_der().unwrap()]);
+    assert_eq!(*e.issuers, vec![chain[1].clone(), pki.root.0.to_der().unwrap()]);
     assert_eq!(e.pre_certificate, None);
     assert_eq!(e.identity, identity_hash(&e.entry));
 
@@ -215,7 +215,7 @@ fn a_chain_above_the_leaf_is_verified_once() {
     let e2 = roots.check(&second, Submission::Chain, None, now).unwrap();
     assert_eq!(roots.verified_chain_hits(), 1);
     assert_eq!(e2.issuers, e.issuers);
-    assert_eq!(e2.issuers, vec![second[1].clone(), root.clone()]);
+    assert_eq!(*e2.issuers, vec![second[1].clone(), root.clone()]);
     assert_eq!(e2.entry, SignedEntry::X509(second[0].clone()));
     let full = pki.roots().check(&second, Submission::Chain, None, now).unwrap();
     assert_eq!(e2, full);
@@ -286,7 +286,7 @@ fn a_leaf_not_signed_by_the_cached_issuer_is_refused() {
     let by_root = build(&Spec::leaf("r.example"), &key(), Some((rc, rk)), 1001);
     let chain = vec![by_root.to_der().unwrap(), ic.to_der().unwrap()];
     let e = roots.check(&chain, Submission::Chain, None, now).unwrap();
-    assert_eq!(e.issuers, vec![rc.to_der().unwrap()]);
+    assert_eq!(*e.issuers, vec![rc.to_der().unwrap()]);
     assert_eq!(roots.verified_chain_hits(), 0);
     // The cached chain itself still serves leaves it did sign.
     roots.check(&pki.chain(&Spec::leaf("b.example")), Submission::Chain, None, now).unwrap();

@@ -78,7 +78,7 @@ pub(crate) fn entry(i: u64) -> NewEntry {
             SignedEntry::X509(cert.clone())
         },
         pre_certificate: precert.then(|| [b"pre ".as_slice(), &cert].concat()),
-        issuers: vec![b"intermediate".to_vec(), format!("root {}", i % 3).into_bytes()],
+        issuers: Arc::new(IssuerChain::new(vec![b"intermediate".to_vec(), format!("root {}", i % 3).into_bytes()])),
     }
 }
 
