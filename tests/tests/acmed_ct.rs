@@ -6,7 +6,10 @@
 //! with the certificate's serial; a log that is down costs at most the
 //! timeout, and then the policy decides: `min_scts = 1` refuses the
 //! finalization (serverInternal, the order stays ready), `min_scts = 0`
-//! issues without SCTs. A profile with `ct = false` gets none.
+//! issues without SCTs. A profile with `ct = false` gets none. With
+//! `policy = "chrome"`, three logs of one ctlogd and a fourth that is down:
+//! two SCTs from one operator are refused (serverInternal, the order stays
+//! ready), two from distinct operators are embedded.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -24,9 +27,9 @@ use signet_ct::rfc6962::precert::{
 };
 use signet_ct::rfc6962::{scts_from_extension_value, SCT_LIST_OID};
 use signet_ct::staticct::parse_leaf_index;
-use signet_ct::{LogKey, Sct, TimestampedEntry};
+use signet_ct::{Sct, TimestampedEntry};
 use signet_tests::acme::{AcmeStack, Client};
-use signet_tests::ctlog::CtLog;
+use signet_tests::ctlog::{Ctlogd, LogSpec, TEST_SEQUENCING};
 use signet_tests::run;
 use x509_cert::Certificate;
 
@@ -46,6 +49,11 @@ fn down_log() -> String {
 /// `[[ct.logs]]` for `url` with the base64 key `key`.
 fn log_entry(url: &str, key: &str, required: bool) -> String {
     format!("[[ct.logs]]\nurl = \"{url}\"\npublic_key = \"{key}\"\nrequired = {required}\n")
+}
+
+/// `[[ct.logs]]` for `url` with the base64 key `key`, run by `operator`.
+fn operated_log(url: &str, key: &str, operator: &str) -> String {
+    format!("[[ct.logs]]\nurl = \"{url}\"\npublic_key = \"{key}\"\noperator = \"{operator}\"\n")
 }
 
 /// A P-256 SubjectPublicKeyInfo nobody signs with (for logs that never answer).
@@ -103,7 +111,7 @@ fn issued_certificates_carry_scts_that_verify_and_the_precertificate_is_logged()
     let mut stack = AcmeStack::start("");
     let dir = stack.pki.dir.clone();
     let root = stack.pki.ca("root.pem");
-    let log = CtLog::start(&mut stack.pki.signd, &dir, "test", &root);
+    let log = Ctlogd::start(&mut stack.pki.signd, &dir, "test", &root);
     // The real log, and one that hangs (not required): issuance waits for it at
     // most timeout_ms and goes ahead with the one SCT min_scts asks for.
     let (_hung, hung_url) = hung_log();
@@ -115,7 +123,7 @@ fn issued_certificates_carry_scts_that_verify_and_the_precertificate_is_logged()
     );
     stack.reconfigure_acmed(&ct);
     let issuing = der_of_pem(&std::fs::read_to_string(stack.pki.ca("issuing.pem")).unwrap());
-    let log_key = LogKey::from_spki_der(&log.public_key).unwrap();
+    let log_key = log.key(log.name());
 
     let mut c = Client::new(&stack);
     c.register();
@@ -248,4 +256,70 @@ fn a_log_that_is_down_costs_at_most_the_timeout_and_the_policy_decides() {
     let cert = der_of_pem(&String::from_utf8(r.body).unwrap());
     assert!(scts_of(&cert).is_none(), "no SCT list when no log gave one");
     assert!(!is_precertificate(&cert).unwrap());
+}
+
+#[test]
+fn the_chrome_policy_wants_two_scts_from_distinct_operators() {
+    let mut stack = AcmeStack::start("");
+    let dir = stack.pki.dir.clone();
+    let root = stack.pki.ca("root.pem");
+    let logs = [LogSpec::new("a1"), LogSpec::new("a2"), LogSpec::new("b1")];
+    let ct = Ctlogd::start_logs(&mut stack.pki.signd, &dir, &root, &logs, TEST_SEQUENCING);
+    let key = |name: &str| STANDARD.encode(&ct.logs.iter().find(|l| l.name == name).unwrap().public_key);
+    let down = down_log();
+    // Operator A's two logs answer; operator B's only log is down: two valid
+    // SCTs, enough for a 90-day certificate by count, from one operator.
+    let one_operator = format!(
+        "[ct]\npolicy = \"chrome\"\ntimeout_ms = 1500\n{}{}{}",
+        operated_log(&ct.log_url("a1"), &key("a1"), "Operator A"),
+        operated_log(&ct.log_url("a2"), &key("a2"), "Operator A"),
+        operated_log(&down, &unused_key(), "Operator B"),
+    );
+    stack.reconfigure_acmed(&one_operator);
+    let mut c = Client::new(&stack);
+    c.register();
+    let names = ["chrome.signet.test"];
+    let (order_url, order) = c.new_order(&names);
+    c.authorize_dns01(&order);
+    let r = finalize_raw(&mut c, &order, &names);
+    assert_eq!((r.status, r.problem().as_str()), (500, "serverInternal"), "{:?}", r.json());
+    let detail = r.json()["detail"].as_str().unwrap().to_owned();
+    assert!(detail.contains("Certificate Transparency"), "{detail}");
+    assert!(detail.contains("2 valid SCT(s), from 1 log operator(s) (Operator A)"), "{detail}");
+    assert!(detail.contains("at least 2 distinct operators") && detail.contains("connection failed"), "{detail}");
+    assert_eq!(c.post(&order_url, None).json()["status"], "ready");
+    assert_eq!(metric(&stack, "acme_ct_policy_refusals_total", ""), 1.0);
+
+    // Operator B's log answers instead of the second of A's: the same order is
+    // issued, with the two SCTs (C's log is down), each verifying with its log's key.
+    let (account_key, kid) = (c.key.clone(), c.kid.clone());
+    drop(c);
+    let two_operators = format!(
+        "[ct]\npolicy = \"chrome\"\ntimeout_ms = 1500\n{}{}{}",
+        operated_log(&ct.log_url("a1"), &key("a1"), "Operator A"),
+        operated_log(&ct.log_url("b1"), &key("b1"), "Operator B"),
+        operated_log(&down, &unused_key(), "Operator C"),
+    );
+    stack.reconfigure_acmed(&two_operators);
+    let mut c = Client::new(&stack);
+    (c.key, c.kid) = (account_key, kid);
+    let started = std::time::SystemTime::now();
+    let r = c.finalize(&order, &Client::csr(&names));
+    assert_eq!(r.status, 200, "finalize: {}", String::from_utf8_lossy(&r.body));
+    let finished = std::time::SystemTime::now();
+    let r = c.post(r.json()["certificate"].as_str().unwrap(), None);
+    let cert = der_of_pem(&String::from_utf8(r.body).unwrap());
+    let scts = scts_of(&cert).expect("an SCT list");
+    assert_eq!(scts.len(), 2);
+    let issuing = der_of_pem(&std::fs::read_to_string(stack.pki.ca("issuing.pem")).unwrap());
+    let entry = embedded_sct_entry(&cert, &issuing).unwrap();
+    let millis = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    for (sct, log) in scts.iter().zip(["a1", "b1"]) {
+        let log_key = ct.key(log);
+        assert_eq!(sct.log_id, log_key.log_id(), "the SCTs in the logs' order");
+        log_key.verify_sct(sct, &entry).unwrap();
+        // Signed during this finalization, by the logs' clocks (the same host's).
+        assert!((millis(started)..=millis(finished)).contains(&sct.timestamp), "{}", sct.timestamp);
+    }
+    assert_eq!(metric(&stack, "acme_ct_policy_refusals_total", ""), 0.0, "a fresh acmed");
 }

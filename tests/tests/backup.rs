@@ -33,7 +33,7 @@ use signet_ipc::{block_on, KeyAlgorithm};
 use signet_jose::jwt::{verify_jwt, Validation};
 use signet_jose::Jwks;
 use signet_tests::acme::{AcmeStack, Client};
-use signet_tests::ctlog::{self, CtLog, TestRoot};
+use signet_tests::ctlog::{unix_now, CtPki, Ctlogd};
 use signet_tests::pki::Pki;
 use signet_tests::tokend::{signd_role, OauthClient, Tokend};
 use signet_tests::{bin, run, Backend, SigndProcess};
@@ -43,22 +43,22 @@ const API: &str = "https://api.signet.test";
 /// The appliance: every daemon's config is `<dir>/<daemon>.toml`.
 struct Appliance {
     stack: AcmeStack,
-    ct: CtLog,
+    ct: Ctlogd,
     tokend: Tokend,
     dir: PathBuf,
 }
 
-fn start_appliance(root: &TestRoot) -> Appliance {
+fn start_appliance(root: &CtPki) -> Appliance {
     let mut stack = AcmeStack::start("");
     let dir = stack.pki.dir.clone();
-    // tokend's role: loaded when CtLog restarts signd with the log's key.
+    // tokend's role: loaded when Ctlogd restarts signd with the log's key.
     let config = std::fs::read_to_string(&stack.pki.signd.config).unwrap();
     std::fs::write(&stack.pki.signd.config, format!("{config}\n{}", signd_role())).unwrap();
     // The log takes acmed's precertificates (the demo CA) and the test root's leaves.
     let roots = dir.join("ct-roots.pem");
     let ca_root = std::fs::read_to_string(stack.pki.ca("root.pem")).unwrap();
     std::fs::write(&roots, format!("{ca_root}{}", String::from_utf8(root.root.to_pem().unwrap()).unwrap())).unwrap();
-    let mut ct = CtLog::start(&mut stack.pki.signd, &dir, "demo", &roots);
+    let mut ct = Ctlogd::start(&mut stack.pki.signd, &dir, "demo", &roots);
     std::fs::rename(&ct.config, dir.join("ctlogd.toml")).unwrap();
     ct.config = dir.join("ctlogd.toml");
     let tokend = Tokend::start(&stack.pki.signd, &dir, "tok-es256", "ecdsa-p256", "");
@@ -137,8 +137,8 @@ fn manifest(backup: &Path) -> Value {
 /// What the write load saw acknowledged, each with when.
 #[derive(Default)]
 struct Acked {
-    /// CT: the leaf submitted (DER) and its SCT.
-    entries: Mutex<Vec<(Vec<u8>, Sct, Instant)>>,
+    /// CT: the entry submitted and its SCT.
+    entries: Mutex<Vec<(SignedEntry, Sct, Instant)>>,
     /// Tokens, and whether the load revoked it (acknowledged at the instant).
     tokens: Mutex<Vec<(String, bool, Instant)>>,
     /// Certificates revoked: (file, serial).
@@ -147,7 +147,8 @@ struct Acked {
 
 #[test]
 fn a_backup_taken_under_load_restores_an_appliance_that_answers_as_before() {
-    let root = TestRoot::new();
+    let root = CtPki::new("backup test root");
+    let not_after = unix_now() + 10 * 86_400;
     let mut a = start_appliance(&root);
     let dir = a.dir.clone();
     let work = tempfile::tempdir().unwrap();
@@ -180,19 +181,18 @@ fn a_backup_taken_under_load_restores_an_appliance_that_answers_as_before() {
     // The write load, and the backup in the middle of it.
     let stop = AtomicBool::new(false);
     let acked = Acked::default();
-    let url = a.ct.url();
     let (t_backup, t_backup_end, report) = std::thread::scope(|s| {
-        let (stop, acked, url, root, tokend, client, pki) =
-            (&stop, &acked, &url, &root, &a.tokend, &client, &a.stack.pki);
+        let (stop, acked, ct, root, tokend, client, pki) =
+            (&stop, &acked, &a.ct, &root, &a.tokend, &client, &a.stack.pki);
         for w in 0..2u32 {
             s.spawn(move || {
                 let mut i = w;
                 while !stop.load(Ordering::Relaxed) {
-                    let chain = root.chain(i);
-                    let (status, body) = ctlog::add_chain(url, &chain);
+                    let entry = root.cert(i, not_after);
+                    let (status, body) = ct.submit(ct.name(), &entry);
                     if status == 200 {
                         let sct = serde_json::from_slice::<AddChainResponse>(&body).unwrap().to_sct().unwrap();
-                        acked.entries.lock().unwrap().push((chain[0].clone(), sct, Instant::now()));
+                        acked.entries.lock().unwrap().push((entry.entry, sct, Instant::now()));
                     }
                     i += 2;
                 }
@@ -363,7 +363,7 @@ fn a_backup_taken_under_load_restores_an_appliance_that_answers_as_before() {
     a.stack.pki.ocspd_socket = restored.join("ocspd.sock");
     a.stack.pki.start_ocspd();
     a.ct.config = restored.join("ctlogd.toml");
-    a.ct.start_ctlogd();
+    a.ct.spawn();
     a.tokend.config = restored.join("tokend.toml");
     a.tokend.admin_socket = restored.join("tokend-admin.sock");
     a.tokend.signd_socket = restored.join("signd.sock");
@@ -396,24 +396,23 @@ fn a_backup_taken_under_load_restores_an_appliance_that_answers_as_before() {
     let ct_url = a.ct.url();
     let (st, out, err) = signetctl(&["ct", "verify", "--log", &ct_url]);
     assert!(st.success() && out.contains("verified"), "ct verify: {out}{err}");
-    let key = LogKey::from_spki_der(&a.ct.public_key).unwrap();
+    let key = a.ct.key(a.ct.name());
     let sth: GetSthResponse = serde_json::from_slice(&a.ct.get("ct/v1/get-sth").1).unwrap();
     let (head, sig) = sth.tree_head().unwrap();
     key.verify_tree_head(&head, &sig).unwrap();
     let before: Vec<_> = entries.iter().filter(|e| e.2 < t_backup).collect();
     assert!(before.len() >= 60);
-    for (i, (leaf, sct, _)) in before.iter().enumerate() {
-        let entry = SignedEntry::X509(leaf.clone());
-        key.verify_sct(sct, &entry).unwrap();
+    for (i, (entry, sct, _)) in before.iter().enumerate() {
+        key.verify_sct(sct, entry).unwrap();
         let index = parse_leaf_index(&sct.extensions).unwrap();
         assert!(index < head.tree_size, "entry {i}: index {index} beyond the restored tree ({})", head.tree_size);
         let (status, body) = a.ct.get(&format!("ct/v1/get-entries?start={index}&end={index}"));
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
         let leaf = serde_json::from_slice::<GetEntriesResponse>(&body).unwrap().entries.remove(0);
         let logged = TimestampedEntry::from_merkle_tree_leaf(&STANDARD.decode(&leaf.leaf_input).unwrap()).unwrap();
-        assert_eq!((logged.entry, logged.timestamp), (entry, sct.timestamp), "entry {i} at index {index}");
+        assert_eq!((&logged.entry, logged.timestamp), (entry, sct.timestamp), "entry {i} at index {index}");
     }
-    let (status, body) = a.ct.add_chain(&root.chain(1_000_000));
+    let (status, body) = a.ct.submit(a.ct.name(), &root.cert(1_000_000, not_after));
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     let sct = serde_json::from_slice::<AddChainResponse>(&body).unwrap().to_sct().unwrap();
     let index = parse_leaf_index(&sct.extensions).unwrap();

@@ -259,6 +259,12 @@ fn acmed_check_config_refuses_what_start_refuses() {
     accepted("acmed", d, &format!("{}ca_file = {cert:?}\n", ct("", "https://ct.example/log/", &log_key)));
     refused("acmed", d, &ct("", "http://127.0.0.1:1/log/", "bm90IGEga2V5"), &["[[ct.logs]] #1", "public_key"]);
     refused("acmed", d, &ct("min_scts = 2\n", "http://127.0.0.1:1/log/", &log_key), &["min_scts = 2"]);
+    refused(
+        "acmed",
+        d,
+        &ct("policy = \"chrome\"\n", "http://127.0.0.1:1/log/", &log_key),
+        &["policy = \"chrome\" needs at least two [[ct.logs]]"],
+    );
     refused("acmed", d, &ct("", "ftp://127.0.0.1/log/", &log_key), &["not an http: or https: URL"]);
     refused(
         "acmed",

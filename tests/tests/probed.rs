@@ -616,7 +616,7 @@ fn file_ca() -> (openssl::x509::X509, openssl::pkey::PKey<openssl::pkey::Private
 /// SCT list in the poison's place. Returns the certificate's and the CA's PEM paths.
 fn cert_with_embedded_sct(
     d: &Path,
-    ct: &signet_tests::ctlog::CtLog,
+    ct: &signet_tests::ctlog::Ctlogd,
     ca: &openssl::x509::X509,
     ca_key: &openssl::pkey::PKey<openssl::pkey::Private>,
 ) -> (PathBuf, PathBuf) {
@@ -701,7 +701,7 @@ fn probed_pki_checks_against_ocspd_and_ctlogd() {
     let (sct_ca, sct_ca_key) = file_ca();
     let roots = d.join("ct-roots.pem");
     std::fs::write(&roots, [std::fs::read(&root).unwrap(), sct_ca.to_pem().unwrap()].concat()).unwrap();
-    let ct = signet_tests::ctlog::CtLog::start(&mut pki.signd, &dir_path, "probelog", &roots);
+    let ct = signet_tests::ctlog::Ctlogd::start(&mut pki.signd, &dir_path, "probelog", &roots);
     let (sct_cert, sct_issuer) = cert_with_embedded_sct(d, &ct, &sct_ca, &sct_ca_key);
     let issuer = pki.ca("issuing.pem");
     // A probe key in signd: probed signs a test message with it each run.

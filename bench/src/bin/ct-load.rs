@@ -1,6 +1,9 @@
 //! ct-load: a Certificate Transparency load generator in the manner of CT's
 //! hammer. It submits distinct synthetic chains to a log's RFC 6962
-//! `add-chain` for a bounded time and reports SCTs/s, time-to-SCT,
+//! `add-chain` (or, with `--entries precert|mixed`, precertificates with the
+//! poison extension to `add-pre-chain`; `--via-psc` has a Precertificate
+//! Signing Certificate sign them, RFC 6962 §3.1) for a bounded time and
+//! reports SCTs/s, time-to-SCT,
 //! time-to-integrate, errors (429 pushbacks apart) and, given the server's
 //! pids, the server's CPU time per entry. With `--read-tiles` it reads full
 //! tiles at random instead and reports reads/s.
@@ -28,7 +31,10 @@
 //! the poll that saw it, so it includes up to one poll interval.
 //!
 //! Every `--verify-every`th SCT's signature is verified against the log's
-//! key (`--log-key`, or the `key` of `<monitoring-url>log.v3.json`).
+//! key (`--log-key`, or the `key` of `<monitoring-url>log.v3.json`): for a
+//! precertificate, over the entry of its final certificate (the intermediate's
+//! key hash and the TBS without the poison, made from the certificate
+//! template, not from the precertificate).
 //!
 //! Only what completes after `--warmup` and before its end counts. Exits
 //! non-zero if more than 0.1% of outcomes (pushbacks aside) are errors, an
@@ -52,7 +58,7 @@ use clap::{Parser, ValueEnum};
 use hyper::{Method, StatusCode, Uri};
 use signet_bench::cpu::{cpu_snapshot, parse_servers, round, CpuUse};
 use signet_bench::ct::client::{fetch, Conn, Endpoint};
-use signet_bench::ct::pki::{Leaf, LeafFactory, LeafPool, PoolStats, TestPki};
+use signet_bench::ct::pki::{Entries, Leaf, LeafFactory, LeafKind, LeafPool, PoolStats, TestPki};
 use signet_bench::ct::{self, LogKey, Sct};
 use signet_bench::percentile;
 use tokio::time::{sleep, sleep_until, Instant};
@@ -122,6 +128,14 @@ struct Args {
     /// Read mode: fetch full tiles at random instead of submitting.
     #[arg(long)]
     read_tiles: bool,
+    /// What to submit: certificates (add-chain), precertificates
+    /// (add-pre-chain), or both in turn.
+    #[arg(long, value_enum, default_value_t = EntryMode::Cert)]
+    entries: EntryMode,
+    /// Precertificates are signed by the test CA's Precertificate Signing
+    /// Certificate (sent between the precertificate and the intermediate).
+    #[arg(long)]
+    via_psc: bool,
     /// Which full tiles --read-tiles fetches.
     #[arg(long, value_enum, default_value_t = TileKind::Both)]
     tiles: TileKind,
@@ -136,6 +150,34 @@ enum Poll {
     Checkpoint,
     /// <url>ct/v1/get-sth (RFC 6962).
     Sth,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum EntryMode {
+    /// Certificates, to add-chain.
+    Cert,
+    /// Precertificates, to add-pre-chain.
+    Precert,
+    /// Both, in turn.
+    Mixed,
+}
+
+impl EntryMode {
+    fn entries(self) -> Entries {
+        match self {
+            EntryMode::Cert => Entries::Certificates,
+            EntryMode::Precert => Entries::Precertificates,
+            EntryMode::Mixed => Entries::Mixed,
+        }
+    }
+
+    fn endpoints(self) -> &'static str {
+        match self {
+            EntryMode::Cert => "ct/v1/add-chain",
+            EntryMode::Precert => "ct/v1/add-pre-chain",
+            EntryMode::Mixed => "ct/v1/add-chain and add-pre-chain",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -251,7 +293,10 @@ fn quantiles(samples: &mut [Duration]) -> [Duration; 4] {
 /// What every writer shares.
 struct Writing {
     ep: Arc<Endpoint>,
+    /// `<url>ct/v1/add-chain`.
     submit_path: String,
+    /// `<url>ct/v1/add-pre-chain`.
+    submit_pre_path: String,
     factory: Arc<LeafFactory>,
     pool: LeafPool,
     clock: Clock,
@@ -347,9 +392,13 @@ async fn writer(w: Arc<Writing>) -> WriteStats {
                 }
             },
         };
-        let body = Bytes::from(w.factory.add_chain_body(&leaf.der));
+        let body = Bytes::from(w.factory.body(&leaf));
         let deadline = (Instant::now() + w.timeout).min(clock.end);
-        let outcome = conn.send(Method::POST, &w.submit_path, body, deadline).await;
+        let path = match leaf.kind {
+            LeafKind::Certificate => &w.submit_path,
+            LeafKind::Precertificate => &w.submit_pre_path,
+        };
+        let outcome = conn.send(Method::POST, path, body, deadline).await;
         let done = Instant::now();
         let counts = clock.counts(done);
         let answer = match outcome {
@@ -378,9 +427,14 @@ async fn writer(w: Arc<Writing>) -> WriteStats {
                 };
                 let nth = w.answered.fetch_add(1, Ordering::Relaxed);
                 let verdict = match &w.key {
-                    Some(key) if w.verify_every > 0 && nth % w.verify_every == 0 => {
-                        Some(key.verify_sct(&sct, &leaf.der))
-                    }
+                    Some(key) if w.verify_every > 0 && nth % w.verify_every == 0 => Some(match leaf.kind {
+                        LeafKind::Certificate => key.verify_sct(&sct, &leaf.der),
+                        LeafKind::Precertificate => key.verify_precert_sct(
+                            &sct,
+                            &w.factory.issuer_key_hash(),
+                            &w.factory.precert_entry_tbs(leaf.n),
+                        ),
+                    }),
                     _ => None,
                 };
                 if counts {
@@ -478,7 +532,7 @@ struct WriteReport {
 fn run_write(args: &Args) -> anyhow::Result<WriteReport> {
     let servers = parse_servers(&args.server_pids)?;
     let pki = TestPki::load_or_create(&args.pki_dir)?;
-    let factory = Arc::new(LeafFactory::new(&pki)?);
+    let factory = Arc::new(LeafFactory::with_entries(&pki, args.entries.entries(), args.via_psc)?);
     let ep = Arc::new(Endpoint::new(args.url.as_ref().context("--url")?)?);
     let mon = Arc::new(Endpoint::new(args.monitoring_url.as_ref().or(args.url.as_ref()).context("--url")?)?);
     let rt = runtime(args.threads)?;
@@ -512,6 +566,7 @@ fn run_write(args: &Args) -> anyhow::Result<WriteReport> {
         let writing = Arc::new(Writing {
             ep: ep.clone(),
             submit_path: ep.path("ct/v1/add-chain"),
+            submit_pre_path: ep.path("ct/v1/add-pre-chain"),
             factory,
             pool,
             clock,
@@ -610,9 +665,11 @@ impl WriteReport {
         };
         let secs = self.window.as_secs_f64();
         let mut out = format!(
-            "ct-load: POST {url}ct/v1/add-chain, {w} writers, {mode}, {t} thread(s), {d} s after {wu} s warmup\n\
+            "ct-load: POST {url}{endpoints}{psc}, {w} writers, {mode}, {t} thread(s), {d} s after {wu} s warmup\n\
              SCTs          {n} ({rate:.1}/s)\n",
             url = args.url.as_ref().map(ToString::to_string).unwrap_or_default(),
+            endpoints = args.entries.endpoints(),
+            psc = if args.via_psc && args.entries != EntryMode::Cert { " (precertificates via a PSC)" } else { "" },
             w = args.writers,
             t = args.threads,
             d = args.duration,
@@ -715,6 +772,8 @@ fn options_json(args: &Args) -> serde_json::Value {
         "verify_every": args.verify_every,
         "poll": format!("{:?}", args.poll),
         "poll_ms": args.poll_ms,
+        "entries": format!("{:?}", args.entries),
+        "via_psc": args.via_psc,
         "read_tiles": args.read_tiles,
         "tiles": format!("{:?}", args.tiles),
     })

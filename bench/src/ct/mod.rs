@@ -2,9 +2,10 @@
 //! a log's answers, written here from the specifications rather than taken
 //! from signet-ct, so that the generator is a second opinion on ctlogd.
 //!
-//! - [`Sct`]: an `add-chain` answer (RFC 6962 §4.1), its static-ct-api
-//!   `leaf_index` extension ([`leaf_index`]) and its signature
-//!   ([`LogKey::verify_sct`], over the input of RFC 6962 §3.2);
+//! - [`Sct`]: an `add-chain` or `add-pre-chain` answer (RFC 6962 §4.1–4.2),
+//!   its static-ct-api `leaf_index` extension ([`leaf_index`]) and its
+//!   signature ([`LogKey::verify_sct`], [`LogKey::verify_precert_sct`], over
+//!   the inputs of RFC 6962 §3.2);
 //! - [`checkpoint_size`]: the tree size of a checkpoint (tlog-checkpoint) or
 //!   of a `get-sth` answer ([`sth_size`]);
 //! - [`hash_tile_path`], [`data_tile_path`]: tlog-tiles paths of full tiles.
@@ -139,6 +140,27 @@ pub fn sct_signed_input(cert_der: &[u8], timestamp: u64, extensions: &[u8]) -> V
     v
 }
 
+/// What an SCT for a `precert_entry` signs (RFC 6962 §3.2): as
+/// [`sct_signed_input`] but entry type `precert_entry`, then the issuer key
+/// hash (32 bytes) and the final certificate's TBS (24-bit length).
+pub fn precert_sct_signed_input(
+    issuer_key_hash: &[u8; 32],
+    tbs_der: &[u8],
+    timestamp: u64,
+    extensions: &[u8],
+) -> Vec<u8> {
+    let mut v = Vec::with_capacity(tbs_der.len() + extensions.len() + 49);
+    v.extend_from_slice(&[0, 0]);
+    v.extend_from_slice(&timestamp.to_be_bytes());
+    v.extend_from_slice(&1u16.to_be_bytes());
+    v.extend_from_slice(issuer_key_hash);
+    v.extend_from_slice(&(tbs_der.len() as u32).to_be_bytes()[1..]);
+    v.extend_from_slice(tbs_der);
+    v.extend_from_slice(&(extensions.len() as u16).to_be_bytes());
+    v.extend_from_slice(extensions);
+    v
+}
+
 /// A log's ECDSA P-256 public key and ID.
 #[derive(Clone)]
 pub struct LogKey {
@@ -182,6 +204,16 @@ impl LogKey {
     /// Checks that `sct` is this log's and that its signature over the
     /// `x509_entry` of `cert_der` verifies (ECDSA with SHA-256).
     pub fn verify_sct(&self, sct: &Sct, cert_der: &[u8]) -> Result<(), CtError> {
+        self.verify_sct_input(sct, &sct_signed_input(cert_der, sct.timestamp, &sct.extensions))
+    }
+
+    /// Checks that `sct` is this log's and that its signature over the
+    /// `precert_entry` of (`issuer_key_hash`, `tbs_der`) verifies.
+    pub fn verify_precert_sct(&self, sct: &Sct, issuer_key_hash: &[u8; 32], tbs_der: &[u8]) -> Result<(), CtError> {
+        self.verify_sct_input(sct, &precert_sct_signed_input(issuer_key_hash, tbs_der, sct.timestamp, &sct.extensions))
+    }
+
+    fn verify_sct_input(&self, sct: &Sct, input: &[u8]) -> Result<(), CtError> {
         if sct.log_id != self.id {
             return Err(CtError::WrongLogId);
         }
@@ -192,9 +224,8 @@ impl LogKey {
         if sig.len() != usize::from(u16::from_be_bytes([*hi, *lo])) {
             return Err(CtError::Malformed("signature length"));
         }
-        let input = sct_signed_input(cert_der, sct.timestamp, &sct.extensions);
         let ok = Verifier::new(MessageDigest::sha256(), &self.key)
-            .and_then(|mut v| v.verify_oneshot(sig, &input))
+            .and_then(|mut v| v.verify_oneshot(sig, input))
             .unwrap_or(false);
         if ok {
             Ok(())
@@ -311,6 +342,32 @@ mod tests {
         })
         .to_string()
         .into_bytes()
+    }
+
+    #[test]
+    fn precert_sct_input_layout() {
+        let input = precert_sct_signed_input(&[7; 32], &[1, 2, 3], 0x0102, &[9]);
+        let mut want = vec![0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 1];
+        want.extend_from_slice(&[7; 32]);
+        want.extend_from_slice(&[0, 0, 3, 1, 2, 3, 0, 1, 9]);
+        assert_eq!(input, want);
+        let (key, spki) = new_key();
+        let log = LogKey::from_spki_der(&spki).unwrap();
+        let ext = [0u8, 0, 5, 0, 0, 0, 0, 4];
+        let sig = Signer::new(MessageDigest::sha256(), &key)
+            .unwrap()
+            .sign_oneshot_to_vec(&precert_sct_signed_input(&[7; 32], b"tbs", 5, &ext))
+            .unwrap();
+        let sct = Sct {
+            log_id: sha256(&spki),
+            timestamp: 5,
+            extensions: ext.to_vec(),
+            signature: [&[4u8, 3][..], &(sig.len() as u16).to_be_bytes(), &sig].concat(),
+        };
+        assert_eq!(log.verify_precert_sct(&sct, &[7; 32], b"tbs"), Ok(()));
+        assert_eq!(log.verify_precert_sct(&sct, &[8; 32], b"tbs"), Err(CtError::BadSignature));
+        assert_eq!(log.verify_precert_sct(&sct, &[7; 32], b"tbx"), Err(CtError::BadSignature));
+        assert_eq!(log.verify_sct(&sct, b"tbs"), Err(CtError::BadSignature));
     }
 
     #[test]

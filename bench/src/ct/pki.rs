@@ -1,12 +1,19 @@
 //! The synthetic chains `ct-load` submits: a test root and intermediate
-//! (ECDSA P-256), and distinct leaf certificates made fast.
+//! (ECDSA P-256), a Precertificate Signing Certificate the intermediate
+//! certified (RFC 6962 §3.1), and distinct leaf certificates or
+//! precertificates made fast.
 //!
-//! A leaf is a copy of one template `TBSCertificate` with its serial number
+//! A leaf is a copy of a template `TBSCertificate` with its serial number
 //! and the counter in its subject CN and DNS name patched in place (fixed
 //! width, so no length changes), signed by the intermediate: one ECDSA
 //! signature and a few copies per leaf, rather than building the certificate
 //! through OpenSSL's X509 builder each time. Every leaf shares one key pair;
-//! no log looks at it.
+//! no log looks at it. A precertificate comes from a second template, the
+//! first with the critical poison extension appended (and, when the
+//! Precertificate Signing Certificate signs it, that certificate's name as
+//! issuer and its key identifier); the first template patched the same way
+//! is the TBS of its final certificate, which is what the log's SCT signs
+//! ([`LeafFactory::precert_entry_tbs`]).
 //!
 //! [`LeafPool`] makes leaves on background threads ahead of use, so that
 //! making them never limits the submission rate: it fills up to a target,
@@ -21,7 +28,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use openssl::asn1::{Asn1Integer, Asn1Time};
+use der::{Decode as _, Encode as _};
+use openssl::asn1::{Asn1Integer, Asn1Object, Asn1OctetString, Asn1Time};
 use openssl::bn::BigNum;
 use openssl::ec::{EcGroup, EcKey};
 use openssl::hash::MessageDigest;
@@ -31,10 +39,11 @@ use openssl::sign::Signer;
 use openssl::x509::extension::{
     AuthorityKeyIdentifier, BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAlternativeName, SubjectKeyIdentifier,
 };
-use openssl::x509::{X509Builder, X509Name, X509NameBuilder, X509};
+use openssl::x509::{X509Builder, X509Extension, X509Name, X509NameBuilder, X509};
 use rand_core::{OsRng, RngCore};
 
-/// The test CA: a root and an intermediate it signed, with their keys.
+/// The test CA: a root and an intermediate it signed, with their keys, and
+/// the intermediate's Precertificate Signing Certificate.
 pub struct TestPki {
     /// The root (what a log under test must accept: `root.pem`).
     pub root: X509,
@@ -42,10 +51,21 @@ pub struct TestPki {
     pub intermediate: X509,
     /// The intermediate's key.
     pub intermediate_key: PKey<Private>,
+    /// The Precertificate Signing Certificate (EKU 1.3.6.1.4.1.11129.2.4.4,
+    /// CA, issued by the intermediate) and its key, if the directory has one
+    /// (older ones do not).
+    pub precert_signer: Option<(X509, PKey<Private>)>,
 }
 
 /// The files of a [`TestPki`] in its directory.
 const FILES: [&str; 4] = ["root.pem", "root-key.pem", "intermediate.pem", "intermediate-key.pem"];
+/// The Precertificate Signing Certificate's files (made with the others).
+const PSC_FILES: [&str; 2] = ["precert-signer.pem", "precert-signer-key.pem"];
+
+/// The OID of the precertificate poison extension (RFC 6962 §3.1).
+const POISON_OID: &str = "1.3.6.1.4.1.11129.2.4.3";
+/// The EKU of a Precertificate Signing Certificate (RFC 6962 §3.1).
+const PRECERT_SIGNING_OID: &str = "1.3.6.1.4.1.11129.2.4.4";
 
 impl TestPki {
     /// Loads the CA from `dir`, or creates it there (the directory too) when
@@ -62,24 +82,38 @@ impl TestPki {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let pki = Self::create()?;
         let root_key = pki.root_key_pem.clone();
-        let writes: [(&PathBuf, Vec<u8>); 4] = [
-            (&paths[0], pki.pki.root.to_pem()?),
-            (&paths[1], root_key),
-            (&paths[2], pki.pki.intermediate.to_pem()?),
-            (&paths[3], pki.pki.intermediate_key.private_key_to_pem_pkcs8()?),
+        let (psc, psc_key) = pki.pki.precert_signer.as_ref().context("a new PKI has a precertificate signer")?;
+        let writes: [(PathBuf, Vec<u8>); 6] = [
+            (paths[0].clone(), pki.pki.root.to_pem()?),
+            (paths[1].clone(), root_key),
+            (paths[2].clone(), pki.pki.intermediate.to_pem()?),
+            (paths[3].clone(), pki.pki.intermediate_key.private_key_to_pem_pkcs8()?),
+            (dir.join(PSC_FILES[0]), psc.to_pem()?),
+            (dir.join(PSC_FILES[1]), psc_key.private_key_to_pem_pkcs8()?),
         ];
         for (path, pem) in writes {
-            std::fs::write(path, pem).with_context(|| format!("writing {}", path.display()))?;
+            std::fs::write(&path, pem).with_context(|| format!("writing {}", path.display()))?;
         }
         Ok(pki.pki)
     }
 
     fn load(paths: &[PathBuf]) -> anyhow::Result<Self> {
         let read = |p: &PathBuf| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
+        let dir = paths[0].parent().unwrap_or(Path::new("."));
+        let (psc, psc_key) = (dir.join(PSC_FILES[0]), dir.join(PSC_FILES[1]));
+        let precert_signer = if psc.exists() && psc_key.exists() {
+            Some((
+                X509::from_pem(&read(&psc)?).context(PSC_FILES[0])?,
+                PKey::private_key_from_pem(&read(&psc_key)?).context(PSC_FILES[1])?,
+            ))
+        } else {
+            None
+        };
         Ok(Self {
             root: X509::from_pem(&read(&paths[0])?).context("root.pem")?,
             intermediate: X509::from_pem(&read(&paths[2])?).context("intermediate.pem")?,
             intermediate_key: PKey::private_key_from_pem(&read(&paths[3])?).context("intermediate-key.pem")?,
+            precert_signer,
         })
     }
 
@@ -94,17 +128,30 @@ impl TestPki {
         let root = b.build();
 
         let key = p256_key()?;
-        let mut b = ca_builder(&name("ct-load Test Intermediate")?, &root_name, &key)?;
-        b.append_extension(BasicConstraints::new().critical().ca().pathlen(0).build()?)?;
+        let intermediate_name = name("ct-load Test Intermediate")?;
+        let mut b = ca_builder(&intermediate_name, &root_name, &key)?;
+        // No path length limit: the Precertificate Signing Certificate is a CA below it.
+        b.append_extension(BasicConstraints::new().critical().ca().build()?)?;
         let ski = SubjectKeyIdentifier::new().build(&b.x509v3_context(Some(&root), None))?;
         b.append_extension(ski)?;
         let aki = AuthorityKeyIdentifier::new().keyid(true).build(&b.x509v3_context(Some(&root), None))?;
         b.append_extension(aki)?;
         b.sign(&root_key, MessageDigest::sha256())?;
         let intermediate = b.build();
+
+        let psc_key = p256_key()?;
+        let mut b = ca_builder(&name("ct-load Test Precertificate Signer")?, &intermediate_name, &psc_key)?;
+        b.append_extension(BasicConstraints::new().critical().ca().pathlen(0).build()?)?;
+        b.append_extension(ExtendedKeyUsage::new().other(PRECERT_SIGNING_OID).build()?)?;
+        let ski = SubjectKeyIdentifier::new().build(&b.x509v3_context(Some(&intermediate), None))?;
+        b.append_extension(ski)?;
+        let aki = AuthorityKeyIdentifier::new().keyid(true).build(&b.x509v3_context(Some(&intermediate), None))?;
+        b.append_extension(aki)?;
+        b.sign(&key, MessageDigest::sha256())?;
+        let psc = b.build();
         Ok(Created {
             root_key_pem: root_key.private_key_to_pem_pkcs8()?,
-            pki: Self { root, intermediate, intermediate_key: key },
+            pki: Self { root, intermediate, intermediate_key: key, precert_signer: Some((psc, psc_key)) },
         })
     }
 }
@@ -155,8 +202,28 @@ fn unix_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
-/// Makes distinct leaf certificates from one template (see the module docs).
-pub struct LeafFactory {
+/// What a [`LeafFactory`] makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entries {
+    /// Certificates (`add-chain`).
+    Certificates,
+    /// Precertificates (`add-pre-chain`).
+    Precertificates,
+    /// Both in turn: odd numbers are precertificates.
+    Mixed,
+}
+
+/// Whether a [`Leaf`] is a certificate or a precertificate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeafKind {
+    /// A certificate, for `add-chain`.
+    Certificate,
+    /// A precertificate, for `add-pre-chain`.
+    Precertificate,
+}
+
+/// One template TBS and where to patch it, with the key that signs copies of it.
+struct Template {
     tbs: Vec<u8>,
     /// Where the 8-byte counter of the serial number sits in `tbs`.
     serial_at: usize,
@@ -166,44 +233,46 @@ pub struct LeafFactory {
     /// The DER `AlgorithmIdentifier` of the signature.
     algorithm: Vec<u8>,
     key: PKey<Private>,
-    /// Standard base64 of the intermediate, for request bodies.
-    intermediate_b64: String,
 }
 
-impl LeafFactory {
-    /// Leaves issued by `pki`'s intermediate, valid from an hour ago for 90
-    /// days, each with a serial number and name unique to this run.
-    pub fn new(pki: &TestPki) -> anyhow::Result<Self> {
-        let mut run = [0u8; 7];
-        OsRng.fill_bytes(&mut run);
-        let run_hex: String = run.iter().map(|b| format!("{b:02x}")).collect();
-        let placeholder = format!("{run_hex}-{:016x}", 0);
-        let dns = format!("{placeholder}.ct-load.test");
-        // Serial: 0x4c, the run's 7 bytes, an 8-byte counter: 16 bytes, positive, minimal.
-        let serial_bytes: Vec<u8> = [&[0x4c][..], &run, &[0; 8]].concat();
+/// The fields every template shares: a leaf's identity but for its counter.
+struct LeafFields {
+    run_hex: String,
+    serial_bytes: Vec<u8>,
+    dns: String,
+    placeholder: String,
+    key: PKey<Private>,
+    not_before: Asn1Time,
+    not_after: Asn1Time,
+}
 
-        let leaf_key = p256_key()?;
+impl Template {
+    /// A leaf issued by `issuer` (signed with `issuer_key`), with the poison
+    /// extension last when `poison`.
+    fn new(f: &LeafFields, issuer: &X509, issuer_key: &PKey<Private>, poison: bool) -> anyhow::Result<Self> {
         let mut b = X509Builder::new()?;
         b.set_version(2)?;
-        let serial = BigNum::from_slice(&serial_bytes)?.to_asn1_integer()?;
+        let serial = BigNum::from_slice(&f.serial_bytes)?.to_asn1_integer()?;
         b.set_serial_number(&serial)?;
         let mut subject = X509NameBuilder::new()?;
-        subject.append_entry_by_nid(Nid::COMMONNAME, &dns)?;
+        subject.append_entry_by_nid(Nid::COMMONNAME, &f.dns)?;
         b.set_subject_name(&subject.build())?;
-        b.set_issuer_name(pki.intermediate.subject_name())?;
-        b.set_pubkey(&leaf_key)?;
-        let now = unix_now();
-        let (not_before, not_after) = (Asn1Time::from_unix(now - 3600)?, Asn1Time::from_unix(now + 90 * 86_400)?);
-        b.set_not_before(&not_before)?;
-        b.set_not_after(&not_after)?;
+        b.set_issuer_name(issuer.subject_name())?;
+        b.set_pubkey(&f.key)?;
+        b.set_not_before(&f.not_before)?;
+        b.set_not_after(&f.not_after)?;
         b.append_extension(BasicConstraints::new().critical().build()?)?;
         b.append_extension(KeyUsage::new().critical().digital_signature().build()?)?;
         b.append_extension(ExtendedKeyUsage::new().server_auth().build()?)?;
-        let san = SubjectAlternativeName::new().dns(&dns).build(&b.x509v3_context(Some(&pki.intermediate), None))?;
+        let san = SubjectAlternativeName::new().dns(&f.dns).build(&b.x509v3_context(Some(issuer), None))?;
         b.append_extension(san)?;
-        let aki = AuthorityKeyIdentifier::new().keyid(true).build(&b.x509v3_context(Some(&pki.intermediate), None))?;
+        let aki = AuthorityKeyIdentifier::new().keyid(true).build(&b.x509v3_context(Some(issuer), None))?;
         b.append_extension(aki)?;
-        b.sign(&pki.intermediate_key, MessageDigest::sha256())?;
+        if poison {
+            let (oid, null) = (Asn1Object::from_str(POISON_OID)?, Asn1OctetString::new_from_bytes(&[0x05, 0x00])?);
+            b.append_extension(X509Extension::new_from_der(&oid, true, &null)?)?;
+        }
+        b.sign(issuer_key, MessageDigest::sha256())?;
         let template = b.build().to_der()?;
 
         let (cert_body, _) = der_element(&template, 0).context("template certificate")?;
@@ -211,29 +280,34 @@ impl LeafFactory {
         let (alg_range, _) = der_element(&template, next).context("template algorithm")?;
         let tbs = template[tbs_range.full.clone()].to_vec();
         let algorithm = template[alg_range.full].to_vec();
-        let serial_at = find_all(&tbs, &serial_bytes);
-        let name_at = find_all(&tbs, placeholder.as_bytes());
+        let serial_at = find_all(&tbs, &f.serial_bytes);
+        let name_at = find_all(&tbs, f.placeholder.as_bytes());
         if serial_at.len() != 1 || name_at.len() != 2 {
             bail!("template TBS: found the serial {} times, the name {} times", serial_at.len(), name_at.len());
         }
         Ok(Self {
             serial_at: serial_at[0] + 8,
-            name_at: name_at.iter().map(|at| at + run_hex.len() + 1).collect(),
+            name_at: name_at.iter().map(|at| at + f.run_hex.len() + 1).collect(),
             tbs,
             algorithm,
-            key: pki.intermediate_key.clone(),
-            intermediate_b64: STANDARD.encode(pki.intermediate.to_der()?),
+            key: issuer_key.clone(),
         })
     }
 
-    /// Leaf number `n` (DER): distinct for every `n` in this run.
-    pub fn leaf(&self, n: u64) -> anyhow::Result<Vec<u8>> {
+    /// The TBS with counter `n` patched in.
+    fn tbs(&self, n: u64) -> Vec<u8> {
         let mut tbs = self.tbs.clone();
         tbs[self.serial_at..self.serial_at + 8].copy_from_slice(&n.to_be_bytes());
         let hex = format!("{n:016x}");
         for &at in &self.name_at {
             tbs[at..at + 16].copy_from_slice(hex.as_bytes());
         }
+        tbs
+    }
+
+    /// Copy `n`, signed (DER).
+    fn sign(&self, n: u64) -> anyhow::Result<Vec<u8>> {
+        let tbs = self.tbs(n);
         let sig = Signer::new(MessageDigest::sha256(), &self.key)?.sign_oneshot_to_vec(&tbs)?;
         let mut bits = Vec::with_capacity(sig.len() + 4);
         bits.push(0x03);
@@ -249,17 +323,142 @@ impl LeafFactory {
         cert.extend_from_slice(&bits);
         Ok(cert)
     }
+}
 
-    /// The `add-chain` body for `leaf`: the leaf and the intermediate.
-    pub fn add_chain_body(&self, leaf: &[u8]) -> String {
-        let mut body = String::with_capacity(leaf.len() * 4 / 3 + self.intermediate_b64.len() + 24);
-        body.push_str("{\"chain\":[\"");
-        STANDARD.encode_string(leaf, &mut body);
-        body.push_str("\",\"");
-        body.push_str(&self.intermediate_b64);
-        body.push_str("\"]}");
-        body
+/// Makes distinct leaf certificates and precertificates from templates (see
+/// the module docs).
+pub struct LeafFactory {
+    certificate: Template,
+    precertificate: Template,
+    entries: Entries,
+    /// Standard base64 of what follows a certificate in a request: the intermediate.
+    chain_b64: Vec<String>,
+    /// What follows a precertificate: the intermediate, after the
+    /// Precertificate Signing Certificate when it signs them.
+    pre_chain_b64: Vec<String>,
+    /// SHA-256 of the intermediate's SubjectPublicKeyInfo: the issuer key
+    /// hash of every precertificate's entry.
+    issuer_key_hash: [u8; 32],
+}
+
+impl LeafFactory {
+    /// Certificates issued by `pki`'s intermediate; see [`LeafFactory::with_entries`].
+    pub fn new(pki: &TestPki) -> anyhow::Result<Self> {
+        Self::with_entries(pki, Entries::Certificates, false)
     }
+
+    /// Leaves issued by `pki`'s intermediate, valid from an hour ago for 90
+    /// days, each with a serial number and name unique to this run; `entries`
+    /// says which are precertificates, `via_psc` whether the Precertificate
+    /// Signing Certificate signs those.
+    pub fn with_entries(pki: &TestPki, entries: Entries, via_psc: bool) -> anyhow::Result<Self> {
+        let mut run = [0u8; 7];
+        OsRng.fill_bytes(&mut run);
+        let run_hex: String = run.iter().map(|b| format!("{b:02x}")).collect();
+        let placeholder = format!("{run_hex}-{:016x}", 0);
+        let now = unix_now();
+        let fields = LeafFields {
+            dns: format!("{placeholder}.ct-load.test"),
+            // Serial: 0x4c, the run's 7 bytes, an 8-byte counter: 16 bytes, positive, minimal.
+            serial_bytes: [&[0x4c][..], &run, &[0; 8]].concat(),
+            run_hex,
+            placeholder,
+            key: p256_key()?,
+            not_before: Asn1Time::from_unix(now - 3600)?,
+            not_after: Asn1Time::from_unix(now + 90 * 86_400)?,
+        };
+        let certificate = Template::new(&fields, &pki.intermediate, &pki.intermediate_key, false)?;
+        let b64 = |c: &X509| -> anyhow::Result<String> { Ok(STANDARD.encode(c.to_der()?)) };
+        let chain_b64 = vec![b64(&pki.intermediate)?];
+        let (precertificate, pre_chain_b64) = if via_psc {
+            let Some((psc, psc_key)) = &pki.precert_signer else {
+                bail!("the test CA has no Precertificate Signing Certificate: give a new --pki-dir");
+            };
+            if pki.intermediate.pathlen() == Some(0) {
+                bail!("the test intermediate allows no CA below it: give a new --pki-dir");
+            }
+            (Template::new(&fields, psc, psc_key, true)?, vec![b64(psc)?, b64(&pki.intermediate)?])
+        } else {
+            (Template::new(&fields, &pki.intermediate, &pki.intermediate_key, true)?, chain_b64.clone())
+        };
+        let intermediate = x509_cert::Certificate::from_der(&pki.intermediate.to_der()?)?;
+        let spki = intermediate.tbs_certificate.subject_public_key_info.to_der()?;
+        Ok(Self {
+            certificate,
+            precertificate,
+            entries,
+            chain_b64,
+            pre_chain_b64,
+            issuer_key_hash: openssl::sha::sha256(&spki),
+        })
+    }
+
+    /// Certificate number `n` (DER): distinct for every `n` in this run.
+    pub fn leaf(&self, n: u64) -> anyhow::Result<Vec<u8>> {
+        self.certificate.sign(n)
+    }
+
+    /// Precertificate number `n` (DER).
+    pub fn precertificate(&self, n: u64) -> anyhow::Result<Vec<u8>> {
+        self.precertificate.sign(n)
+    }
+
+    /// Leaf number `n`: a certificate or a precertificate, as the factory's
+    /// [`Entries`] say.
+    pub fn make(&self, n: u64) -> anyhow::Result<Leaf> {
+        let kind = match self.entries {
+            Entries::Certificates => LeafKind::Certificate,
+            Entries::Precertificates => LeafKind::Precertificate,
+            Entries::Mixed if n % 2 == 1 => LeafKind::Precertificate,
+            Entries::Mixed => LeafKind::Certificate,
+        };
+        let der = match kind {
+            LeafKind::Certificate => self.leaf(n)?,
+            LeafKind::Precertificate => self.precertificate(n)?,
+        };
+        Ok(Leaf { n, der, kind })
+    }
+
+    /// The TBS of precertificate `n`'s final certificate: what its log entry
+    /// holds (the precertificate's TBS without the poison, issued by the
+    /// intermediate), made from the certificate template.
+    pub fn precert_entry_tbs(&self, n: u64) -> Vec<u8> {
+        self.certificate.tbs(n)
+    }
+
+    /// The issuer key hash of every precertificate entry: SHA-256 of the
+    /// intermediate's SubjectPublicKeyInfo.
+    pub fn issuer_key_hash(&self) -> [u8; 32] {
+        self.issuer_key_hash
+    }
+
+    /// The `add-chain` body for the certificate `leaf`: the leaf and the intermediate.
+    pub fn add_chain_body(&self, leaf: &[u8]) -> String {
+        chain_body(leaf, &self.chain_b64)
+    }
+
+    /// The request body for `leaf`: `add-chain`'s, or `add-pre-chain`'s (the
+    /// precertificate, the Precertificate Signing Certificate if it signs
+    /// them, the intermediate).
+    pub fn body(&self, leaf: &Leaf) -> String {
+        match leaf.kind {
+            LeafKind::Certificate => chain_body(&leaf.der, &self.chain_b64),
+            LeafKind::Precertificate => chain_body(&leaf.der, &self.pre_chain_b64),
+        }
+    }
+}
+
+/// `{"chain":[leaf, rest...]}` with each element in standard base64.
+fn chain_body(leaf: &[u8], rest_b64: &[String]) -> String {
+    let mut body = String::with_capacity(leaf.len() * 4 / 3 + rest_b64.iter().map(|r| r.len() + 3).sum::<usize>() + 16);
+    body.push_str("{\"chain\":[\"");
+    STANDARD.encode_string(leaf, &mut body);
+    for r in rest_b64 {
+        body.push_str("\",\"");
+        body.push_str(r);
+    }
+    body.push_str("\"]}");
+    body
 }
 
 /// A DER element's ranges: the whole TLV and its contents.
@@ -301,8 +500,10 @@ fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
 pub struct Leaf {
     /// Its number in this run.
     pub n: u64,
-    /// The DER certificate.
+    /// The DER certificate or precertificate.
     pub der: Vec<u8>,
+    /// Which of the two.
+    pub kind: LeafKind,
 }
 
 /// Leaves made on background threads (see the module docs).
@@ -426,12 +627,12 @@ fn make_leaves(factory: &LeafFactory, tx: &crossbeam_channel::Sender<Leaf>, shar
         }
         let n = next.fetch_add(1, Ordering::Relaxed);
         let t = Instant::now();
-        let leaf = factory.leaf(n);
+        let leaf = factory.make(n);
         shared.busy_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         match leaf {
-            Ok(der) => {
+            Ok(leaf) => {
                 shared.made.fetch_add(1, Ordering::Relaxed);
-                if tx.send_timeout(Leaf { n, der }, Duration::from_millis(100)).is_err() && tx.is_empty() {
+                if tx.send_timeout(leaf, Duration::from_millis(100)).is_err() && tx.is_empty() {
                     return;
                 }
             }
@@ -485,6 +686,57 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(STANDARD.decode(v["chain"][0].as_str().unwrap()).unwrap(), a);
         assert_eq!(STANDARD.decode(v["chain"][1].as_str().unwrap()).unwrap(), pki.intermediate.to_der().unwrap());
+    }
+
+    /// OpenSSL's chain check as CT logs run it: critical poison ignored.
+    fn verifies_precert(pki: &TestPki, leaf: &X509, above: &[X509]) -> bool {
+        let mut store = X509StoreBuilder::new().unwrap();
+        store.add_cert(pki.root.clone()).unwrap();
+        store.set_flags(openssl::x509::verify::X509VerifyFlags::IGNORE_CRITICAL).unwrap();
+        let store = store.build();
+        let mut chain = Stack::new().unwrap();
+        for c in above {
+            chain.push(c.clone()).unwrap();
+        }
+        let mut ctx = X509StoreContext::new().unwrap();
+        ctx.init(&store, leaf, &chain, |c| c.verify_cert()).unwrap()
+    }
+
+    #[test]
+    fn precertificates_yield_the_entries_the_factory_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = TestPki::load_or_create(dir.path()).unwrap();
+        let (psc, _) = pki.precert_signer.clone().unwrap();
+        assert_eq!(TestPki::load_or_create(dir.path()).unwrap().precert_signer.unwrap().0, psc);
+        for via_psc in [false, true] {
+            let factory = LeafFactory::with_entries(&pki, Entries::Mixed, via_psc).unwrap();
+            let (cert, pre) = (factory.make(6).unwrap(), factory.make(7).unwrap());
+            assert_eq!((cert.kind, pre.kind), (LeafKind::Certificate, LeafKind::Precertificate));
+            x509_cert::Certificate::from_der(&pre.der).unwrap();
+            let x = X509::from_der(&pre.der).unwrap();
+            let above =
+                if via_psc { vec![psc.clone(), pki.intermediate.clone()] } else { vec![pki.intermediate.clone()] };
+            assert!(verifies_precert(&pki, &x, &above), "via_psc {via_psc}");
+            // The entry, as signet-ct computes it from the submitted chain (a
+            // second implementation), is the factory's: the certificate
+            // template's TBS for the same number, and the intermediate's key hash.
+            let chain: Vec<Vec<u8>> =
+                std::iter::once(pre.der.clone()).chain(above.iter().map(|c| c.to_der().unwrap())).collect();
+            let signet_ct::SignedEntry::Precert { issuer_key_hash, tbs_certificate } =
+                signet_ct::rfc6962::precert::precert_entry(&chain).unwrap()
+            else {
+                panic!("not a precert entry")
+            };
+            assert_eq!(issuer_key_hash, factory.issuer_key_hash());
+            assert_eq!(tbs_certificate, factory.precert_entry_tbs(7), "via_psc {via_psc}");
+            // The request bodies.
+            let v: serde_json::Value = serde_json::from_str(&factory.body(&pre)).unwrap();
+            let sent: Vec<Vec<u8>> =
+                v["chain"].as_array().unwrap().iter().map(|c| STANDARD.decode(c.as_str().unwrap()).unwrap()).collect();
+            assert_eq!(sent, chain);
+            let v: serde_json::Value = serde_json::from_str(&factory.body(&cert)).unwrap();
+            assert_eq!(v["chain"].as_array().unwrap().len(), 2);
+        }
     }
 
     #[test]

@@ -44,10 +44,14 @@
 //!
 //! [ct]                                     # Certificate Transparency (RFC 6962): optional
 //! timeout_ms = 2000                        # per log submission
-//! min_scts = 1                             # fewer valid SCTs: the finalization fails
+//! policy = "min_scts"                      # or "chrome": SCTs needed by lifetime, distinct operators
+//! min_scts = 1                             # (policy "min_scts") fewer valid SCTs: the finalization fails
+//! max_skew_ms = 5000                       # an SCT's timestamp: not later than now + this,
+//!                                          # not earlier than the submission - this
 //! [[ct.logs]]
 //! url = "https://ct.example.net/2026h2/"   # the log's RFC 6962 submission prefix
 //! public_key = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE..."  # base64 DER SubjectPublicKeyInfo
+//! operator = "Example CT"                  # who runs it (the chrome policy counts distinct ones)
 //! required = false                         # true: no certificate without this log's SCT
 //! ca_file = "/etc/ssl/certs/ca-certificates.crt"   # roots for an https log (default: the system's)
 //!
@@ -173,13 +177,36 @@ pub struct CtSettings {
     /// down log delays an issuance by at most this.
     #[serde(default = "default_ct_timeout_ms")]
     pub timeout_ms: u64,
-    /// The fewest valid SCTs a certificate is issued with; with fewer the
-    /// finalization fails (serverInternal: the order stays ready). 0: issue
-    /// without SCTs when every log fails.
-    #[serde(default = "default_min_scts")]
-    pub min_scts: usize,
+    /// Which rule decides whether a certificate has enough SCTs; when it
+    /// does not, the finalization fails (serverInternal: the order stays
+    /// ready). Every `required` log must have given one in either case.
+    #[serde(default)]
+    pub policy: CtPolicyName,
+    /// With `policy = "min_scts"`: the fewest valid SCTs a certificate is
+    /// issued with (default 1); 0 issues without SCTs when every log fails.
+    /// Not allowed with `policy = "chrome"`.
+    #[serde(default)]
+    pub min_scts: Option<usize>,
+    /// How far an SCT's timestamp may be from acmed's clock (ms): at most this
+    /// much after the answer arrived, at most this much before the submission
+    /// was sent. An SCT outside is not counted (reason `timestamp`).
+    #[serde(default = "default_ct_skew_ms")]
+    pub max_skew_ms: u64,
     /// `[[ct.logs]]`: every log is asked, concurrently.
     pub logs: Vec<CtLogSettings>,
+}
+
+/// `[ct] policy`: how many valid SCTs a certificate needs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CtPolicyName {
+    /// `min_scts` of them (default).
+    #[default]
+    MinScts,
+    /// Chrome's CT policy for embedded SCTs: 2 for a certificate valid at
+    /// most 180 days, 3 beyond; and, when the logs name their `operator`,
+    /// from at least two distinct operators.
+    Chrome,
 }
 
 /// `[[ct.logs]]`: one RFC 6962 log.
@@ -194,6 +221,11 @@ pub struct CtLogSettings {
     /// Whether no certificate may be issued without this log's SCT.
     #[serde(default)]
     pub required: bool,
+    /// Who runs the log (as log lists name operators). The chrome policy
+    /// wants SCTs from two distinct operators when the logs name theirs:
+    /// every log, or none.
+    #[serde(default)]
+    pub operator: Option<String>,
     /// PEM roots that verify an `https:` log's TLS certificate (default: the
     /// system's trust store).
     #[serde(default)]
@@ -254,12 +286,35 @@ impl CtSettings {
         if self.logs.is_empty() {
             return Err("[ct] needs at least one [[ct.logs]]".into());
         }
-        if self.min_scts > self.logs.len() {
-            return Err(format!(
-                "[ct] min_scts = {} but only {} log(s) are configured",
-                self.min_scts,
-                self.logs.len()
-            ));
+        match (self.policy, self.min_scts) {
+            (CtPolicyName::MinScts, Some(n)) if n > self.logs.len() => {
+                return Err(format!("[ct] min_scts = {n} but only {} log(s) are configured", self.logs.len()));
+            }
+            (CtPolicyName::Chrome, Some(_)) => {
+                return Err("[ct] min_scts is for policy = \"min_scts\"; policy = \"chrome\" sets the count".into());
+            }
+            (CtPolicyName::Chrome, None) if self.logs.len() < 2 => {
+                return Err("[ct] policy = \"chrome\" needs at least two [[ct.logs]]".into());
+            }
+            _ => {}
+        }
+        if !(1..=600_000).contains(&self.max_skew_ms) {
+            return Err("[ct] max_skew_ms must be 1..=600000".into());
+        }
+        let named = self.logs.iter().filter(|l| l.operator.is_some()).count();
+        if named != 0 && named != self.logs.len() {
+            return Err("[[ct.logs]]: give every log an operator, or none".into());
+        }
+        if self.logs.iter().any(|l| l.operator.as_deref().is_some_and(|o| o.trim().is_empty())) {
+            return Err("[[ct.logs]]: operator is empty".into());
+        }
+        if self.policy == CtPolicyName::Chrome && named != 0 {
+            let mut operators: Vec<&str> = self.logs.iter().filter_map(|l| l.operator.as_deref()).collect();
+            operators.sort_unstable();
+            operators.dedup();
+            if operators.len() < 2 {
+                return Err("[ct] policy = \"chrome\" needs logs of at least two distinct operators".into());
+            }
         }
         for (i, log) in self.logs.iter().enumerate() {
             let url =
@@ -394,8 +449,8 @@ fn default_accounts_per_hour() -> u32 {
 fn default_ct_timeout_ms() -> u64 {
     2000
 }
-fn default_min_scts() -> usize {
-    1
+fn default_ct_skew_ms() -> u64 {
+    5000
 }
 fn default_profiles() -> BTreeMap<String, ProfileSettings> {
     let mut m = BTreeMap::new();
@@ -470,7 +525,8 @@ mod tests {
         let c: Config = toml::from_str(&format!("{MINIMAL}{CT}")).unwrap();
         c.check().unwrap();
         let ct = c.ct_for("classic").unwrap();
-        assert_eq!((ct.timeout_ms, ct.min_scts, ct.logs.len()), (500, 1, 2));
+        assert_eq!((ct.timeout_ms, ct.min_scts, ct.logs.len()), (500, None, 2));
+        assert_eq!((ct.policy, ct.max_skew_ms), (CtPolicyName::MinScts, 5000));
         assert_eq!(ct.logs[0].prefix(), "http://127.0.0.1:1/a/");
         assert_eq!(ct.logs[1].prefix(), "https://ct.example/b/");
         assert!(!ct.logs[0].required && ct.logs[1].required);
@@ -493,6 +549,29 @@ mod tests {
         assert!(bad(&CT.replace("required = true", "ca_file = \"/x\"").replace("https://ct", "http://ct"))
             .contains("ca_file"));
         assert!(bad("[profiles.p]\ndescription = \"x\"\nct = true\n").contains("needs a [ct]"));
+        // The chrome policy: no min_scts, two logs at least, operators for all or none, two of them.
+        let chrome = CT.replace("timeout_ms = 500", "policy = \"chrome\"");
+        let c: Config = toml::from_str(&format!("{MINIMAL}{chrome}")).unwrap();
+        c.check().unwrap();
+        assert_eq!(c.ct.as_ref().unwrap().policy, CtPolicyName::Chrome);
+        assert!(bad(&chrome.replace("policy", "min_scts = 2\npolicy")).contains("min_scts is for"));
+        let one_log = "[ct]\npolicy = \"chrome\"\n[[ct.logs]]\nurl = \"http://x/\"\npublic_key = \"AA==\"\n";
+        assert!(bad(one_log).contains("at least two"));
+        let op = |a: &str, b: &str| {
+            chrome
+                .replace("public_key = \"AA==\"\n[[", &format!("public_key = \"AA==\"\n{a}[["))
+                .replace("required = true\n", &format!("required = true\n{b}"))
+        };
+        let c: Config =
+            toml::from_str(&format!("{MINIMAL}{}", op("operator = \"A\"\n", "operator = \"B\"\n"))).unwrap();
+        c.check().unwrap();
+        assert_eq!(c.ct.as_ref().unwrap().logs[1].operator.as_deref(), Some("B"));
+        assert!(bad(&op("operator = \"A\"\n", "")).contains("every log an operator, or none"));
+        assert!(bad(&op("operator = \"A\"\n", "operator = \"A\"\n")).contains("two distinct operators"));
+        assert!(bad(&op("operator = \" \"\n", "operator = \"A\"\n")).contains("empty"));
+        assert!(bad(&CT.replace("timeout_ms = 500", "max_skew_ms = 0")).contains("max_skew_ms"));
+        assert!(toml::from_str::<Config>(&format!("{MINIMAL}{}", CT.replace("timeout_ms = 500", "policy = \"x\"")))
+            .is_err());
         // Strict: unknown keys in [ct] and [[ct.logs]] are refused.
         assert!(toml::from_str::<Config>(&format!("{MINIMAL}{}", CT.replace("timeout_ms", "timeout"))).is_err());
         assert!(toml::from_str::<Config>(&format!("{MINIMAL}{CT}key = \"x\"\n")).is_err());

@@ -6,9 +6,11 @@
 //! extension) through signd's Issuer role, submits `[precertificate, issuing
 //! CA .. root]` to every configured log's `ct/v1/add-pre-chain` at once, each
 //! bounded by `timeout_ms`, verifies each SCT with the log's key against the
-//! entry the final certificate will yield, applies the policy
-//! ([`select_scts`]), and signs the same TBS (same serial, validity,
-//! everything) without the poison and with the SCT list extension.
+//! entry the final certificate will yield and its timestamp against the
+//! clock ([`check_sct_timestamp`]), applies the policy ([`select_scts`]:
+//! `min_scts`, or Chrome's count by lifetime and distinct operators), and
+//! signs the same TBS (same serial, validity, everything) without the poison
+//! and with the SCT list extension.
 //!
 //! This module holds the pure parts (TBS transformations, the policy) and the
 //! log client: hyper-util's pooled client, one per log, over plain TCP or TLS
@@ -37,10 +39,11 @@ use signet_ct::rfc6962::sct_list_extension;
 use signet_ct::{LogKey, Sct, SignedEntry};
 use signet_runtime::client::TlsConnector;
 use signet_runtime::metrics::Metrics;
+use signet_types::Clock;
 use x509_cert::ext::Extension;
 use x509_cert::TbsCertificate;
 
-use crate::config::CtSettings;
+use crate::config::{CtPolicyName, CtSettings};
 
 /// The largest `add-pre-chain` answer read (an SCT in JSON is a few hundred bytes).
 const MAX_RESPONSE_BYTES: usize = 64 * 1024;
@@ -94,6 +97,7 @@ fn with_extension(tbs_der: &[u8], ext: Extension) -> Result<Vec<u8>, String> {
 
 /// Why a log gave no usable SCT.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Failure {
     /// No answer within `timeout_ms`.
     Timeout(Duration),
@@ -105,6 +109,8 @@ pub enum Failure {
     Response(String),
     /// An SCT that does not verify with the log's key for this entry.
     Signature(String),
+    /// An SCT whose timestamp is in the future or older than the submission.
+    Timestamp(String),
 }
 
 impl Failure {
@@ -116,6 +122,7 @@ impl Failure {
             Failure::Http(..) => "http",
             Failure::Response(_) => "response",
             Failure::Signature(_) => "signature",
+            Failure::Timestamp(_) => "timestamp",
         }
     }
 }
@@ -128,6 +135,7 @@ impl std::fmt::Display for Failure {
             Failure::Http(status, body) => write!(f, "HTTP {status}: {body}"),
             Failure::Response(e) => write!(f, "not an SCT: {e}"),
             Failure::Signature(e) => write!(f, "the SCT does not verify: {e}"),
+            Failure::Timestamp(e) => write!(f, "the SCT's timestamp {e}"),
         }
     }
 }
@@ -137,36 +145,115 @@ impl std::fmt::Display for Failure {
 pub struct LogOutcome {
     /// The log (its submission prefix).
     pub log: String,
+    /// Who runs it, if the configuration says.
+    pub operator: Option<String>,
     /// Whether the policy needs this log's SCT.
     pub required: bool,
     /// The verified SCT, or why there is none.
     pub result: Result<Sct, Failure>,
 }
 
-/// The policy: every required log gave a valid SCT and at least `min_scts`
-/// logs did. On success, the SCTs to embed (in the order the logs are
-/// configured, possibly none when `min_scts` is 0); otherwise why not.
-pub fn select_scts(outcomes: &[LogOutcome], min_scts: usize) -> Result<Vec<Sct>, String> {
-    let scts: Vec<Sct> = outcomes.iter().filter_map(|o| o.result.as_ref().ok().cloned()).collect();
+/// Whether an SCT's timestamp (ms since the epoch) fits the submission that
+/// got it: not later than `received_ms + skew_ms` (a log does not sign in
+/// the future), not earlier than `sent_ms - skew_ms` (the precertificate is
+/// new: an older SCT is not for it). `skew_ms` allows for the log's clock
+/// and acmed's to differ a little.
+pub fn check_sct_timestamp(timestamp: u64, sent_ms: u64, received_ms: u64, skew_ms: u64) -> Result<(), String> {
+    if timestamp > received_ms.saturating_add(skew_ms) {
+        return Err(format!(
+            "{timestamp} is {} ms in the future (more than the {skew_ms} ms allowed)",
+            timestamp - received_ms
+        ));
+    }
+    if timestamp < sent_ms.saturating_sub(skew_ms) {
+        return Err(format!(
+            "{timestamp} is {} ms older than the submission (more than the {skew_ms} ms allowed)",
+            sent_ms - timestamp
+        ));
+    }
+    Ok(())
+}
+
+/// What makes enough SCTs (`[ct] policy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// At least this many valid SCTs.
+    MinScts(usize),
+    /// Chrome's CT policy for embedded SCTs ([`chrome_scts_needed`]), and,
+    /// when the logs name their operators, SCTs from two distinct ones.
+    Chrome,
+}
+
+/// Chrome's count of embedded SCTs for a certificate valid `lifetime`
+/// (NotAfter − NotBefore): 2 up to 180 days, 3 beyond.
+pub fn chrome_scts_needed(lifetime: Duration) -> usize {
+    if lifetime <= Duration::from_secs(180 * 86_400) {
+        2
+    } else {
+        3
+    }
+}
+
+/// The distinct operators [`Policy::Chrome`] wants when operators are named.
+pub const CHROME_DISTINCT_OPERATORS: usize = 2;
+
+/// The policy: every required log gave a valid SCT, and the SCTs satisfy
+/// `policy` for a certificate valid `lifetime`. On success, the SCTs to embed
+/// (in the order the logs are configured; none when `MinScts(0)` and every
+/// log failed); otherwise why not.
+pub fn select_scts(outcomes: &[LogOutcome], policy: Policy, lifetime: Duration) -> Result<Vec<Sct>, String> {
+    let valid: Vec<&LogOutcome> = outcomes.iter().filter(|o| o.result.is_ok()).collect();
+    let scts: Vec<Sct> = valid.iter().filter_map(|o| o.result.as_ref().ok().cloned()).collect();
     let failures = || {
-        outcomes
-            .iter()
-            .filter_map(|o| o.result.as_ref().err().map(|e| format!("{}: {e}", o.log)))
-            .collect::<Vec<_>>()
-            .join("; ")
+        let text: Vec<String> =
+            outcomes.iter().filter_map(|o| o.result.as_ref().err().map(|e| format!("{}: {e}", o.log))).collect();
+        if text.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", text.join("; "))
+        }
     };
     if let Some(o) = outcomes.iter().find(|o| o.required && o.result.is_err()) {
-        return Err(format!("the required log {} gave no valid SCT ({})", o.log, failures()));
+        return Err(format!("the required log {} gave no valid SCT{}", o.log, failures()));
     }
-    if scts.len() < min_scts {
-        return Err(format!(
-            "{} valid SCT(s) from {} log(s), the policy needs {min_scts} ({})",
+    match policy {
+        Policy::MinScts(min) if scts.len() < min => Err(format!(
+            "{} valid SCT(s) from {} log(s), the policy needs {min}{}",
             scts.len(),
             outcomes.len(),
             failures()
-        ));
+        )),
+        Policy::MinScts(_) => Ok(scts),
+        Policy::Chrome => {
+            let needed = chrome_scts_needed(lifetime);
+            let days = lifetime.as_secs().div_ceil(86_400);
+            if scts.len() < needed {
+                return Err(format!(
+                    "{} valid SCT(s) from {} log(s), the chrome policy needs {needed} for a certificate valid {days} \
+                     day(s){}",
+                    scts.len(),
+                    outcomes.len(),
+                    failures()
+                ));
+            }
+            if outcomes.iter().any(|o| o.operator.is_some()) {
+                let mut operators: Vec<&str> = valid.iter().filter_map(|o| o.operator.as_deref()).collect();
+                operators.sort_unstable();
+                operators.dedup();
+                if operators.len() < CHROME_DISTINCT_OPERATORS {
+                    return Err(format!(
+                        "{} valid SCT(s), from {} log operator(s) ({}), the chrome policy needs SCTs from at least \
+                         {CHROME_DISTINCT_OPERATORS} distinct operators{}",
+                        scts.len(),
+                        operators.len(),
+                        operators.join(", "),
+                        failures()
+                    ));
+                }
+            }
+            Ok(scts)
+        }
     }
-    Ok(scts)
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -194,6 +281,7 @@ struct CtLog {
     add_pre_chain: Uri,
     key: LogKey,
     required: bool,
+    operator: Option<String>,
     client: Client<TlsConnector, Full<Bytes>>,
 }
 
@@ -201,7 +289,8 @@ struct CtLog {
 pub struct CtLogs {
     logs: Vec<CtLog>,
     timeout: Duration,
-    min_scts: usize,
+    policy: Policy,
+    skew_ms: u64,
     metrics: CtMetrics,
 }
 
@@ -233,7 +322,7 @@ impl CtLogs {
             let client = Client::builder(TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(60))
                 .build(TlsConnector::new(http, tls));
-            logs.push(CtLog { prefix, add_pre_chain, key, required: l.required, client });
+            logs.push(CtLog { prefix, add_pre_chain, key, required: l.required, operator: l.operator.clone(), client });
         }
         let metrics = CtMetrics {
             scts: Family::default(),
@@ -241,7 +330,17 @@ impl CtLogs {
             latency: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.005, 2.0, 12))),
             refusals: Counter::default(),
         };
-        Ok(CtLogs { logs, timeout: Duration::from_millis(settings.timeout_ms), min_scts: settings.min_scts, metrics })
+        let policy = match settings.policy {
+            CtPolicyName::MinScts => Policy::MinScts(settings.min_scts.unwrap_or(1)),
+            CtPolicyName::Chrome => Policy::Chrome,
+        };
+        Ok(CtLogs {
+            logs,
+            timeout: Duration::from_millis(settings.timeout_ms),
+            policy,
+            skew_ms: settings.max_skew_ms,
+            metrics,
+        })
     }
 
     /// Registers the metrics with acmed's registry.
@@ -256,22 +355,28 @@ impl CtLogs {
         m.register("acme_ct_submission_seconds", "CT log submission time, per log", me.latency.clone());
         m.register(
             "acme_ct_policy_refusals",
-            "Finalizations refused for too few valid SCTs (the precertificate was signed)",
+            "Finalizations refused by the CT policy (the precertificate was signed)",
             me.refusals.clone(),
         );
     }
 
     /// Submits `chain` (`[precertificate, issuing CA, ...]`) to every log at once
     /// and answers each log's verified SCT for `entry` or why there is none,
-    /// within the timeout.
-    pub async fn submit(&self, chain: &[Vec<u8>], entry: &SignedEntry) -> Vec<LogOutcome> {
+    /// within the timeout. An SCT's timestamp is checked against `clock`
+    /// ([`check_sct_timestamp`]).
+    pub async fn submit(&self, chain: &[Vec<u8>], entry: &SignedEntry, clock: &Clock) -> Vec<LogOutcome> {
         let body = Bytes::from(add_chain_body(chain));
+        let millis = || u64::try_from(clock.unix_millis()).unwrap_or(0);
         let each = self.logs.iter().map(|log| {
             let body = body.clone();
             async move {
                 let started = Instant::now();
+                let sent = millis();
                 let result = match tokio::time::timeout(self.timeout, submit_one(log, body, entry)).await {
-                    Ok(r) => r,
+                    Ok(Ok(sct)) => check_sct_timestamp(sct.timestamp, sent, millis(), self.skew_ms)
+                        .map(|()| sct)
+                        .map_err(Failure::Timestamp),
+                    Ok(Err(e)) => Err(e),
                     Err(_) => Err(Failure::Timeout(self.timeout)),
                 };
                 let labels = LogLabels { log: log.prefix.clone() };
@@ -286,15 +391,16 @@ impl CtLogs {
                         self.metrics.failures.get_or_create(&labels).inc();
                     }
                 }
-                LogOutcome { log: log.prefix.clone(), required: log.required, result }
+                LogOutcome { log: log.prefix.clone(), operator: log.operator.clone(), required: log.required, result }
             }
         });
         futures::future::join_all(each).await
     }
 
-    /// [`select_scts`] with the configured `min_scts`, counting refusals.
-    pub fn select(&self, outcomes: &[LogOutcome]) -> Result<Vec<Sct>, String> {
-        let selected = select_scts(outcomes, self.min_scts);
+    /// [`select_scts`] with the configured policy, for a certificate valid
+    /// `lifetime`, counting refusals.
+    pub fn select(&self, outcomes: &[LogOutcome], lifetime: Duration) -> Result<Vec<Sct>, String> {
+        let selected = select_scts(outcomes, self.policy, lifetime);
         if selected.is_err() {
             self.metrics.refusals.inc();
         }

@@ -17,7 +17,7 @@ use tokio_openssl::SslStream;
 use x509_cert::Certificate;
 
 use super::*;
-use crate::config::CtLogSettings;
+use crate::config::{CtLogSettings, CtPolicyName};
 
 fn p256() -> PKey<Private> {
     PKey::from_ec_key(EcKey::generate(&EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap()).unwrap()).unwrap()
@@ -161,37 +161,110 @@ fn outcome(log: &str, required: bool, ok: bool) -> LogOutcome {
     let sct = Sct { log_id: [1; 32], timestamp: 1, extensions: vec![], signature: DigitallySigned::ecdsa(vec![1]) };
     LogOutcome {
         log: log.into(),
+        operator: None,
         required,
         result: if ok { Ok(sct) } else { Err(Failure::Timeout(Duration::from_millis(2000))) },
     }
 }
 
+/// `outcome` of a log run by `operator`.
+fn by(operator: &str, log: &str, ok: bool) -> LogOutcome {
+    LogOutcome { operator: Some(operator.into()), ..outcome(log, false, ok) }
+}
+
+const DAYS_90: Duration = Duration::from_secs(90 * 86_400);
+
 #[test]
 fn policy() {
+    let min = Policy::MinScts;
     // Enough valid SCTs: all of them, in the logs' order.
     let all = [outcome("a", false, true), outcome("b", false, true)];
-    assert_eq!(select_scts(&all, 1).unwrap().len(), 2);
-    assert_eq!(select_scts(&all, 2).unwrap().len(), 2);
+    assert_eq!(select_scts(&all, min(1), DAYS_90).unwrap().len(), 2);
+    assert_eq!(select_scts(&all, min(2), DAYS_90).unwrap().len(), 2);
     // One of two logs down: enough for min_scts = 1, not 2.
     let one_down = [outcome("a", false, true), outcome("b", false, false)];
-    assert_eq!(select_scts(&one_down, 1).unwrap().len(), 1);
-    let e = select_scts(&one_down, 2).unwrap_err();
+    assert_eq!(select_scts(&one_down, min(1), DAYS_90).unwrap().len(), 1);
+    let e = select_scts(&one_down, min(2), DAYS_90).unwrap_err();
     assert!(e.contains("1 valid SCT(s) from 2 log(s), the policy needs 2"), "{e}");
     assert!(e.contains("b: no answer within 2000 ms"), "{e}");
     // A required log down fails whatever the count.
     let required_down = [outcome("a", false, true), outcome("b", true, false)];
-    let e = select_scts(&required_down, 1).unwrap_err();
+    let e = select_scts(&required_down, min(1), DAYS_90).unwrap_err();
     assert!(e.contains("the required log b"), "{e}");
-    assert!(select_scts(&required_down, 0).is_err());
-    assert_eq!(select_scts(&[outcome("a", false, false), outcome("b", true, true)], 1).unwrap().len(), 1);
+    assert!(select_scts(&required_down, min(0), DAYS_90).is_err());
+    assert!(select_scts(&required_down, Policy::Chrome, DAYS_90).unwrap_err().contains("the required log b"));
+    let required_up = [outcome("a", false, false), outcome("b", true, true)];
+    assert_eq!(select_scts(&required_up, min(1), DAYS_90).unwrap().len(), 1);
     // Every log down: min_scts = 0 issues without SCTs, 1 refuses.
     let down = [outcome("a", false, false)];
-    assert_eq!(select_scts(&down, 0).unwrap(), vec![]);
-    assert!(select_scts(&down, 1).is_err());
+    assert_eq!(select_scts(&down, min(0), DAYS_90).unwrap(), vec![]);
+    assert!(select_scts(&down, min(1), DAYS_90).is_err());
+}
+
+#[test]
+fn chrome_policy_counts_by_lifetime_and_operators() {
+    let day = |n: u64| Duration::from_secs(n * 86_400);
+    // The count: 2 up to 180 days (inclusive), 3 beyond.
+    assert_eq!(chrome_scts_needed(day(6)), 2);
+    assert_eq!(chrome_scts_needed(day(90)), 2);
+    assert_eq!(chrome_scts_needed(day(180)), 2);
+    assert_eq!(chrome_scts_needed(day(180) + Duration::from_secs(1)), 3);
+    assert_eq!(chrome_scts_needed(day(398)), 3);
+
+    let chrome = Policy::Chrome;
+    let two = [outcome("a", false, true), outcome("b", false, true)];
+    assert_eq!(select_scts(&two, chrome, DAYS_90).unwrap().len(), 2);
+    let e = select_scts(&two, chrome, day(200)).unwrap_err();
+    assert!(
+        e.contains("2 valid SCT(s) from 2 log(s), the chrome policy needs 3 for a certificate valid 200 day(s)"),
+        "{e}"
+    );
+    let three =
+        [outcome("a", false, true), outcome("b", false, false), outcome("c", false, true), outcome("d", false, true)];
+    assert_eq!(select_scts(&three, chrome, day(200)).unwrap().len(), 3);
+    let e = select_scts(&[outcome("a", false, true), outcome("b", false, false)], chrome, DAYS_90).unwrap_err();
+    assert!(e.contains("1 valid SCT(s) from 2 log(s), the chrome policy needs 2") && e.contains("b: no answer"), "{e}");
+
+    // Operators named: two distinct ones among the logs that gave SCTs.
+    assert_eq!(select_scts(&[by("A", "a", true), by("B", "b", true)], chrome, DAYS_90).unwrap().len(), 2);
+    let e = select_scts(&[by("A", "a", true), by("A", "b", true)], chrome, DAYS_90).unwrap_err();
+    assert!(e.contains("from 1 log operator(s) (A), the chrome policy needs SCTs from at least 2 distinct"), "{e}");
+    // The other operator's log failed: its SCT does not count.
+    let e = select_scts(&[by("A", "a", true), by("A", "b", true), by("B", "c", false)], chrome, DAYS_90).unwrap_err();
+    assert!(e.contains("distinct operators") && e.contains("c: no answer"), "{e}");
+    let ok = [by("A", "a", true), by("A", "b", false), by("B", "c", true)];
+    assert_eq!(select_scts(&ok, chrome, DAYS_90).unwrap().len(), 2);
+    // The min_scts policy does not look at operators.
+    assert_eq!(select_scts(&[by("A", "a", true), by("A", "b", true)], Policy::MinScts(2), DAYS_90).unwrap().len(), 2);
+}
+
+#[test]
+fn sct_timestamps_must_fit_the_submission() {
+    let (sent, received, skew) = (1_750_000_000_000, 1_750_000_000_300, 1000);
+    for ok in [sent, received, sent - skew, received + skew, sent + 150] {
+        assert_eq!(check_sct_timestamp(ok, sent, received, skew), Ok(()), "{ok}");
+    }
+    let e = check_sct_timestamp(received + skew + 1, sent, received, skew).unwrap_err();
+    assert!(e.contains("1001 ms in the future"), "{e}");
+    let e = check_sct_timestamp(sent - skew - 1, sent, received, skew).unwrap_err();
+    assert!(e.contains("1001 ms older than the submission"), "{e}");
+    assert!(check_sct_timestamp(0, sent, received, skew).is_err());
+    assert!(check_sct_timestamp(u64::MAX, sent, received, skew).is_err());
+    // No underflow near the epoch, no overflow near the end of time.
+    assert_eq!(check_sct_timestamp(0, 10, 20, 100), Ok(()));
+    assert_eq!(check_sct_timestamp(u64::MAX, u64::MAX, u64::MAX, 100), Ok(()));
 }
 
 fn settings(logs: Vec<CtLogSettings>) -> CtSettings {
-    CtSettings { timeout_ms: 1000, min_scts: 1, logs }
+    CtSettings { timeout_ms: 1000, policy: CtPolicyName::MinScts, min_scts: Some(1), max_skew_ms: 5000, logs }
+}
+
+fn one_log(timeout_ms: u64, log: CtLogSettings) -> CtSettings {
+    CtSettings { timeout_ms, ..settings(vec![log]) }
+}
+
+fn now_ms() -> u64 {
+    Clock::system().unix_millis() as u64
 }
 
 fn log_settings(url: &str, key: &PKey<Private>) -> CtLogSettings {
@@ -199,6 +272,7 @@ fn log_settings(url: &str, key: &PKey<Private>) -> CtLogSettings {
         url: url.into(),
         public_key: base64::engine::general_purpose::STANDARD.encode(key.public_key_to_der().unwrap()),
         required: false,
+        operator: None,
         ca_file: None,
     }
 }
@@ -259,15 +333,21 @@ fn submissions_are_verified_and_bounded() {
         let tbs = tbs_of(&leaf);
         let entry = entry_for(&tbs, &ca).unwrap();
         let key = p256();
-        let good = AddChainResponse::from_sct(&sct_by(&key, &entry, 5)).unwrap();
-        let good = serde_json::to_string(&good).unwrap();
+        let now = now_ms();
+        let answer = |entry: &SignedEntry, ts: u64| {
+            serde_json::to_string(&AddChainResponse::from_sct(&sct_by(&key, entry, ts)).unwrap()).unwrap()
+        };
+        let good = answer(&entry, now);
         let other_entry = entry_for(&tbs_of(&ca), &ca).unwrap();
-        let wrong =
-            serde_json::to_string(&AddChainResponse::from_sct(&sct_by(&key, &other_entry, 5)).unwrap()).unwrap();
+        let wrong = answer(&other_entry, now);
+        // Right signature, wrong time: an hour ago, or a minute ahead.
+        let (old, ahead) = (answer(&entry, now - 3_600_000), answer(&entry, now + 60_000));
         let refused = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let cases = [
             (canned(Some(http_200(&good))).await, None),
             (canned(Some(http_200(&wrong))).await, Some("signature")),
+            (canned(Some(http_200(&old))).await, Some("timestamp")),
+            (canned(Some(http_200(&ahead))).await, Some("timestamp")),
             (canned(Some(http_200("{\"nope\": 1}"))).await, Some("response")),
             (canned(Some("HTTP/1.1 400 Bad Request\r\nContent-Length: 9\r\n\r\nbad chain".into())).await, Some("http")),
             (canned(None).await, Some("timeout")),
@@ -276,17 +356,17 @@ fn submissions_are_verified_and_bounded() {
         // Each case its own log key, as logs are told apart by key.
         let mut logs = Vec::new();
         for (i, (port, _)) in cases.iter().enumerate() {
-            let k = if i == 0 || i == 1 { key.clone() } else { p256() };
+            let k = if i <= 3 { key.clone() } else { p256() };
             logs.push(log_settings(&format!("http://127.0.0.1:{port}/log{i}"), &k));
         }
         // One CtLogs per case: two logs may not share a key.
         for ((_, want), log) in cases.iter().zip(logs) {
-            let ct = CtLogs::new(&CtSettings { timeout_ms: 300, min_scts: 1, logs: vec![log] }).unwrap();
+            let ct = CtLogs::new(&one_log(300, log)).unwrap();
             let started = Instant::now();
-            let out = ct.submit(&[leaf.clone(), ca.clone()], &entry).await;
+            let out = ct.submit(&[leaf.clone(), ca.clone()], &entry, &Clock::system()).await;
             assert!(started.elapsed() < Duration::from_millis(1500), "bounded by the timeout");
             match (want, &out[0].result) {
-                (None, Ok(sct)) => assert_eq!(sct.timestamp, 5),
+                (None, Ok(sct)) => assert_eq!(sct.timestamp, now),
                 (Some(reason), Err(e)) => assert_eq!(e.reason(), *reason, "{e}"),
                 (want, got) => panic!("{want:?}: {got:?}"),
             }
@@ -300,7 +380,8 @@ fn https_logs_are_verified_with_ca_file() {
         let (ca, leaf) = ca_and_leaf();
         let entry = entry_for(&tbs_of(&leaf), &ca).unwrap();
         let key = p256();
-        let body = serde_json::to_string(&AddChainResponse::from_sct(&sct_by(&key, &entry, 9)).unwrap()).unwrap();
+        let now = now_ms();
+        let body = serde_json::to_string(&AddChainResponse::from_sct(&sct_by(&key, &entry, now)).unwrap()).unwrap();
         // A TLS server for 127.0.0.1 with a self-signed certificate.
         let tls_key = p256();
         let mut name = X509NameBuilder::new().unwrap();
@@ -344,13 +425,13 @@ fn https_logs_are_verified_with_ca_file() {
         roots.write_all(&tls_cert.to_pem().unwrap()).unwrap();
         let mut log = log_settings(&format!("https://127.0.0.1:{port}/ct"), &key);
         log.ca_file = Some(roots.path().to_path_buf());
-        let ct = CtLogs::new(&CtSettings { timeout_ms: 2000, min_scts: 1, logs: vec![log.clone()] }).unwrap();
-        let out = ct.submit(&[leaf.clone(), ca.clone()], &entry).await;
-        assert_eq!(out[0].result.as_ref().unwrap().timestamp, 9);
+        let ct = CtLogs::new(&one_log(2000, log.clone())).unwrap();
+        let out = ct.submit(&[leaf.clone(), ca.clone()], &entry, &Clock::system()).await;
+        assert_eq!(out[0].result.as_ref().unwrap().timestamp, now);
         // Without those roots the log's certificate is not trusted.
         log.ca_file = None;
-        let ct = CtLogs::new(&CtSettings { timeout_ms: 2000, min_scts: 1, logs: vec![log] }).unwrap();
-        let out = ct.submit(&[leaf, ca], &entry).await;
+        let ct = CtLogs::new(&one_log(2000, log)).unwrap();
+        let out = ct.submit(&[leaf, ca], &entry, &Clock::system()).await;
         assert_eq!(out[0].result.as_ref().unwrap_err().reason(), "connect", "{:?}", out[0].result);
     });
 }

@@ -82,8 +82,8 @@ impl Acme {
         let mut chain = Vec::with_capacity(1 + self.ca.issuers.len());
         chain.push(precert);
         chain.extend(self.ca.issuers.iter().cloned());
-        let outcomes = ct.submit(&chain, &entry).await;
-        let scts = ct.select(&outcomes).map_err(|why| {
+        let outcomes = ct.submit(&chain, &entry, &self.clock).await;
+        let scts = ct.select(&outcomes, lifetime(&tbs.der)?).map_err(|why| {
             tracing::error!(reason = %why, "Certificate Transparency policy not met; nothing issued");
             Problem::new(
                 ProblemType::ServerInternal,
@@ -179,4 +179,12 @@ impl Acme {
 struct Tbs {
     der: Vec<u8>,
     shard: u32,
+}
+
+/// A TBSCertificate's validity period, NotAfter − NotBefore (what Chrome's
+/// CT policy calls the certificate's lifetime).
+fn lifetime(tbs_der: &[u8]) -> Result<Duration, Problem> {
+    let tbs = x509_cert::TbsCertificate::from_der(tbs_der).map_err(|e| internal("the TBSCertificate", e))?;
+    let (nb, na) = (tbs.validity.not_before.to_unix_duration(), tbs.validity.not_after.to_unix_duration());
+    Ok(na.saturating_sub(nb))
 }

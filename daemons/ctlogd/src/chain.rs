@@ -11,11 +11,14 @@
 //!
 //! What a submission sends above its leaf, once verified, is remembered
 //! (`chain/verified.rs`): the next submission sending the same costs the check of
-//! its leaf alone, under the same rules.
+//! its leaf alone, under the same rules; where `chain/fast.rs` can tell
+//! OpenSSL's answer for that leaf from one strict parse, without OpenSSL's
+//! certificate parser.
 
 use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use der::Decode as _;
 use openssl::asn1::Asn1Time;
 use openssl::stack::Stack;
 use openssl::x509::store::{X509Store, X509StoreBuilder};
@@ -25,8 +28,9 @@ use sha2::{Digest, Sha256};
 use signet_ct::rfc6962::{precert, SignedEntry};
 use signet_ct::Hash;
 
-use crate::sequencer::NewEntry;
+use crate::sequencer::{IssuerChain, NewEntry};
 
+mod fast;
 mod verified;
 
 use verified::{Verified, VerifiedIssuers};
@@ -59,8 +63,18 @@ pub enum ChainError {
     #[error("certificate is not yet valid")]
     NotYetValid,
     /// The leaf's NotAfter is outside the log's temporal interval.
-    #[error("certificate NotAfter is outside this log's temporal interval")]
-    OutsideWindow,
+    #[error(
+        "certificate NotAfter {} is outside this log's temporal interval [{}, {}): submit it to the log whose interval holds it",
+        rfc3339(*not_after),
+        rfc3339(window.start),
+        rfc3339(window.end)
+    )]
+    OutsideWindow {
+        /// The leaf's NotAfter (Unix seconds).
+        not_after: i64,
+        /// The log's interval.
+        window: TemporalWindow,
+    },
     /// The chain does not verify to one of the log's roots.
     #[error("chain does not verify to an accepted root: {0}")]
     NotVerified(String),
@@ -161,6 +175,12 @@ impl Roots {
         let now_secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         let key = chain.get(1..).and_then(verified::key);
         let cached = key.and_then(|k| set.verified.get(&k, now_secs));
+        // A hit whose leaf `fast.rs` can judge as OpenSSL would: one parse of
+        // the leaf (x509-cert, strict DER) serves every check. Anything it
+        // cannot settle, refusals included, goes the way below.
+        if let Some(entry) = cached.as_ref().and_then(|v| fast_check(&set, v, chain, kind, window, now_secs)) {
+            return Ok(entry);
+        }
         // Parsed as before (every element, in order) unless the chain above
         // the leaf is one already verified, byte for byte.
         let parse = |(index, der): (usize, &Vec<u8>)| {
@@ -198,7 +218,7 @@ impl Roots {
                         set.verified.insert(key, v, now_secs);
                     }
                 }
-                built.into_iter().skip(1).collect()
+                Arc::new(IssuerChain::new(built.into_iter().skip(1).collect()))
             }
         };
         let entry = match kind {
@@ -260,6 +280,57 @@ impl RootSet {
     }
 }
 
+/// [`Roots::check`] of a verified-chain hit with the leaf parsed once, by
+/// x509-cert as strict DER: the kind of submission, the validity and window,
+/// the leaf against the remembered issuer (`fast.rs`), the entry. `None`
+/// wherever the answer is not a plain acceptance: the caller then checks
+/// the submission the full way, which gives the refusal, if any, its reason.
+fn fast_check(
+    set: &RootSet,
+    v: &Verified,
+    chain: &[Vec<u8>],
+    kind: Submission,
+    window: Option<TemporalWindow>,
+    now: i64,
+) -> Option<NewEntry> {
+    let leaf_der = chain.first()?;
+    // Certificate::from_der is SignedEntry::check_der of an x509_entry.
+    let leaf = x509_cert::Certificate::from_der(leaf_der).ok()?;
+    let exts = leaf.tbs_certificate.extensions.as_deref().unwrap_or_default();
+    // As precert::is_precertificate: no extension twice, a poison is critical.
+    if exts.iter().enumerate().any(|(i, e)| exts[..i].iter().any(|o| o.extn_id == e.extn_id)) {
+        return None;
+    }
+    let is_precert = match exts.iter().find(|e| e.extn_id == precert::POISON_OID) {
+        None => false,
+        Some(e) if e.critical => true,
+        Some(_) => return None,
+    };
+    if is_precert != (kind == Submission::PreChain) {
+        return None;
+    }
+    // As check_validity, in whole seconds.
+    let validity = &leaf.tbs_certificate.validity;
+    let secs = |t: x509_cert::time::Time| i64::try_from(t.to_unix_duration().as_secs()).ok();
+    let (not_before, not_after) = (secs(validity.not_before)?, secs(validity.not_after)?);
+    if not_after < now || not_before > now || window.is_some_and(|w| not_after < w.start || not_after >= w.end) {
+        return None;
+    }
+    let issuers = v.issuers_of_parsed(&leaf, chain)?;
+    set.verified.hit();
+    let (entry, pre_certificate) = match kind {
+        Submission::Chain => (SignedEntry::X509(leaf_der.clone()), None),
+        Submission::PreChain => {
+            let full: Vec<&[u8]> =
+                std::iter::once(leaf_der.as_slice()).chain(issuers.iter().map(Vec::as_slice)).collect();
+            let entry = precert::precert_entry(&full).ok()?;
+            entry.check_der().ok()?;
+            (entry, Some(leaf_der.clone()))
+        }
+    };
+    Some(NewEntry { identity: identity_hash(&entry), entry, pre_certificate, issuers })
+}
+
 /// NotBefore <= now < NotAfter, and NotAfter inside the window.
 fn check_validity(leaf: &X509, window: Option<TemporalWindow>, now: SystemTime) -> Result<(), ChainError> {
     let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
@@ -273,10 +344,19 @@ fn check_validity(leaf: &X509, window: Option<TemporalWindow>, now: SystemTime) 
     }
     if let Some(w) = window {
         if leaf.not_after() < time(w.start)? || leaf.not_after() >= time(w.end)? {
-            return Err(ChainError::OutsideWindow);
+            let not_after = verified::unix(leaf.not_after()).unwrap_or(i64::MIN);
+            return Err(ChainError::OutsideWindow { not_after, window: w });
         }
     }
     Ok(())
+}
+
+/// Unix seconds as RFC 3339 (UTC), as log lists write times.
+pub fn rfc3339(secs: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(secs)
+        .ok()
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .unwrap_or_else(|| format!("{secs} (Unix seconds)"))
 }
 
 /// What makes two submissions the same entry: SHA-256 over a label, the

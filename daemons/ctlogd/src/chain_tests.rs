@@ -135,7 +135,7 @@ fn certificates_and_precertificates_verify() {
     let e = roots.check(&chain, Submission::Chain, None, now).unwrap();
     assert_eq!(e.entry, SignedEntry::X509(chain[0].clone()));
     // The root is added to the stored chain.
-    assert_eq!(e.issuers, vec![chain[1].clone(), pki.root.0.to_der().unwrap()]);
+    assert_eq!(*e.issuers, vec![chain[1].clone(), pki.root.0.to_der().unwrap()]);
     assert_eq!(e.pre_certificate, None);
     assert_eq!(e.identity, identity_hash(&e.entry));
 
@@ -167,7 +167,14 @@ fn bad_submissions_are_refused() {
     let future = pki.chain(&Spec { not_before: t + 3600, ..Spec::leaf("f.example") });
     assert_eq!(roots.check(&future, Submission::Chain, None, now), Err(ChainError::NotYetValid));
     let window = TemporalWindow { start: t, end: t + 30 * 86400 };
-    assert_eq!(roots.check(&cert, Submission::Chain, Some(window), now), Err(ChainError::OutsideWindow));
+    let e = roots.check(&cert, Submission::Chain, Some(window), now).unwrap_err();
+    let ChainError::OutsideWindow { not_after, window: w } = e.clone() else { panic!("{e:?}") };
+    // (The leaf was made a moment after `t`: 90 days from its own "now".)
+    assert!((t + 90 * 86400..=t + 90 * 86400 + 2).contains(&not_after) && w == window, "{e:?}");
+    // The refusal says why: the certificate's NotAfter and the log's interval.
+    let text = e.to_string();
+    let interval = format!("[{}, {})", rfc3339(t), rfc3339(t + 30 * 86400));
+    assert!(text.contains(&rfc3339(not_after)) && text.contains(&interval), "{text}");
     let wide = TemporalWindow { start: t, end: t + 365 * 86400 };
     roots.check(&cert, Submission::Chain, Some(wide), now).unwrap();
     // Missing intermediate, unknown root, garbage.
@@ -208,7 +215,7 @@ fn a_chain_above_the_leaf_is_verified_once() {
     let e2 = roots.check(&second, Submission::Chain, None, now).unwrap();
     assert_eq!(roots.verified_chain_hits(), 1);
     assert_eq!(e2.issuers, e.issuers);
-    assert_eq!(e2.issuers, vec![second[1].clone(), root.clone()]);
+    assert_eq!(*e2.issuers, vec![second[1].clone(), root.clone()]);
     assert_eq!(e2.entry, SignedEntry::X509(second[0].clone()));
     let full = pki.roots().check(&second, Submission::Chain, None, now).unwrap();
     assert_eq!(e2, full);
@@ -226,7 +233,10 @@ fn a_chain_above_the_leaf_is_verified_once() {
     let future = pki.chain(&Spec { not_before: t + 3600, ..Spec::leaf("f.example") });
     assert_eq!(roots.check(&future, Submission::Chain, None, now), Err(ChainError::NotYetValid));
     let window = TemporalWindow { start: t, end: t + 30 * 86400 };
-    assert_eq!(roots.check(&second, Submission::Chain, Some(window), now), Err(ChainError::OutsideWindow));
+    assert!(matches!(
+        roots.check(&second, Submission::Chain, Some(window), now),
+        Err(ChainError::OutsideWindow { .. })
+    ));
     let hits = roots.verified_chain_hits();
     assert_eq!(hits, 2);
     // A chain through a Precertificate Signing Certificate: its own entry,
@@ -276,7 +286,7 @@ fn a_leaf_not_signed_by_the_cached_issuer_is_refused() {
     let by_root = build(&Spec::leaf("r.example"), &key(), Some((rc, rk)), 1001);
     let chain = vec![by_root.to_der().unwrap(), ic.to_der().unwrap()];
     let e = roots.check(&chain, Submission::Chain, None, now).unwrap();
-    assert_eq!(e.issuers, vec![rc.to_der().unwrap()]);
+    assert_eq!(*e.issuers, vec![rc.to_der().unwrap()]);
     assert_eq!(roots.verified_chain_hits(), 0);
     // The cached chain itself still serves leaves it did sign.
     roots.check(&pki.chain(&Spec::leaf("b.example")), Submission::Chain, None, now).unwrap();

@@ -15,7 +15,7 @@ use signet_ct::rfc6962::api::{
 use signet_ct::staticct::{decode_data_tile, TileLeaf};
 use signet_ct::{Hash, LogId, MerkleError};
 
-use crate::chain::{Roots, Submission, TemporalWindow};
+use crate::chain::{rfc3339, Roots, Submission, TemporalWindow};
 use signet_types::Clock;
 
 use crate::sequencer::{Sequencer, SignedHead, SubmitError};
@@ -321,11 +321,4 @@ impl Log {
 
 fn missing(t: &Tile) -> LogError {
     LogError::Unavailable(format!("tile {} is missing or malformed", t.path()))
-}
-
-fn rfc3339(secs: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(secs)
-        .ok()
-        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
-        .unwrap_or_default()
 }

@@ -36,6 +36,8 @@ use openssl::x509::{X509Ref, X509StoreContext, X509VerifyResult, X509};
 use sha2::{Digest, Sha256};
 use signet_ct::rfc6962::precert;
 
+use crate::sequencer::IssuerChain;
+
 /// The most entries the cache holds.
 pub const CAPACITY: usize = 2048;
 
@@ -69,8 +71,10 @@ pub fn key(above_leaf: &[Vec<u8>]) -> Option<Key> {
 pub struct Verified {
     /// The issuer, the only trust anchor of a store with the chain check's flags.
     issuer: X509Store,
+    /// The issuer as `fast.rs` checks leaves against it, where it can.
+    fast: Option<super::fast::Issuer>,
     /// The chain OpenSSL built above the leaf, as DER: issuer first, root last.
-    issuers: Vec<Vec<u8>>,
+    issuers: Arc<IssuerChain>,
     /// The earliest NotAfter of that chain (Unix seconds): the entry lapses then.
     expires: i64,
 }
@@ -111,13 +115,26 @@ impl Verified {
         let mut b = X509StoreBuilder::new().ok()?;
         b.set_flags(super::VERIFY_FLAGS | X509VerifyFlags::PARTIAL_CHAIN).ok()?;
         b.add_cert(issuer.clone()).ok()?;
-        Some(Self { issuer: b.build(), issuers: issuers.to_vec(), expires })
+        let fast = super::fast::Issuer::new(issuer, &above[0]);
+        Some(Self { issuer: b.build(), fast, issuers: Arc::new(IssuerChain::new(issuers.to_vec())), expires })
+    }
+
+    /// [`Verified::issuers_of`] for a leaf already parsed as strict DER, by
+    /// `fast.rs` where it gives OpenSSL's answer; `None` sends the leaf to
+    /// OpenSSL (`issuers_of`), not to a refusal.
+    pub fn issuers_of_parsed(&self, leaf: &x509_cert::Certificate, submitted: &[Vec<u8>]) -> Option<Arc<IssuerChain>> {
+        let (leaf_der, above) = submitted.split_first()?;
+        let issuer = self.fast.as_ref()?;
+        if above.contains(leaf_der) || self.issuers.contains(leaf_der) {
+            return None;
+        }
+        super::fast::leaf_verifies(issuer, leaf, leaf_der).then(|| self.issuers.clone())
     }
 
     /// The chain above `leaf` (`submitted[0]` parsed; the entry's key is
     /// that of `submitted[1..]`) if OpenSSL verifies the leaf as issued by
     /// this entry's issuer; `None` sends it the full way.
-    pub fn issuers_of(&self, leaf: &X509Ref, submitted: &[Vec<u8>]) -> Option<Vec<Vec<u8>>> {
+    pub fn issuers_of(&self, leaf: &X509Ref, submitted: &[Vec<u8>]) -> Option<Arc<IssuerChain>> {
         let (leaf_der, above) = submitted.split_first()?;
         // A self-issued leaf, or one repeated above itself: OpenSSL builds
         // those chains its own way.
@@ -197,7 +214,7 @@ impl VerifiedIssuers {
 }
 
 /// `t` in Unix seconds.
-fn unix(t: &Asn1TimeRef) -> Option<i64> {
+pub fn unix(t: &Asn1TimeRef) -> Option<i64> {
     let epoch = Asn1Time::from_unix(0).ok()?;
     let d = epoch.diff(t).ok()?;
     Some(i64::from(d.days) * 86400 + i64::from(d.secs))

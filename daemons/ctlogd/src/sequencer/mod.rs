@@ -98,8 +98,45 @@ pub struct NewEntry {
     pub entry: SignedEntry,
     /// The submitted precertificate (for precertificate entries).
     pub pre_certificate: Option<Vec<u8>>,
-    /// The chain after the leaf, up to and including the root (DER).
-    pub issuers: Vec<Vec<u8>>,
+    /// The chain after the leaf, up to and including the root, shared by
+    /// the entries that have it.
+    pub issuers: Arc<IssuerChain>,
+}
+
+/// The certificates above a leaf, up to and including the root (DER, the
+/// leaf's issuer first), with their SHA-256 fingerprints (the data tile's
+/// `chain_fingerprints`, the `issuer/` names), computed once per chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuerChain {
+    certificates: Vec<Vec<u8>>,
+    fingerprints: Vec<Hash>,
+}
+
+impl IssuerChain {
+    /// The chain of `certificates` (DER, issuer first).
+    pub fn new(certificates: Vec<Vec<u8>>) -> Self {
+        let fingerprints = signet_ct::staticct::chain_fingerprints(&certificates);
+        Self { certificates, fingerprints }
+    }
+
+    /// The SHA-256 fingerprint of each certificate, in order.
+    pub fn fingerprints(&self) -> &[Hash] {
+        &self.fingerprints
+    }
+}
+
+impl std::ops::Deref for IssuerChain {
+    type Target = [Vec<u8>];
+
+    fn deref(&self) -> &[Vec<u8>] {
+        &self.certificates
+    }
+}
+
+impl PartialEq<Vec<Vec<u8>>> for IssuerChain {
+    fn eq(&self, other: &Vec<Vec<u8>>) -> bool {
+        &self.certificates == other
+    }
 }
 
 /// Why a submission got no SCT.

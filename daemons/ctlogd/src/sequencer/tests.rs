@@ -78,7 +78,7 @@ pub(crate) fn entry(i: u64) -> NewEntry {
             SignedEntry::X509(cert.clone())
         },
         pre_certificate: precert.then(|| [b"pre ".as_slice(), &cert].concat()),
-        issuers: vec![b"intermediate".to_vec(), format!("root {}", i % 3).into_bytes()],
+        issuers: Arc::new(IssuerChain::new(vec![b"intermediate".to_vec(), format!("root {}", i % 3).into_bytes()])),
     }
 }
 
@@ -341,7 +341,7 @@ async fn an_idle_log_refreshes_its_tree_head() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_on_s3_survives_a_restart() {
-    let Some(gw) = crate::storage::tests::Versitygw::start() else { return };
+    let Some(gw) = crate::storage::versitygw::Versitygw::start() else { return };
     let log = TestLog::with_storage(tempfile::tempdir().unwrap(), Arc::new(gw.storage("seq")));
     let (seq, task) = log.start(fast_config()).await;
     let mut entries = submit_all(&seq, 0..600).await;

@@ -11,9 +11,9 @@ use signet_types::Clock;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use signet_ct::merkle::tile::{entries_at_level, hashes_from_tile_bytes, tile_bytes, MAX_TILE_LEVEL};
-use signet_ct::merkle::{append_leaves, empty_root, Tile, TileReader, TILE_WIDTH};
+use signet_ct::merkle::{append_leaves, empty_root, leaf_hash, Tile, TileReader, TILE_WIDTH};
 use signet_ct::staticct::note::{Checkpoint, SignedNote};
-use signet_ct::staticct::{chain_fingerprints, decode_data_tile, leaf_index_extensions, signed_checkpoint, TileLeaf};
+use signet_ct::staticct::{decode_data_tile, leaf_index_extensions, signed_checkpoint, TileLeaf};
 use signet_ct::tls::Writer as TlsWriter;
 use signet_ct::{DigitallySigned, Hash, LogId, LogKey, MerkleError, Sct, TimestampedEntry, TreeHead};
 
@@ -261,12 +261,15 @@ impl Writer {
             let index = old_size + i as u64;
             let extensions = leaf_index_extensions(index).map_err(|e| BatchError::Other(e.to_string()))?;
             let entry = TimestampedEntry { timestamp, entry: p.entry.entry.clone(), extensions };
-            inputs.push(entry.sct_signature_input().map_err(|e| BatchError::Other(e.to_string()))?);
-            leaf_hashes.push(entry.leaf_hash().map_err(|e| BatchError::Other(e.to_string()))?);
+            let input = entry.sct_signature_input().map_err(|e| BatchError::Other(e.to_string()))?;
+            // The SCT's input is the MerkleTreeLeaf byte for byte (both start
+            // with two zero bytes): the leaf hash is of the same bytes.
+            leaf_hashes.push(leaf_hash(&input));
+            inputs.push(input);
             let leaf = TileLeaf {
                 entry,
                 pre_certificate: p.entry.pre_certificate.clone(),
-                chain_fingerprints: chain_fingerprints(&p.entry.issuers),
+                chain_fingerprints: p.entry.issuers.fingerprints().to_vec(),
             };
             leaves.push(encode_leaf(&leaf).map_err(|e| BatchError::Other(e.to_string()))?);
         }
@@ -296,7 +299,7 @@ impl Writer {
         // Tiles, data tiles and new issuers, all durable before the commit.
         let mut writes: Vec<(ObjectKey, Bytes, PutMode)> = Vec::new();
         for p in fresh {
-            for (der, fp) in p.entry.issuers.iter().zip(chain_fingerprints(&p.entry.issuers)) {
+            for (der, &fp) in p.entry.issuers.iter().zip(p.entry.issuers.fingerprints()) {
                 if !self.known_issuers.contains(&fp) && !writes.iter().any(|(k, _, _)| *k == ObjectKey::Issuer(fp)) {
                     writes.push((ObjectKey::Issuer(fp), Bytes::from(der.clone()), PutMode::Immutable));
                 }

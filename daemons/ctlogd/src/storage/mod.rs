@@ -14,6 +14,8 @@
 
 mod local;
 mod object;
+#[cfg(any(test, feature = "testing"))]
+pub mod versitygw;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;

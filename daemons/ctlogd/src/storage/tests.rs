@@ -1,14 +1,10 @@
 //! One suite of storage tests, run against [`LocalDir`] and against a real
 //! S3-compatible server ([`Versitygw`], when its binary is installed).
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
 use bytes::Bytes;
 use signet_ct::merkle::Tile;
 
+use super::versitygw::Versitygw;
 use super::*;
 
 fn tile(level: u8, index: u64, width: u16) -> Tile {
@@ -115,90 +111,4 @@ async fn s3_suite_on_versitygw() {
     // A second log in the same bucket under another prefix sees nothing of the first.
     let other = gw.storage("logs/two");
     assert!(!other.exists(ObjectKey::Checkpoint).await.unwrap());
-}
-
-/// A versitygw S3 gateway (POSIX backend) on a free loopback port, stopped on drop.
-pub(crate) struct Versitygw {
-    child: Child,
-    /// `http://127.0.0.1:<port>`.
-    pub endpoint: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Versitygw {
-    /// The bucket the tests use.
-    pub const BUCKET: &'static str = "ctlog";
-    const ACCESS: &'static str = "ctlogtestaccess";
-    const SECRET: &'static str = "ctlogtestsecretkey";
-
-    /// The binary: `$SIGNET_VERSITYGW`, else `~/.cache/signet/bin/versitygw`.
-    pub fn binary() -> Option<PathBuf> {
-        let path = match std::env::var_os("SIGNET_VERSITYGW") {
-            Some(p) => PathBuf::from(p),
-            None => Path::new(&std::env::var_os("HOME")?).join(".cache/signet/bin/versitygw"),
-        };
-        path.is_file().then_some(path)
-    }
-
-    /// Starts the gateway, or prints why the S3 tests are skipped and returns `None`.
-    pub fn start() -> Option<Self> {
-        let Some(bin) = Self::binary() else {
-            // scripts/test names the binary: there, a missing one is a failure, not a skip.
-            assert!(
-                std::env::var_os("SIGNET_VERSITYGW").is_none(),
-                "SIGNET_VERSITYGW is set but is not a file: the S3 storage tests cannot run"
-            );
-            eprintln!(
-                "SKIPPED: no versitygw binary (set SIGNET_VERSITYGW or build it into ~/.cache/signet/bin/versitygw); \
-                 the S3 storage tests did not run"
-            );
-            return None;
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("root");
-        std::fs::create_dir_all(root.join(Self::BUCKET)).unwrap();
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let log = std::fs::File::create(dir.path().join("gw.log")).unwrap();
-        let child = Command::new(bin)
-            .args(["--access", Self::ACCESS, "--secret", Self::SECRET, "--port", &format!("127.0.0.1:{port}")])
-            .arg("posix")
-            .arg(&root)
-            .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .unwrap();
-        let gw = Self { child, endpoint: format!("http://127.0.0.1:{port}"), _dir: dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "versitygw did not start: {}", gw.log());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Some(gw)
-    }
-
-    /// Storage in the test bucket under `prefix`.
-    pub fn storage(&self, prefix: &str) -> ObjectStorage {
-        ObjectStorage::s3(&S3Config {
-            endpoint: self.endpoint.clone(),
-            bucket: Self::BUCKET.into(),
-            region: "us-east-1".into(),
-            access_key_id: Self::ACCESS.into(),
-            secret_access_key: Self::SECRET.into(),
-            prefix: prefix.into(),
-            allow_http: true,
-        })
-        .unwrap()
-    }
-
-    /// The gateway's output so far.
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self._dir.path().join("gw.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Versitygw {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
