@@ -1,0 +1,164 @@
+//! Key rotation without downtime, under load (issue 23, item 5): tokend's
+//! signing key rotated with `signetctl oauth key rotate` twice while clients
+//! keep asking for tokens and a relying party keeps verifying them the way
+//! relying parties do (its cached JWKS, refetched when a `kid` is unknown).
+//! No request fails, no token fails to verify, the new keys sign only after
+//! they were published, and the keys that signed live tokens stay published.
+#![forbid(unsafe_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine as _;
+use serde_json::Value;
+use signet_jose::jwt::{verify_jwt, Validation};
+use signet_jose::Jwks;
+use signet_tests::tokend::{signd_role, Tokend};
+use signet_tests::SigndProcess;
+
+/// What one load thread saw: each token with the instant it was issued, and every failure.
+#[derive(Default)]
+struct Seen {
+    tokens: Vec<(String, String, Instant)>,
+    failures: Vec<String>,
+    jwks_fetches: usize,
+}
+
+fn kid_of(token: &str) -> String {
+    let header = token.split('.').next().unwrap_or_default();
+    let h: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).unwrap_or_default()).unwrap_or_default();
+    h["kid"].as_str().unwrap_or_default().to_owned()
+}
+
+fn validation(t: &Tokend) -> Validation {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    Validation { issuer: Some(t.issuer()), audience: Some("api".into()), now, leeway: 0, typ: Some("at+jwt".into()) }
+}
+
+fn fetch_jwks(t: &Tokend) -> Result<Jwks, String> {
+    let (status, body) = t.get("/jwks");
+    if status != 200 {
+        return Err(format!("GET /jwks: {status} {body}"));
+    }
+    Jwks::parse(body.as_bytes()).map_err(|e| format!("JWKS: {e}: {body}"))
+}
+
+/// Mints tokens until `stop`, verifying each as a relying party with a cached key set would.
+fn load(t: &Tokend, auth: &str, stop: &AtomicBool) -> Seen {
+    let mut seen = Seen::default();
+    let mut jwks = fetch_jwks(t).unwrap();
+    seen.jwks_fetches += 1;
+    while !stop.load(Ordering::Relaxed) {
+        let (status, body) = t.post("/token", "grant_type=client_credentials", &["-H", auth]);
+        let issued = Instant::now();
+        if status != 200 {
+            seen.failures.push(format!("token request: {status} {body}"));
+            continue;
+        }
+        let token = serde_json::from_str::<Value>(&body).unwrap_or_default()["access_token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let kid = kid_of(&token);
+        if verify_jwt(&token, &jwks, &validation(t)).is_err() {
+            // An unknown key: refetch once, as relying parties do.
+            match fetch_jwks(t) {
+                Ok(fresh) => jwks = fresh,
+                Err(e) => seen.failures.push(e),
+            }
+            seen.jwks_fetches += 1;
+            if let Err(e) = verify_jwt(&token, &jwks, &validation(t)) {
+                seen.failures.push(format!("token signed by {kid} does not verify after a JWKS refetch: {e}"));
+            }
+        }
+        seen.tokens.push((token, kid, issued));
+    }
+    seen
+}
+
+#[test]
+fn token_keys_rotate_twice_under_load_without_a_failed_request() {
+    let signd = SigndProcess::start(&signd_role());
+    let dir = tempfile::tempdir().unwrap();
+    let t = Tokend::start(
+        &signd,
+        dir.path(),
+        "tok-es256",
+        "ecdsa-p256",
+        "[tokens]\nkey_publish_seconds = 2\nkey_refresh_seconds = 1\naccess_token_seconds = 60\n",
+    );
+    let client = t.create_client("svc", &["--auth-method", "client_secret_basic", "--audience", "api"]);
+    let auth = format!("Authorization: Basic {}", STANDARD.encode(format!("{}:{}", client.id, client.secret)));
+
+    let stop = AtomicBool::new(false);
+    let rotations: Mutex<Vec<(String, Instant)>> = Mutex::new(Vec::new());
+    let seen: Vec<Seen> = std::thread::scope(|s| {
+        let (t, auth, stop) = (&t, &auth, &stop);
+        let workers: Vec<_> = (0..3).map(|_| s.spawn(move || load(t, auth, stop))).collect();
+        std::thread::sleep(Duration::from_secs(1));
+        for _ in 0..2 {
+            let (st, out, err) = signet_tests::run(t.signetctl().args([
+                "--json",
+                "oauth",
+                "key",
+                "rotate",
+                "--algorithm",
+                "ecdsa-p256",
+            ]));
+            assert!(st.success(), "{out}{err}");
+            let v: Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(v["published"], true, "{v}");
+            let kid = v["generated"]["key_id"].as_str().unwrap().to_owned();
+            rotations.lock().unwrap().push((kid, Instant::now()));
+            // Past the publication delay and a refresh: the new key signs.
+            std::thread::sleep(Duration::from_secs(4));
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        stop.store(true, Ordering::Relaxed);
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let rotations = rotations.into_inner().unwrap();
+    assert_eq!(rotations.len(), 2);
+    // Key ids carry the Unix second: the second rotation must not reuse the first's name.
+    assert_ne!(rotations[0].0, rotations[1].0, "{rotations:?}");
+
+    let failures: Vec<_> = seen.iter().flat_map(|s| s.failures.iter()).collect();
+    assert!(failures.is_empty(), "{} failures under rotation: {failures:#?}", failures.len());
+    let tokens: Vec<_> = seen.iter().flat_map(|s| s.tokens.iter()).collect();
+    assert!(tokens.len() >= 100, "only {} tokens under load", tokens.len());
+    // Every key signed in turn: the first, then each rotated one.
+    let kids: BTreeSet<_> = tokens.iter().map(|(_, kid, _)| kid.clone()).collect();
+    let expected: BTreeSet<_> =
+        ["tok-es256".to_owned(), rotations[0].0.clone(), rotations[1].0.clone()].into_iter().collect();
+    assert_eq!(kids, expected, "keys that signed under load");
+    // A new key signs only after its publication delay.
+    for (kid, rotated) in &rotations {
+        let first = tokens.iter().filter(|(_, k, _)| k == kid).map(|(_, _, at)| *at).min().unwrap();
+        assert!(
+            first.duration_since(*rotated) >= Duration::from_millis(1500),
+            "{kid} signed {:?} after it was generated, before its 2 s publication delay",
+            first.duration_since(*rotated)
+        );
+    }
+    // Relying parties refetched the key set only for the new keys (a few times each), not per token.
+    let fetches: usize = seen.iter().map(|s| s.jwks_fetches).sum();
+    eprintln!("{} tokens under two rotations, {fetches} JWKS fetches, no failure", tokens.len());
+    assert!(fetches <= 3 * 3, "{fetches} JWKS fetches for {} tokens", tokens.len());
+
+    // Afterwards every token issued under load still verifies with the published set (the
+    // replaced keys stay until their tokens expire) and introspects active.
+    let jwks = fetch_jwks(&t).unwrap();
+    for (token, kid, _) in &tokens {
+        verify_jwt(token, &jwks, &validation(&t)).unwrap_or_else(|e| panic!("a token of {kid}: {e}"));
+    }
+    for kid in &expected {
+        let (token, _, _) = tokens.iter().find(|(_, k, _)| k == kid).unwrap();
+        let (status, body) = t.post("/introspect", &format!("token={token}"), &["-H", &auth]);
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["active"], true, "{kid}: {body}");
+    }
+}
