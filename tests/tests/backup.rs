@@ -28,7 +28,7 @@ use base64::Engine;
 use serde_json::{json, Value};
 use signet_ct::rfc6962::api::{AddChainResponse, GetEntriesResponse, GetSthResponse};
 use signet_ct::staticct::parse_leaf_index;
-use signet_ct::{LogKey, Sct, SignedEntry, TimestampedEntry};
+use signet_ct::{Sct, SignedEntry, TimestampedEntry};
 use signet_ipc::{block_on, KeyAlgorithm};
 use signet_jose::jwt::{verify_jwt, Validation};
 use signet_jose::Jwks;
