@@ -303,6 +303,19 @@ impl Ctlogd {
         (s, b.to_vec())
     }
 
+    /// [`Ctlogd::submit`], with the answer's headers: (status, headers, body).
+    pub fn submit_full(&self, name: &str, entry: &TestEntry) -> (u16, hyper::HeaderMap, Vec<u8>) {
+        let path = format!("/{name}/ct/v1/{}", entry.kind.endpoint());
+        let body = Bytes::from(add_chain_body(&entry.chain));
+        let (s, h, b) = block_on_http(request_full(self.addr, Method::POST, &path, body)).unwrap();
+        (s, h, b.to_vec())
+    }
+
+    /// ctlogd's own directory: its config, log, `db/` (LMDB) and `tiles-<log>/`.
+    pub fn home(&self) -> PathBuf {
+        self.config.parent().unwrap().to_owned()
+    }
+
     /// [`Ctlogd::submit`], which must succeed: the SCT, checked to be log
     /// `name`'s over `entry`'s entry.
     pub fn submit_ok(&self, name: &str, entry: &TestEntry) -> Sct {
@@ -429,6 +442,16 @@ pub fn block_on_http<F: std::future::Future>(f: F) -> F::Output {
 
 /// One HTTP/1.1 request on a new connection: (status, body).
 pub async fn request(addr: SocketAddr, method: Method, path: &str, body: Bytes) -> std::io::Result<(u16, Bytes)> {
+    request_full(addr, method, path, body).await.map(|(s, _, b)| (s, b))
+}
+
+/// [`request`], with the answer's headers: (status, headers, body).
+pub async fn request_full(
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    body: Bytes,
+) -> std::io::Result<(u16, hyper::HeaderMap, Bytes)> {
     let io = |e: hyper::Error| std::io::Error::other(e);
     let stream = tokio::net::TcpStream::connect(addr).await?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(io)?;
@@ -442,8 +465,9 @@ pub async fn request(addr: SocketAddr, method: Method, path: &str, body: Bytes) 
         .unwrap();
     let resp = sender.send_request(req).await.map_err(io)?;
     let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
     let body = resp.into_body().collect().await.map_err(io)?.to_bytes();
-    Ok((status, body))
+    Ok((status, headers, body))
 }
 
 /// Submits `entries` to log `log` from `writers` concurrent tasks (each

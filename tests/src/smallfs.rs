@@ -45,10 +45,32 @@ impl SmallFs {
     pub fn free(&self) {
         std::fs::remove_file(self.dir.join("filler")).unwrap();
     }
+
+    /// Makes the directory read-only: a read-only bind mount over it, so every new
+    /// open for writing, create, rename and unlink fails with `EROFS`. (A read-only
+    /// remount of the tmpfs itself is refused with `EBUSY` while a daemon holds a file
+    /// open for writing; such files, an LMDB's, stay writable through their descriptors.)
+    pub fn read_only(&self) {
+        let (st, _, err) = run(Command::new("mount").arg("--bind").arg(&self.dir).arg(&self.dir));
+        assert!(st.success(), "bind mount: {err}");
+        let (st, _, err) = run(Command::new("mount").args(["-o", "remount,bind,ro"]).arg(&self.dir));
+        assert!(st.success(), "read-only remount: {err}");
+    }
+
+    /// Undoes [`Self::read_only`].
+    pub fn writable(&self) {
+        let (st, _, err) = run(Command::new("umount").arg(&self.dir));
+        assert!(st.success(), "umount of the read-only bind mount: {err}");
+    }
 }
 
 impl Drop for SmallFs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+        // The read-only bind mount, if any, then the tmpfs.
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let at = self.dir.to_string_lossy().into_owned();
+        for _ in mounts.lines().filter(|l| l.split(' ').nth(1) == Some(at.as_str())) {
+            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+        }
     }
 }

@@ -825,6 +825,10 @@ pub fn new_secret(method: AuthMethod) -> Result<Option<Secret>, IpcError> {
 // --- the store operations ----------------------------------------------------------
 
 fn store_error(what: &str, e: StoreError) -> IpcError {
+    if matches!(e, StoreError::NoSpace { .. } | StoreError::MapFull) {
+        // Logged once, by the store's SpaceWatch.
+        return IpcError::new(ErrorKind::Unavailable, format!("{what}: tokend's storage is full; try again later"));
+    }
     tracing::error!(error = %e, "{what}");
     IpcError::internal(format!("{what}: {e}"))
 }

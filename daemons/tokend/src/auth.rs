@@ -291,10 +291,7 @@ async fn check_assertion(
         return Err(fail("jti must be 1 to 256 characters"));
     }
     // Replay: the jti, committed before the request is answered.
-    let fresh = db
-        .first_use(db.assertions, &[&client.id, jti], exp)
-        .await
-        .map_err(|e| OAuthError::unavailable(format!("store: {e}")))?;
+    let fresh = db.first_use(db.assertions, &[&client.id, jti], exp).await.map_err(|e| crate::web::unavailable(&e))?;
     if !fresh {
         return Err(fail("this jti was used before (replay)"));
     }

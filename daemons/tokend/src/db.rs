@@ -534,5 +534,6 @@ where
 }
 
 /// What a full store stops, for [`SpaceWatch`]'s log line.
-const FULL_CONSEQUENCE: &str = "client assertions, revocations and client changes are refused (server_error, \
-     with Retry-After) until space is freed; client_credentials tokens are still issued";
+const FULL_CONSEQUENCE: &str = "client assertions, revocations, codes, refresh tokens and client changes are \
+     refused (temporarily_unavailable, with Retry-After) until space is freed; client_credentials tokens are still \
+     issued, JWKS, discovery and introspection still served";

@@ -415,7 +415,7 @@ impl TokenService {
         self.db
             .write_grouped(move |txn| -> Result<(), StoreError> { txn.put(&table, &jti, &exp) })
             .await
-            .map_err(|e| OAuthError::unavailable(format!("store: {e}")))?;
+            .map_err(|e| crate::web::unavailable(&e))?;
         self.metrics.revocations.inc();
         tracing::info!(client = %client.id, "access token revoked");
         Ok(())

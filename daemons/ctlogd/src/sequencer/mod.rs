@@ -356,5 +356,23 @@ enum BatchError {
     Other(String),
 }
 
+impl BatchError {
+    /// Whether the batch failed because the log's storage (tiles or LMDB) has no space
+    /// left or is read-only: "is full" or "is read-only".
+    fn storage_refuses_writes(&self) -> Option<&'static str> {
+        match self {
+            BatchError::Storage(StorageError::Io { source, .. }) => match source.kind() {
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => Some("is full"),
+                std::io::ErrorKind::ReadOnlyFilesystem => Some("is read-only"),
+                _ => None,
+            },
+            BatchError::Db(DbError::Store(
+                signet_store::StoreError::NoSpace { .. } | signet_store::StoreError::MapFull,
+            )) => Some("is full"),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests;

@@ -69,6 +69,9 @@ pub(super) struct Writer {
     data_edge: Vec<Vec<u8>>,
     /// Issuers known to be stored.
     known_issuers: HashSet<Hash>,
+    /// Batches are failing because the storage is full or read-only (logged once per
+    /// episode, as the end of the episode is).
+    refused_writes: bool,
 }
 
 impl Writer {
@@ -102,6 +105,7 @@ impl Writer {
             edge: HashMap::new(),
             data_edge: Vec::new(),
             known_issuers: HashSet::new(),
+            refused_writes: false,
         };
         if fresh {
             let head = w.sign_head(w.state.size, w.state.root).await.map_err(|e| StartError::Sign(e.to_string()))?;
@@ -207,6 +211,9 @@ impl Writer {
         }
         match self.sequence(&fresh).await {
             Ok((scts, head)) => {
+                if std::mem::take(&mut self.refused_writes) {
+                    tracing::info!("the log's storage accepts writes again");
+                }
                 let micros = start.elapsed().as_micros().min(u128::from(u64::MAX)) as u64;
                 self.stats.integrate_micros.fetch_add(micros, Ordering::Relaxed);
                 self.stats.batches.fetch_add(1, Ordering::Relaxed);
@@ -221,8 +228,22 @@ impl Writer {
             }
             Err(e) => {
                 self.stats.failed_batches.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(error = %e, entries = fresh.len(), "batch failed; nothing of it was committed");
-                let msg = e.to_string();
+                let msg = match e.storage_refuses_writes() {
+                    Some(cause) => {
+                        if !std::mem::replace(&mut self.refused_writes, true) {
+                            tracing::error!(
+                                error = %e,
+                                "the log's storage refuses writes: submissions are refused with 503 until it \
+                                 accepts them again, reads are served (logged once until a batch succeeds)"
+                            );
+                        }
+                        format!("the log's storage {cause}; try again later")
+                    }
+                    None => {
+                        tracing::error!(error = %e, entries = fresh.len(), "batch failed; nothing of it was committed");
+                        e.to_string()
+                    }
+                };
                 fail_all(fresh, &msg);
                 fail_all(repeats.into_iter().map(|(_, p)| p).collect(), &msg);
                 None
