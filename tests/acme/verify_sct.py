@@ -11,7 +11,11 @@ index of the SCT's `leaf_index` extension (static-ct-api: type 0, u16 length
 hash and TBS, whose precertificate (extra_data) carries the critical poison
 and the certificate's serial and is signed by the issuer.
 
-usage: verify_sct.py --cert CERT.pem --issuer ISSUER.pem --log-url URL --log-key BASE64_SPKI
+With --leaf-hash-out FILE, the RFC 6962 leaf hash of that entry (SHA-256 of
+0x00 || MerkleTreeLeaf, base64) is written to FILE, for an inclusion proof
+asked by hash (`ctclient get-inclusion-proof --leaf_hash`).
+
+usage: verify_sct.py --cert CERT.pem --issuer ISSUER.pem --log-url URL --log-key BASE64_SPKI [--leaf-hash-out FILE]
 Exit 0 when everything holds; otherwise 1 with the reason on stderr.
 """
 
@@ -96,6 +100,7 @@ def main():
     p.add_argument("--issuer", required=True)
     p.add_argument("--log-url", required=True)
     p.add_argument("--log-key", required=True)
+    p.add_argument("--leaf-hash-out")
     a = p.parse_args()
     log_url = a.log_url if a.log_url.endswith("/") else a.log_url + "/"
 
@@ -175,6 +180,9 @@ def main():
             precert.verify_directly_issued_by(issuer)
         except Exception as e:
             fail(f"the logged precertificate is not signed by the issuer: {e!r}")
+        if a.leaf_hash_out:
+            with open(a.leaf_hash_out, "w") as f:
+                f.write(base64.b64encode(hashlib.sha256(b"\x00" + expected).digest()).decode() + "\n")
         print(f"SCT from log {base64.b64encode(log_id).decode()} at {ts} verifies; precertificate logged at index {index}")
 
 

@@ -38,7 +38,13 @@ impl Pki {
 
     /// The CA's three keys on `backend`, of `algorithm`.
     pub fn start_full(backend: Backend, algorithm: &str, issuer_extra: &str) -> Self {
-        let mut signd = SigndProcess::start_backend(backend, "");
+        Self::start_with_signd(backend, algorithm, issuer_extra, "")
+    }
+
+    /// [`Pki::start_full`] with `signd_extra` in signd's config (more roles:
+    /// tokend's, for a tokend beside the CA).
+    pub fn start_with_signd(backend: Backend, algorithm: &str, issuer_extra: &str, signd_extra: &str) -> Self {
+        let mut signd = SigndProcess::start_backend(backend, signd_extra);
         let dir = signd.dir.path().to_path_buf();
         let port = free_port();
         let base = format!("http://127.0.0.1:{port}");

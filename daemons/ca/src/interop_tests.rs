@@ -415,6 +415,36 @@ fn several_certificates_in_one_request_with_openssl_cli() {
     );
 }
 
+/// The relying party's side (crate::ocsp_check) against the responses ocspd builds:
+/// a delegated responder's answer verifies against the issuer, not against another CA.
+#[test]
+fn a_relying_party_checks_a_delegated_responders_answer() {
+    use crate::ocsp_check::{check_response, request, CheckError, Status};
+    let pki = Pki::new(KeyAlgorithm::EcP256, SignatureScheme::Default);
+    let leaf = X509::from_der(&pki.leaf_der).unwrap();
+    let inter = X509::from_der(&pki.inter.cert_der).unwrap();
+    let resp = pki.respond(&request(&leaf, &inter).unwrap());
+    let answer = check_response(&resp, &leaf, &inter).unwrap();
+    let now = pki.now.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    assert_eq!(answer.status, Status::Revoked { at: now - 60, reason: Some(CrlReason::KeyCompromise) });
+    assert_eq!((answer.this_update, answer.next_update), (now - 60, Some(now + 86400)));
+    answer.current(now, 0).unwrap();
+    // Another issuer: the responder's certificate does not chain to it.
+    let root = X509::from_der(&pki.root.cert_der).unwrap();
+    let e = check_response(&resp, &leaf, &root).unwrap_err();
+    assert!(matches!(e, CheckError::Invalid(_)), "{e}");
+    // The answer for another certificate of the issuer is not this one's.
+    let mut b = X509::builder().unwrap();
+    b.set_serial_number(&openssl::bn::BigNum::from_u32(4242).unwrap().to_asn1_integer().unwrap()).unwrap();
+    b.set_issuer_name(inter.subject_name()).unwrap();
+    b.set_subject_name(inter.subject_name()).unwrap();
+    b.set_pubkey(&pki.inter.key.pkey).unwrap();
+    b.sign(&pki.inter.key.pkey, openssl::hash::MessageDigest::sha256()).unwrap();
+    let other = b.build();
+    let e = check_response(&resp, &other, &inter).unwrap_err();
+    assert!(e.to_string().contains("does not answer for the certificate"), "{e}");
+}
+
 #[test]
 fn ecdsa_p256_with_openssl_cli() {
     cli_case(KeyAlgorithm::EcP256, SignatureScheme::EcdsaSha256);

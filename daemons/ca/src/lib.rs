@@ -20,6 +20,7 @@ pub mod crl;
 pub mod csr;
 mod error;
 pub mod ocsp;
+pub mod ocsp_check;
 pub mod profile;
 mod time;
 pub mod validate;

@@ -72,6 +72,8 @@ pub struct Presented<'a> {
     pub chain: &'a [Vec<u8>],
     /// The CAs of tls_client_auth (`[tls] client_ca_file`).
     pub client_ca: Option<&'a openssl::x509::store::X509Store>,
+    /// The OCSP check of tls_client_auth certificates, if configured.
+    pub revocation: Option<&'a crate::ocsp::Revocation>,
 }
 
 /// Where the request was sent: the audiences a client assertion may name.
@@ -126,20 +128,22 @@ pub async fn authenticate(
     match client.rec.auth_method {
         AuthMethod::None => Ok(client),
         AuthMethod::TlsClientAuth | AuthMethod::SelfSignedTlsClientAuth => {
-            check_certificate(db, remote, client, tls).await
+            check_certificate(db, remote, client, tls, now).await
         }
         _ => Err(OAuthError::invalid_client(format!("client `{id}` must authenticate"))),
     }
 }
 
 /// tls_client_auth and self_signed_tls_client_auth (RFC 8705 §2): the chain
-/// the TLS connection presented, judged by [`crate::mtls`]; a self-signed
+/// the TLS connection presented, judged by [`crate::mtls`] (and a CA-issued
+/// certificate's revocation by [`crate::ocsp`], when configured); a self-signed
 /// client's JWKS by value, or fetched from its `jwks_uri` ([`crate::remote`]).
 async fn check_certificate(
     db: &Db,
     remote: &crate::remote::RemoteJwks,
     client: Client,
     tls: &Presented<'_>,
+    now: u64,
 ) -> Result<Client, OAuthError> {
     let fail = |why: String| {
         tracing::info!(client = %client.id, why = %why, "TLS client authentication failed");
@@ -173,7 +177,19 @@ async fn check_certificate(
         .read(|txn| txn.get(&db.client_tls, &client.id))
         .map_err(|e| OAuthError::unavailable(format!("store: {e}")))?
         .ok_or_else(|| fail("the client has no registered subject DN or SAN".into()))?;
-    crate::mtls::check_tls_client_auth(cas, tls.chain, &identity).map_err(fail)?;
+    let verified = crate::mtls::check_tls_client_auth(cas, tls.chain, &identity).map_err(fail)?;
+    if let Some(revocation) = tls.revocation {
+        let now = i64::try_from(now).unwrap_or(i64::MAX);
+        revocation.check(&verified.leaf, &verified.issuer, now).await.map_err(|r| match r {
+            crate::ocsp::Refusal::Refused(why) => fail(why),
+            crate::ocsp::Refusal::Unchecked(why) => {
+                tracing::warn!(client = %client.id, why = %why, "a client certificate's revocation status is unknown");
+                OAuthError::unavailable(format!(
+                    "the client certificate's revocation status could not be checked: {why}"
+                ))
+            }
+        })?;
+    }
     Ok(client)
 }
 

@@ -44,6 +44,13 @@
 //!                                         # host>:<listen's port>)
 //! client_ca_file = "/etc/signet/tokend/client-ca.pem"  # CAs of tls_client_auth certificates (without it,
 //!                                         # only self_signed_tls_client_auth and certificate-bound tokens)
+//! ocsp_url = "http://ocsp.example.net/ocsp"  # ask this OCSP responder whether a tls_client_auth
+//!                                         # certificate is revoked, on every token request (default: no check)
+//! ocsp_aia = false                        # ask the responder the certificate's AIA names instead (ocsp_url
+//!                                         # for one naming none)
+//! ocsp_timeout_ms = 2000                  # the longest an OCSP exchange may take
+//! ocsp_soft_fail = false                  # status not learnt (responder down, slow, tryLater): false refuses
+//!                                         # the client (fail closed), true lets it through with a warning
 //!
 //! [ldap]                                  # optional: users from an LDAP directory (docs/tokend.md, LDAP)
 //! url = "ldaps://ipa.example.net"         # ldap:// only on loopback unless starttls = true
@@ -131,6 +138,27 @@ pub struct TlsConfig {
     /// CA certificates (PEM) a tls_client_auth client's certificate must chain to.
     #[serde(default)]
     pub client_ca_file: Option<PathBuf>,
+    /// An OCSP responder (`http://` or `https://` URL) asked, on every token
+    /// request, whether a tls_client_auth certificate is revoked ([`crate::ocsp`]).
+    #[serde(default)]
+    pub ocsp_url: Option<String>,
+    /// Ask the responder a certificate names in its AIA extension (`ocsp_url`,
+    /// if set, for a certificate that names none).
+    #[serde(default)]
+    pub ocsp_aia: bool,
+    /// How long an OCSP exchange may take, milliseconds (100 to 30000).
+    #[serde(default = "default_ocsp_timeout_ms")]
+    pub ocsp_timeout_ms: u64,
+    /// When the status cannot be learnt (the responder unreachable or slow, an
+    /// error status, no responder for the certificate): `false` (the default)
+    /// refuses the client (fail closed, `temporarily_unavailable`), `true`
+    /// authenticates it and logs a warning (soft fail).
+    #[serde(default)]
+    pub ocsp_soft_fail: bool,
+}
+
+fn default_ocsp_timeout_ms() -> u64 {
+    2000
 }
 
 impl Config {
@@ -464,6 +492,7 @@ impl DaemonConfig for Config {
             if let Some(ca) = &tls.client_ca_file {
                 crate::mtls::ca_store(ca).map_err(|e| format!("tls.client_ca_file: {e}"))?;
             }
+            crate::ocsp::Revocation::check_config(tls)?;
             let base = self.mtls_base_url().unwrap_or_default();
             let u = url::Url::parse(&base).map_err(|e| format!("tls.url `{base}`: {e}"))?;
             if u.scheme() != "https" || u.host_str().is_none() || u.path() != "/" || u.query().is_some() {
@@ -560,6 +589,12 @@ mod tests {
         assert!(parse(&format!("{tls}url = \"http://mtls.example.net\"")).is_err());
         assert!(parse(&format!("{tls}url = \"https://mtls.example.net/token\"")).is_err());
         assert!(parse(&format!("{tls}client_ca_file = \"/nonexistent\"")).is_err());
+        let ocsp = format!("{tls}client_ca_file = {chain:?}\n");
+        assert!(parse(&format!("{ocsp}ocsp_url = \"http://127.0.0.1:8180/ocsp\"")).is_ok());
+        assert!(parse(&format!("{ocsp}ocsp_aia = true\nocsp_soft_fail = true")).is_ok());
+        assert!(parse(&format!("{ocsp}ocsp_url = \"ldap://x/\"")).is_err());
+        assert!(parse(&format!("{ocsp}ocsp_url = \"http://x/\"\nocsp_timeout_ms = 10")).is_err());
+        assert!(parse(&format!("{tls}ocsp_url = \"http://127.0.0.1:8180/ocsp\"")).is_err(), "no client_ca_file");
         assert!(parse(&format!("{tls}bogus = 1")).is_err());
         assert!(parse("[tls]\nlisten = \"127.0.0.1:8443\"\ncertificate = \"/nonexistent\"\nkey = \"/x\"").is_err());
     }

@@ -97,7 +97,8 @@ async fn serve(config_path: &Path, config: Config, db: Db, admins: Arc<Admins>) 
                 None => None,
             };
             let base_url = config.mtls_base_url().unwrap_or_default();
-            Some((listener, Arc::new(acceptor), crate::mtls::Mtls { base_url, client_ca }))
+            let revocation = crate::ocsp::Revocation::new(tls).map_err(cfg_err)?;
+            Some((listener, Arc::new(acceptor), crate::mtls::Mtls { base_url, client_ca, revocation }))
         }
     };
     let (mtls_listener, mtls) = match mtls {

@@ -332,7 +332,8 @@ impl TokenService {
         let aud = Audiences { issuer: &self.issuer, endpoint: &endpoint };
         let chain: &[Vec<u8>] = certs.map_or(&[], |c| c.0.as_slice());
         let cas = self.mtls.as_ref().and_then(|m| m.client_ca.as_ref());
-        let tls = crate::auth::Presented { chain, client_ca: cas };
+        let revocation = self.mtls.as_ref().and_then(|m| m.revocation.as_ref());
+        let tls = crate::auth::Presented { chain, client_ca: cas, revocation };
         let mut client =
             authenticate(&self.db, &self.remote, auth, form, &aud, now, self.max_assertion_seconds, &tls).await?;
         client.cert_x5t = chain.first().map(|leaf| crate::mtls::thumbprint(leaf));

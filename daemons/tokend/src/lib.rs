@@ -19,7 +19,8 @@
 //! - [`device`]: the device authorization grant (RFC 8628) and its page.
 //! - [`dpop`]: DPoP proofs (RFC 9449) and nonces; tokens bound to `cnf.jkt`.
 //! - [`mtls`]: mutual-TLS client authentication (tls_client_auth,
-//!   self_signed_tls_client_auth) and certificate-bound tokens (`cnf.x5t#S256`, RFC 8705).
+//!   self_signed_tls_client_auth) and certificate-bound tokens (`cnf.x5t#S256`, RFC 8705);
+//!   [`ocsp`]: tls_client_auth certificates' revocation, asked of an OCSP responder.
 //! - PAR (RFC 9126): [`web`]'s pushed requests.
 //! - [`http`]: the endpoints and their routing.
 //! - [`admin`]: the admin interface (`tokend.capnp`) for `signetctl oauth`.
@@ -43,6 +44,7 @@ pub mod http;
 pub mod keys;
 pub mod ldap;
 pub mod mtls;
+pub mod ocsp;
 pub mod oidc;
 pub mod pages;
 pub mod remote;

@@ -10,7 +10,9 @@
 //!   time) to a CA of `[tls] client_ca_file`, and the leaf must hold the
 //!   client's registered [`TlsIdentity`]: its subject DN (compared RDN by RDN,
 //!   values case-insensitively with spaces collapsed, RFC 4517 §4.2.15 with
-//!   caseIgnoreMatch), or one SAN entry of the registered kind.
+//!   caseIgnoreMatch), or one SAN entry of the registered kind. With `[tls]
+//!   ocsp_url` or `ocsp_aia`, its OCSP responder must then say it is good
+//!   ([`crate::ocsp`]).
 //! - `self_signed_tls_client_auth` (§2.2): the leaf's public key must be a key
 //!   of the client's JWKS, registered by value or fetched from its `jwks_uri`
 //!   ([`crate::remote`]), either the first certificate of a JWK's `x5c`, or by
@@ -43,6 +45,8 @@ pub struct Mtls {
     pub base_url: String,
     /// The CAs a tls_client_auth certificate must chain to (`[tls] client_ca_file`).
     pub client_ca: Option<X509Store>,
+    /// The OCSP check of tls_client_auth certificates (`[tls] ocsp_url`, `ocsp_aia`).
+    pub revocation: Option<crate::ocsp::Revocation>,
 }
 
 /// The SHA-256 thumbprint of a certificate, base64url: `cnf`'s `x5t#S256`.
@@ -74,9 +78,20 @@ pub fn ca_store(path: &std::path::Path) -> Result<X509Store, String> {
     Ok(b.build())
 }
 
+/// A tls_client_auth certificate that verified: the leaf and its issuer (the
+/// next certificate of the verified chain; the leaf itself when a CA file
+/// holds the leaf).
+#[derive(Debug)]
+pub struct Verified {
+    /// The client's certificate.
+    pub leaf: X509,
+    /// Its issuer.
+    pub issuer: X509,
+}
+
 /// tls_client_auth: `chain` (DER, leaf first) verifies to `cas` now and its
 /// leaf holds `identity`. Why not, otherwise.
-pub fn check_tls_client_auth(cas: &X509Store, chain: &[Vec<u8>], identity: &TlsIdentity) -> Result<(), String> {
+pub fn check_tls_client_auth(cas: &X509Store, chain: &[Vec<u8>], identity: &TlsIdentity) -> Result<Verified, String> {
     let (leaf, rest) = chain.split_first().ok_or("no client certificate was presented")?;
     let leaf = X509::from_der(leaf).map_err(|e| format!("the certificate: {e}"))?;
     let mut untrusted = Stack::new().map_err(|e| e.to_string())?;
@@ -85,14 +100,20 @@ pub fn check_tls_client_auth(cas: &X509Store, chain: &[Vec<u8>], identity: &TlsI
     }
     let mut ctx = X509StoreContext::new().map_err(|e| e.to_string())?;
     let verified = ctx
-        .init(cas, &leaf, &untrusted, |c| Ok(if c.verify_cert()? { Ok(()) } else { Err(c.error().to_string()) }))
+        .init(cas, &leaf, &untrusted, |c| {
+            if !c.verify_cert()? {
+                return Ok(Err(c.error().to_string()));
+            }
+            let chain = c.chain().map(|s| s.iter().map(|x| x.to_owned()).collect::<Vec<X509>>()).unwrap_or_default();
+            Ok(Ok(chain))
+        })
         .map_err(|e| e.to_string())?;
-    verified.map_err(|why| format!("the certificate does not verify: {why}"))?;
-    if holds(&leaf, identity)? {
-        Ok(())
-    } else {
-        Err("the certificate is not the client's (its registered subject DN or SAN does not match)".into())
+    let chain = verified.map_err(|why| format!("the certificate does not verify: {why}"))?;
+    if !holds(&leaf, identity)? {
+        return Err("the certificate is not the client's (its registered subject DN or SAN does not match)".into());
     }
+    let issuer = chain.get(1).cloned().unwrap_or_else(|| leaf.clone());
+    Ok(Verified { leaf, issuer })
 }
 
 /// self_signed_tls_client_auth's side of a presented certificate: the leaf
@@ -384,7 +405,8 @@ mod tests {
         let cas = b.build();
         let chain = vec![leaf.to_der().unwrap()];
         let dns = TlsIdentity::SanDns("svc.example.net".into());
-        check_tls_client_auth(&cas, &chain, &dns).unwrap();
+        let v = check_tls_client_auth(&cas, &chain, &dns).unwrap();
+        assert_eq!(v.issuer.to_der().unwrap(), ca.to_der().unwrap(), "the issuer, from the verified chain");
         let e = check_tls_client_auth(&cas, &chain, &TlsIdentity::SanDns("other.example.net".into())).unwrap_err();
         assert!(e.contains("not the client's"), "{e}");
         assert!(check_tls_client_auth(&cas, &[], &dns).unwrap_err().contains("no client certificate"));

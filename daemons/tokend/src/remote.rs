@@ -34,6 +34,23 @@ pub fn is_uri(jwks: &str) -> bool {
     jwks.starts_with("https://") || jwks.starts_with("http://")
 }
 
+/// tokend's outbound HTTP(S) client (clients' JWK sets, OCSP responders):
+/// hyper-util over signet-runtime's connector, OpenSSL TLS verified against
+/// the system's trust store, connections given up after `connect_timeout`.
+pub fn http_client(connect_timeout: Duration) -> Result<HttpClient, String> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(connect_timeout));
+    let tls = openssl::ssl::SslConnector::builder(openssl::ssl::SslMethod::tls_client())
+        .map_err(|e| format!("TLS client: {e}"))?
+        .build();
+    let connector = signet_runtime::client::TlsConnector::new(http, Some(Arc::new(tls)));
+    Ok(Client::builder(TokioExecutor::new()).build(connector))
+}
+
+/// The client [`http_client`] makes.
+pub type HttpClient = Client<signet_runtime::client::TlsConnector, Full<Bytes>>;
+
 /// A fetched JWK set: parsed for signatures, and as the document it was
 /// (self_signed_tls_client_auth compares certificates with its `x5c` members).
 pub struct Fetched {
@@ -50,24 +67,14 @@ struct Entry {
 
 /// The cache, shared by every request.
 pub struct RemoteJwks {
-    client: Client<signet_runtime::client::TlsConnector, Full<Bytes>>,
+    client: HttpClient,
     cache: Mutex<HashMap<String, Entry>>,
 }
 
 impl RemoteJwks {
-    /// A cache with its HTTP(S) client (OpenSSL, the system's trust store).
+    /// A cache with its HTTP(S) client ([`http_client`]).
     pub fn new() -> Result<RemoteJwks, String> {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(FETCH_TIMEOUT));
-        let tls = openssl::ssl::SslConnector::builder(openssl::ssl::SslMethod::tls_client())
-            .map_err(|e| format!("TLS client: {e}"))?
-            .build();
-        let connector = signet_runtime::client::TlsConnector::new(http, Some(Arc::new(tls)));
-        Ok(RemoteJwks {
-            client: Client::builder(TokioExecutor::new()).build(connector),
-            cache: Mutex::new(HashMap::new()),
-        })
+        Ok(RemoteJwks { client: http_client(FETCH_TIMEOUT)?, cache: Mutex::new(HashMap::new()) })
     }
 
     fn cached(&self, uri: &str) -> Option<(Arc<Fetched>, Instant)> {
