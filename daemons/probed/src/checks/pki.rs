@@ -1,21 +1,18 @@
 //! PKI checks: a certificate's OCSP status from its responder, a CRL's freshness, signature and
-//! number. Requests and signatures go through OpenSSL's OCSP and CRL code; the fields are read
-//! with the RustCrypto `x509-ocsp` and `x509-cert` types (no ASN.1 by hand).
+//! number. The OCSP request and the check of its answer are signet-ca's `ocsp_check` (shared
+//! with tokend's revocation check); CRL signatures go through OpenSSL, and the CRL's fields are
+//! read with the RustCrypto `x509-cert` types (no ASN.1 by hand).
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use der::Decode;
-use openssl::hash::MessageDigest;
-use openssl::ocsp::{OcspCertId, OcspCertStatus, OcspFlag, OcspRequest, OcspResponse, OcspResponseStatus};
-use openssl::stack::Stack;
-use openssl::x509::store::X509StoreBuilder;
-use openssl::x509::verify::X509VerifyFlags;
 use openssl::x509::{X509Crl, X509};
 
 use super::http::{client, fetch, HttpClient};
 use super::{now_unix, Gauge, Probed, Report};
 use crate::config::{CheckConfig, HttpVersion};
+use signet_ca::ocsp_check::{check_response, request, Status};
 
 /// Leeway for clocks when judging thisUpdate (s).
 const CLOCK_SKEW: i64 = 300;
@@ -94,58 +91,29 @@ impl OcspProbe {
         })
     }
 
-    fn cert_id(&self) -> Result<OcspCertId, Report> {
-        OcspCertId::from_cert(MessageDigest::sha1(), &self.cert, &self.issuer)
-            .map_err(|e| Report::msg(format!("certificate ID: {e}")))
-    }
-
-    /// One request (POST), the response verified.
+    /// One request (POST), the response verified (signet-ca's relying-party check, which
+    /// tokend's revocation check shares).
     pub async fn run(&self) -> Probed {
-        let mut req = OcspRequest::new().map_err(|e| Report::msg(e.to_string()))?;
-        req.add_id(self.cert_id()?).map_err(|e| Report::msg(e.to_string()))?;
-        let der = req.to_der().map_err(|e| Report::msg(e.to_string()))?;
+        let der = request(&self.cert, &self.issuer).map_err(|e| Report::msg(e.to_string()))?;
         let (status, body) =
             fetch(&self.client, &self.url, Some(("application/ocsp-request", der))).await.map_err(Report::msg)?;
         if status != 200 {
             return Err(Report::msg(format!("{}: HTTP status {status}", self.url)));
         }
-        let resp = OcspResponse::from_der(&body).map_err(|e| Report::msg(format!("not an OCSP response: {e}")))?;
-        if resp.status() != OcspResponseStatus::SUCCESSFUL {
-            return Err(Report::msg(format!("responder status {:?}", resp.status())));
-        }
-        let basic = resp.basic().map_err(|e| Report::msg(format!("basic response: {e}")))?;
-        // The issuer signs, or a responder it certified (PARTIAL_CHAIN: the issuer need not be a root).
-        let mut store = X509StoreBuilder::new().map_err(|e| Report::msg(e.to_string()))?;
-        store.add_cert(self.issuer.clone()).map_err(|e| Report::msg(e.to_string()))?;
-        store.set_flags(X509VerifyFlags::PARTIAL_CHAIN).map_err(|e| Report::msg(e.to_string()))?;
-        let store = store.build();
-        let mut certs = Stack::new().map_err(|e| Report::msg(e.to_string()))?;
-        certs.push(self.issuer.clone()).map_err(|e| Report::msg(e.to_string()))?;
-        basic
-            .verify(&certs, &store, OcspFlag::empty())
-            .map_err(|e| Report::msg(format!("response signature does not verify: {e}")))?;
-        let id = self.cert_id()?;
-        let single =
-            basic.find_status(&id).ok_or_else(|| Report::msg("the response does not answer for the certificate"))?;
-        let code = match single.status {
-            OcspCertStatus::GOOD => 0.0,
-            OcspCertStatus::REVOKED => 1.0,
+        let answer = check_response(&body, &self.cert, &self.issuer).map_err(|e| Report::msg(e.to_string()))?;
+        let code = match answer.status {
+            Status::Good => 0.0,
+            Status::Revoked { .. } => 1.0,
             _ => 2.0,
         };
-        // The times, read with x509-ocsp from the same bytes.
-        let (this_update, next_update) = response_times(&body).map_err(Report::msg)?;
+        let (this_update, next_update) = (answer.this_update, answer.next_update);
         let mut report =
             Report::msg("").gauge(Gauge::OcspStatus, code).gauge(Gauge::OcspAge, (now_unix() - this_update) as f64);
         if let Some(next) = next_update {
             report = report.gauge(Gauge::OcspNextUpdate, (next - now_unix()) as f64);
         }
-        let status_text = match code as u8 {
-            0 => "good",
-            1 => "revoked",
-            _ => "unknown",
-        };
-        if code != 0.0 {
-            report.message = format!("certificate status {status_text}");
+        if answer.status != Status::Good {
+            report.message = format!("certificate status {}", answer.status.name());
             return Err(report);
         }
         if let Err(e) = freshness("response", this_update, next_update, self.max_age, self.min_margin) {
@@ -158,19 +126,6 @@ impl OcspProbe {
         );
         Ok(report)
     }
-}
-
-/// thisUpdate and nextUpdate of the first single response in an OCSP response.
-fn response_times(der_bytes: &[u8]) -> Result<(i64, Option<i64>), String> {
-    let resp = x509_ocsp::OcspResponse::from_der(der_bytes).map_err(|e| format!("OCSP response: {e}"))?;
-    let bytes = resp.response_bytes.ok_or("no response bytes")?;
-    let basic = x509_ocsp::BasicOcspResponse::from_der(bytes.response.as_bytes())
-        .map_err(|e| format!("basic OCSP response: {e}"))?;
-    let single = basic.tbs_response_data.responses.first().ok_or("no single response")?;
-    Ok((
-        unix(single.this_update.0.to_unix_duration()),
-        single.next_update.as_ref().map(|t| unix(t.0.to_unix_duration())),
-    ))
 }
 
 /// A prepared CRL check.
