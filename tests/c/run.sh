@@ -66,7 +66,7 @@ if ! (cd "$repo" && cargo build --release -p libpki-ffi -p signd -p signetctl -p
 fi
 bin="$target/release"
 prefix="$tmp/prefix"
-check install "$repo/scripts/install" --no-build --prefix "$prefix"
+check install "$repo/scripts/install" --no-build --libpki-only --prefix "$prefix"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 
 check rust-tests-and-header bash -c "cd '$repo' && cargo test --release -p libpki-ffi"

@@ -14,7 +14,7 @@ use signet_ca::x509_cert::crl::CertificateList;
 use signet_ca::x509_cert::Certificate;
 use signet_ca::{
     assemble_certificate, build_intermediate_tbs, build_leaf_tbs, build_ocsp_responder_tbs, build_root_tbs, parse_csr,
-    CaRequest, Eku, Issuer, KeyUsageBit, LeafRequest, Name, Profile, ResponderRequest,
+    CaRequest, Eku, Issuer, KeyUsageBit, LeafRequest, Name, Profile, ResponderRequest, SanEntry,
 };
 use signet_ipc::{
     block_on, CertState, CertStatus, CrlSelector, ErrorKind, IssuedCert, KeyAlgorithm, KeyInfo, KeySpec, OcspdClient,
@@ -38,52 +38,52 @@ pub enum CaCommand {
 pub struct InitArgs {
     /// The issuer's name (in signd's and ocspd's config).
     #[arg(long, default_value = "demo")]
-    name: String,
+    pub(crate) name: String,
     /// Where to write the certificates and config snippets.
     #[arg(long)]
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// The issuing CA's key algorithm (any signd algorithm, incl. ml-dsa-65).
     #[arg(long, default_value = "ecdsa-p256")]
-    algorithm: KeyAlgorithm,
+    pub(crate) algorithm: KeyAlgorithm,
     /// The root's key algorithm (default: the issuing CA's).
     #[arg(long)]
-    root_algorithm: Option<KeyAlgorithm>,
+    pub(crate) root_algorithm: Option<KeyAlgorithm>,
     /// The OCSP responder's key algorithm (default: the issuing CA's).
     #[arg(long)]
-    responder_algorithm: Option<KeyAlgorithm>,
+    pub(crate) responder_algorithm: Option<KeyAlgorithm>,
     /// signd backend for the keys (default: signd's first; e.g. "nss").
     #[arg(long, default_value = "")]
-    backend: String,
+    pub(crate) backend: String,
     /// Common-name prefix of the CA subjects.
     #[arg(long, default_value = "Signet Demo")]
-    subject: String,
+    pub(crate) subject: String,
     /// OCSP URL for issued certificates' AIA.
     #[arg(long)]
-    ocsp_url: Option<String>,
+    pub(crate) ocsp_url: Option<String>,
     /// CRL URL for issued certificates' CRLDP; `{shard}` is the shard number.
     #[arg(long)]
-    crl_url: Option<String>,
+    pub(crate) crl_url: Option<String>,
     /// Number of CRL shards (needs `{shard}` in --crl-url).
     #[arg(long, default_value_t = 0)]
-    crl_shards: u32,
+    pub(crate) crl_shards: u32,
     /// Longest end-entity validity, in days.
     #[arg(long, default_value_t = 90)]
-    max_days: u64,
+    pub(crate) max_days: u64,
     /// The role this ceremony signs in (it must may use the new keys).
     #[arg(long, default_value = "")]
-    role: String,
+    pub(crate) role: String,
     /// Roles that may issue certificates (signd `roles`).
     #[arg(long = "issuer-role", default_values_t = ["issuer".to_string()])]
-    issuer_roles: Vec<String>,
+    pub(crate) issuer_roles: Vec<String>,
     /// Roles that may sign CRLs and OCSP responses (ocspd's role in signd).
     #[arg(long = "ocsp-role", default_values_t = ["ocspd".to_string()])]
-    ocsp_roles: Vec<String>,
+    pub(crate) ocsp_roles: Vec<String>,
     /// Use the CA's keys (NAME-root, NAME-issuing, NAME-ocsp) that signd has
     /// already, generating only the missing ones: for finishing a ceremony that
     /// was interrupted before it wrote signd-issuer.toml. An existing key must
     /// have the algorithm asked for.
     #[arg(long)]
-    reuse_keys: bool,
+    pub(crate) reuse_keys: bool,
 }
 
 /// `signetctl cert ...`
@@ -198,7 +198,7 @@ fn ceremony_sign(
 }
 
 /// A key signd has, or `None` when it has no key by that id.
-fn existing_key(client: &SigndClient, id: &str) -> Result<Option<KeyInfo>, Failure> {
+pub(crate) fn existing_key(client: &SigndClient, id: &str) -> Result<Option<KeyInfo>, Failure> {
     match block_on(client.admin_key(id)) {
         Ok(k) => Ok(Some(k)),
         Err(e) if e.kind == ErrorKind::UnknownKey => Ok(None),
@@ -212,7 +212,7 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
 
 /// Writes a file of `ca init` through a temporary file and a rename, so an
 /// interrupted ceremony leaves each file whole or absent.
-fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+pub(crate) fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
@@ -220,12 +220,52 @@ fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
     std::fs::rename(&tmp, path).map_err(|e| fail(1, format!("{}: {e}", path.display())))
 }
 
-fn cert_pem(der: &[u8]) -> String {
+pub(crate) fn cert_pem(der: &[u8]) -> String {
     pem("CERTIFICATE", der)
+}
+
+/// What `ca init` made: the keys in signd and the files, by name.
+pub(crate) struct CaFiles {
+    /// The keys' ids: root, issuing, OCSP responder.
+    pub keys: [String; 3],
+    /// The directory the files are in (absolute).
+    pub dir: PathBuf,
+}
+
+impl CaFiles {
+    /// A file of the CA's (root.pem, issuing.pem, chain.pem, responder.pem,
+    /// profile.toml, signd-issuer.toml).
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
 }
 
 /// `ca init`.
 pub fn init(client: &SigndClient, a: &InitArgs, out: &Printer) -> Result<(), Failure> {
+    let ca = ceremony(client, a)?;
+    let path = |f: &str| ca.path(f);
+    if out.json {
+        out.json(&json!({
+            "name": a.name,
+            "keys": ca.keys,
+            "root": path("root.pem"),
+            "issuing": path("issuing.pem"),
+            "chain": path("chain.pem"),
+            "responder": path("responder.pem"),
+            "profile": path("profile.toml"),
+            "signd_config": path("signd-issuer.toml"),
+        }));
+    } else {
+        outln!("CA `{}` created; keys {} in signd.", a.name, ca.keys.join(", "));
+        outln!("certificates in {}: root.pem issuing.pem chain.pem responder.pem", ca.dir.display());
+        outln!("add {} to signd's config and restart signd.", path("signd-issuer.toml").display());
+    }
+    Ok(())
+}
+
+/// The CA ceremony of `ca init` (and `setup`): the keys in signd, the
+/// certificates, the profile and, last, the `[issuers.NAME]` snippet.
+pub(crate) fn ceremony(client: &SigndClient, a: &InitArgs) -> Result<CaFiles, Failure> {
     if a.crl_shards > 0 && !a.crl_url.as_deref().is_some_and(|u| u.contains("{shard}")) {
         return Err(fail(2, "--crl-shards needs a --crl-url containing {shard}"));
     }
@@ -312,23 +352,7 @@ pub fn init(client: &SigndClient, a: &InitArgs, out: &Printer) -> Result<(), Fai
     );
     // Last: its presence says the ceremony is complete.
     write_file_atomic(&path("signd-issuer.toml"), snippet.as_bytes())?;
-    if out.json {
-        out.json(&json!({
-            "name": a.name,
-            "keys": ids,
-            "root": path("root.pem"),
-            "issuing": path("issuing.pem"),
-            "chain": path("chain.pem"),
-            "responder": path("responder.pem"),
-            "profile": path("profile.toml"),
-            "signd_config": path("signd-issuer.toml"),
-        }));
-    } else {
-        outln!("CA `{}` created; keys {} in signd.", a.name, ids.join(", "));
-        outln!("certificates in {}: root.pem issuing.pem chain.pem responder.pem", dir.display());
-        outln!("add {} to signd's config and restart signd.", path("signd-issuer.toml").display());
-    }
-    Ok(())
+    Ok(CaFiles { keys: ids, dir })
 }
 
 fn unix(t: &signet_ca::x509_cert::time::Time) -> i64 {
@@ -347,41 +371,14 @@ pub fn cert(
         CertCommand::Issue { csr, days, ekus, out: path } => {
             let input = crate::read_input(csr)?;
             let csr = parse_csr(&input).map_err(ca_err)?;
-            let profile_toml = block_on(signd.issuer_profile(issuer))?;
-            let profile: Profile =
-                toml::from_str(&profile_toml).map_err(|e| fail(1, format!("profile from signd: {e}")))?;
-            let ca_der = block_on(signd.issuer_certificate(issuer))?;
-            let ca = Issuer::from_certificate_der(&ca_der, SignatureScheme::Default).map_err(ca_err)?;
-            let shard = (profile.crl_shards > 0).then(|| OsRng.next_u32() % profile.crl_shards);
-            let req = LeafRequest {
+            let leaf = Leaf {
                 subject: csr.subject,
                 spki_der: csr.spki_der,
                 sans: csr.sans,
-                validity: days.map(|d| Duration::from_secs(d * 86_400)),
-                exact_validity: None,
+                days: *days,
                 ekus: (!ekus.is_empty()).then(|| ekus.clone()),
-                crl_shard: shard,
             };
-            let tbs = build_leaf_tbs(&profile, &ca, &req, now(), &mut OsRng).map_err(ca_err)?;
-            let der = block_on(signd.sign_certificate(issuer, tbs))?;
-            let cert =
-                Certificate::from_der(&der).map_err(|e| fail(1, format!("signd returned a bad certificate: {e}")))?;
-            let serial = cert.tbs_certificate.serial_number.as_bytes().to_vec();
-            let record = IssuedCert {
-                serial: serial.clone(),
-                not_after_unix_secs: unix(&cert.tbs_certificate.validity.not_after),
-                crl_shard: shard.unwrap_or(0),
-            };
-            // Only a certificate ocspd knows about is handed out.
-            block_on(ocspd.record_issued(issuer, record)).map_err(|e| {
-                fail(
-                    1,
-                    format!(
-                        "certificate {} was signed but ocspd could not record it, so it is withheld: {e}",
-                        hex::encode(&serial)
-                    ),
-                )
-            })?;
+            let Issued { der, serial, shard } = issue(signd, ocspd, issuer, leaf)?;
             let text = cert_pem(&der);
             match path {
                 Some(p) => write_file(p, text.as_bytes())?,
@@ -412,6 +409,66 @@ pub fn cert(
         }
     }
     Ok(())
+}
+
+/// A certificate to issue: the subject, its key and names.
+pub(crate) struct Leaf {
+    pub subject: Name,
+    pub spki_der: Vec<u8>,
+    pub sans: Vec<SanEntry>,
+    /// Validity in days (default: the profile's).
+    pub days: Option<u64>,
+    /// EKUs (default: the profile's).
+    pub ekus: Option<Vec<Eku>>,
+}
+
+/// A certificate issued and recorded in ocspd.
+pub(crate) struct Issued {
+    /// The certificate, DER.
+    pub der: Vec<u8>,
+    /// Its serial number.
+    pub serial: Vec<u8>,
+    /// Its CRL shard, when the profile shards CRLs.
+    pub shard: Option<u32>,
+}
+
+/// Issues `leaf` under `issuer`'s profile through signd, and records it in
+/// ocspd before anyone sees it.
+pub(crate) fn issue(signd: &SigndClient, ocspd: &OcspdClient, issuer: &str, leaf: Leaf) -> Result<Issued, Failure> {
+    let profile_toml = block_on(signd.issuer_profile(issuer))?;
+    let profile: Profile = toml::from_str(&profile_toml).map_err(|e| fail(1, format!("profile from signd: {e}")))?;
+    let ca_der = block_on(signd.issuer_certificate(issuer))?;
+    let ca = Issuer::from_certificate_der(&ca_der, SignatureScheme::Default).map_err(ca_err)?;
+    let shard = (profile.crl_shards > 0).then(|| OsRng.next_u32() % profile.crl_shards);
+    let req = LeafRequest {
+        subject: leaf.subject,
+        spki_der: leaf.spki_der,
+        sans: leaf.sans,
+        validity: leaf.days.map(|d| Duration::from_secs(d * 86_400)),
+        exact_validity: None,
+        ekus: leaf.ekus,
+        crl_shard: shard,
+    };
+    let tbs = build_leaf_tbs(&profile, &ca, &req, now(), &mut OsRng).map_err(ca_err)?;
+    let der = block_on(signd.sign_certificate(issuer, tbs))?;
+    let cert = Certificate::from_der(&der).map_err(|e| fail(1, format!("signd returned a bad certificate: {e}")))?;
+    let serial = cert.tbs_certificate.serial_number.as_bytes().to_vec();
+    let record = IssuedCert {
+        serial: serial.clone(),
+        not_after_unix_secs: unix(&cert.tbs_certificate.validity.not_after),
+        crl_shard: shard.unwrap_or(0),
+    };
+    // Only a certificate ocspd knows about is handed out.
+    block_on(ocspd.record_issued(issuer, record)).map_err(|e| {
+        fail(
+            1,
+            format!(
+                "certificate {} was signed but ocspd could not record it, so it is withheld: {e}",
+                hex::encode(&serial)
+            ),
+        )
+    })?;
+    Ok(Issued { der, serial, shard })
 }
 
 fn status_out(s: &CertStatus, out: &Printer) {

@@ -25,6 +25,7 @@ mod ct;
 mod oauth;
 mod output;
 mod probe;
+mod setup;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -38,7 +39,7 @@ pub(crate) const EXIT_CODES: &str = "Exit codes: 0 ok; 1 failure (ct: a check fa
 verify); 2 bad arguments or request (backup, restore: a target that is not empty); 3 permission denied; 4 unknown key, serial, EAB key id, OAuth client or user; 5 signd, ocspd, acmed, tokend or the CT log \
 unavailable.";
 
-/// Administer Signet: keys, signing, the audit log, certificates, acmed, tokend, CT logs, probes, backups.
+/// Administer Signet: setup, keys, signing, the audit log, certificates, acmed, tokend, CT logs, probes, backups.
 #[derive(Parser)]
 #[command(version, about, after_help = EXIT_CODES)]
 struct Cli {
@@ -111,6 +112,15 @@ enum Command {
     /// file against its manifest; --map OLD=NEW moves it (configs rewritten).
     #[command(after_help = EXIT_CODES)]
     Restore(backup::RestoreArgs),
+    /// Make a fresh install (scripts/install's configs, signd running on its
+    /// signd.toml) a working appliance: the CA, the CT log's key, tokend's
+    /// token key (all in signd: OpenSSL, or --backend nss), signd's roles,
+    /// [issuers.NAME] and [logs.NAME], and each daemon's config pointing at the
+    /// others. signd loads issuers and logs at start, so the first run ends by
+    /// asking to restart signd and start ocspd; the second issues acmed's TLS
+    /// certificate and writes acmed's and probed's configs. Rerunnable at any point.
+    #[command(after_help = EXIT_CODES)]
+    Setup(setup::SetupArgs),
 }
 
 #[derive(Subcommand)]
@@ -333,6 +343,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         // Files and stores only: the daemons are found through their configs.
         Command::Backup(args) => backup::backup(args, &out)?,
         Command::Restore(args) => backup::restore(args, &out)?,
+        Command::Setup(args) => setup::setup(&client, args, &out)?,
     }
     Ok(())
 }
