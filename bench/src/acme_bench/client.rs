@@ -244,6 +244,14 @@ impl Client {
         Ok(response.body)
     }
 
+    /// revokeCert (RFC 8555 §7.6) of `cert_der`, signed by this account, with
+    /// CRL reason code `reason`.
+    pub async fn revoke(&mut self, cert_der: &[u8], reason: u8) -> Result<(), Error> {
+        let url = self.directory.revoke_cert.clone();
+        let payload = json!({"certificate": URL_SAFE_NO_PAD.encode(cert_der), "reason": reason}).to_string();
+        self.post(&url, payload.as_bytes(), None).await.map(drop)
+    }
+
     /// A signed POST to `url` (`payload` empty: POST-as-GET), signed with the
     /// account URL once there is an account, else with the JWK. A `badNonce`
     /// refusal is retried once with the nonce it carried.

@@ -31,6 +31,8 @@ pub struct Issued {
     pub sample: Sample,
     /// The certificate chain as served.
     pub chain_pem: bytes::Bytes,
+    /// Where the order's certificate is (a POST-as-GET downloads it again).
+    pub certificate_url: String,
 }
 
 /// Orders, validates, finalizes and downloads a certificate for `identifier`.
@@ -127,7 +129,7 @@ pub async fn issue(client: &mut Client, plan: &Plan<'_>, identifier: Identifier)
     if !chain_pem.starts_with(b"-----BEGIN CERTIFICATE-----") {
         return Err(Error::Protocol(format!("{cert_url}: not a PEM certificate chain")));
     }
-    Ok(Issued { sample: Sample { total: start.elapsed(), phases }, chain_pem })
+    Ok(Issued { sample: Sample { total: start.elapsed(), phases }, chain_pem, certificate_url: cert_url })
 }
 
 /// The chain's certificates, leaf first.

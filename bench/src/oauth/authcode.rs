@@ -156,6 +156,12 @@ impl CodeFlow {
     /// One flow: authorize with the session, redeem the code. The error is
     /// the failure's kind (`transport: ...` when the connection failed).
     pub async fn flow(&self, tx: &mut Sender, session: &str) -> Result<(), String> {
+        self.flow_tokens(tx, session).await.map(drop)
+    }
+
+    /// As [`CodeFlow::flow`], giving the token answer's JSON (`refresh_token`
+    /// among it when the client holds that grant).
+    pub async fn flow_tokens(&self, tx: &mut Sender, session: &str) -> Result<serde_json::Value, String> {
         let verifier = random_b64(32);
         let challenge =
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(openssl::sha::sha256(verifier.as_bytes()));
@@ -195,6 +201,6 @@ impl CodeFlow {
         if !v["access_token"].is_string() || (self.openid() && !v["id_token"].is_string()) {
             return Err("token: no access_token or id_token".into());
         }
-        Ok(())
+        Ok(v)
     }
 }
