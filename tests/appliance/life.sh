@@ -22,6 +22,12 @@
 #      and its webhook delivers the `down` event.
 #   8. The log entry stays provable: ctclient's inclusion proof for the
 #      precertificate's leaf hash verifies against the signed tree head.
+#   9. signd unavailable (killed with SIGKILL): ocspd, acmed, ctlogd and tokend
+#      answer /healthz 503 naming signd; a fresh OCSP answer is tryLater, a
+#      token request temporarily_unavailable; probed's signd check goes down and
+#      its webhook fires. signd started again: every /healthz is ok within a few
+#      seconds, with no daemon restarted, and tokens, OCSP with a nonce and
+#      certbot's issuance work again.
 #
 # Needs SIGNET_CERTBOT (ensure_certbot), SIGNET_CTCLIENT (ensure_ct_tools) and
 # SIGNET_BIN_DIR (scripts/lib.sh).
@@ -36,8 +42,10 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../lib/stack.sh"
 stack_tmp life
 HOOK_PID=""
+SIGND2_PID=""
 life_cleanup() {
   [ -z "$HOOK_PID" ] || kill "$HOOK_PID" 2>/dev/null || true
+  [ -z "$SIGND2_PID" ] || kill "$SIGND2_PID" 2>/dev/null || true
   stack_cleanup
 }
 trap life_cleanup EXIT
@@ -177,9 +185,17 @@ interval = "1s"
 jitter = "100ms"
 down_after = 1
 
+[checks.life_signd]
+kind = "signd"
+description = "signd over its socket, every second"
+socket = "$T/state/run/signd.sock"
+interval = "1s"
+jitter = "100ms"
+down_after = 1
+
 [[webhooks]]
 url = "http://127.0.0.1:$HOOK_PORT/hook"
-checks = ["life_ocsp"]
+checks = ["life_ocsp", "life_signd"]
 TOML
 check "probed --check-config accepts the added check and webhook" "$SIGNET_BIN_DIR/probed" --config "$PROBE_CONFIG" --check-config
 check "SIGHUP to probed" kill -HUP "$(cat "$T/state/run/probed.pid")"
@@ -221,6 +237,80 @@ proven() {
   grep -q "^Verified that hash" "$T/proof.txt"
 }
 check "ctclient: the precertificate's inclusion proof verifies against the signed tree head" proven
+
+# --- 9. signd unavailable, then back ---------------------------------------------
+healthz() { # URL -> "CODE BODY" (acmed's over TLS)
+  curl -s --cacert "$CA_BUNDLE" -w '%{http_code} ' -o "$T/healthz.txt" "$1"; tr '\n' '|' < "$T/healthz.txt"
+}
+HEALTHZ=("${OCSP_URL%/ocsp}/healthz" "${DIRECTORY%/directory}/healthz" "${CT_URL%/demo/}/healthz"
+         "$(ep '["tokend"]["token_url"]' | sed 's|/token$||')/healthz")
+all_name_signd() {
+  local u out ok=0
+  for u in "${HEALTHZ[@]}"; do
+    out=$(healthz "$u"); echo "$u: $out"
+    case "$out" in "503 unhealthy|"*"signd: "*) ;; *) ok=1 ;; esac
+  done
+  return $ok
+}
+all_ok() {
+  local u out ok=0
+  for u in "${HEALTHZ[@]}"; do out=$(healthz "$u"); echo "$u: $out"; [ "$out" = "200 ok|" ] || ok=1; done
+  return $ok
+}
+demo_token() { # -> HTTP code; body in $T/demo-token.json
+  local secret
+  secret=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["secret"])' "$T/state/tokend/demo-client.json")
+  curl -s -o "$T/demo-token.json" -w '%{http_code}' -u "demo:$secret" -d grant_type=client_credentials \
+    "$(ep '["tokend"]["token_url"]')"
+}
+token_unavailable() {
+  local st; st=$(demo_token); cat "$T/demo-token.json"
+  [ "$st" = 503 ] && grep -q '"error":"temporarily_unavailable"' "$T/demo-token.json"
+}
+token_ok() { local st; st=$(demo_token); echo "HTTP $st"; [ "$st" = 200 ] && grep -q access_token "$T/demo-token.json"; }
+fresh_ocsp() { # with a nonce: a fresh signature
+  openssl ocsp -issuer "$ISSUING" -cert "$LIVE/cert.pem" -url "$OCSP_URL" -CAfile "$CA_BUNDLE" 2>&1 | tee "$T/fresh.txt"
+}
+ocsp_try_later() { fresh_ocsp || true; grep -qi "trylater" "$T/fresh.txt"; }
+ocsp_fresh_ok() { fresh_ocsp && grep -q "Response verify OK" "$T/fresh.txt" && ! grep -q WARNING "$T/fresh.txt"; }
+hook_event() { # CHECK EVENT: the webhook delivered EVENT for CHECK (an `up` only after a `down`)
+  python3 - "$T/hooks.jsonl" "$1" "$2" <<'PY'
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+mine = [e["event"] for e in events if e["check"] == sys.argv[2]]
+want = ["down"] if sys.argv[3] == "down" else ["down", sys.argv[3]]
+it = iter(mine)
+assert all(w in it for w in want), mine
+print(mine)
+PY
+}
+signd_check() { curl -fs "$PROBE_API/life_signd" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])'; }
+signd_check_is() { local s; s=$(signd_check); echo "life_signd: $s"; [ "$s" = "$1" ]; }
+names_signd_in_log() { grep -q "signd is unavailable" "$T/state/logs/$1.log"; }
+
+check "probed's signd check is up" eventually 20 signd_check_is up
+check "every daemon's /healthz is ok with signd up" all_ok
+SIGND_PID=$(cat "$T/state/run/signd.pid")
+check "signd killed with SIGKILL" kill -9 "$SIGND_PID"
+check "ocspd, acmed, ctlogd and tokend answer /healthz 503 naming signd" eventually 10 all_name_signd
+for d in ocspd acmed ctlogd tokend; do
+  check "$d logs that signd is unavailable" names_signd_in_log "$d"
+done
+check "a fresh OCSP answer (nonce) is tryLater while signd is down" ocsp_try_later
+check "a token request is temporarily_unavailable while signd is down" token_unavailable
+check "probed's signd check goes down" eventually 20 signd_check_is down
+check "probed's webhook delivered the signd check's down event" eventually 20 hook_event life_signd down
+
+"$SIGNET_BIN_DIR/signd" --config "$T/state/signd.toml" 2>> "$T/state/logs/signd.log" &
+SIGND2_PID=$!
+check "signd started again" eventually 20 signetctl health
+check "within 10 s every /healthz is ok again, no daemon restarted" eventually 10 all_ok
+check "tokens are issued again" token_ok
+check "fresh OCSP answers (nonce) are signed again" ocsp_fresh_ok
+check "certbot obtains a second certificate after signd's return" \
+  "${CB[@]}" certonly --agree-tos -m admin@signet.test --cert-name back \
+  --standalone --http-01-address 127.0.0.1 --http-01-port "$HTTP01_PORT" -d "back.$NAME"
+check "probed's signd check is up again, and its webhook says resolved" eventually 20 hook_event life_signd resolved
 
 echo "life: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -48,6 +48,7 @@ use signet_acme::types::{Directory, DirectoryMeta};
 use signet_ca::{Issuer, Profile};
 use signet_ipc::{OcspdClient, SignatureScheme, SigndClient};
 use signet_runtime::config::{Checked, DaemonConfig};
+use signet_runtime::health::{self, Health};
 use signet_runtime::lifecycle::Lifecycle;
 use signet_runtime::metrics::Metrics;
 use signet_runtime::service_thread::ServiceThread;
@@ -284,6 +285,15 @@ async fn serve(
     if let Some(ct) = &ct {
         ct.register(&metrics);
     }
+    let health = Health::new();
+    health::watch(&health, &metrics, "signd", health::WATCH_EVERY, shutdown.clone(), {
+        let signd = signd.clone();
+        move || signd.reachable()
+    });
+    health::watch(&health, &metrics, "ocspd", health::WATCH_EVERY, shutdown.clone(), {
+        let ocspd = ocspd.clone();
+        move || ocspd.reachable()
+    });
     let mut key = [0u8; 32];
     OsRng.fill_bytes(&mut key);
     let acme = Arc::new(Acme {
@@ -310,7 +320,7 @@ async fn serve(
         acme.cfg.http,
         handler,
         metrics,
-        Arc::new(|| true),
+        health,
         shutdown.clone(),
     ));
 

@@ -10,6 +10,7 @@ use signet_ct::verify::LogKey;
 use signet_ipc::SigndClient;
 use signet_runtime::activation;
 use signet_runtime::config::Checked;
+use signet_runtime::health::{self, Health};
 use signet_runtime::lifecycle::{Lifecycle, Reload};
 use signet_runtime::metrics::Metrics;
 use signet_runtime::notify;
@@ -86,6 +87,11 @@ async fn serve(config_path: &Path, config: Config, store: Store) -> Result<(), C
 
     let metrics = Metrics::new("ctlogd");
     let log_metrics = LogMetrics::register(&metrics);
+    let health = Health::new();
+    health::watch(&health, &metrics, "signd", health::WATCH_EVERY, shutdown.clone(), {
+        let signd = signd.clone();
+        move || signd.reachable()
+    });
     tokio::spawn(log_metrics.clone().update_every(logs.clone(), Duration::from_secs(1), shutdown.clone()));
     let handler = Arc::new(CtHttp::new(logs.iter().map(|(name, log)| (format!("/{name}/"), log.clone())).collect()));
     let http = tokio::spawn(signet_runtime::http::serve(
@@ -93,7 +99,7 @@ async fn serve(config_path: &Path, config: Config, store: Store) -> Result<(), C
         config.http,
         handler,
         metrics,
-        Arc::new(|| true),
+        health,
         shutdown.clone(),
     ));
     let names: Vec<String> = logs.iter().map(|(n, _)| n.clone()).collect();

@@ -30,6 +30,7 @@ use signet_ipc::server::{serve_ocspd, ServeOptions};
 use signet_ipc::{IpcError, SignatureScheme, SigndClient};
 use signet_runtime::activation;
 use signet_runtime::config::Checked;
+use signet_runtime::health::{self, Health};
 use signet_runtime::lifecycle::{Lifecycle, Reload};
 use signet_runtime::metrics::Metrics;
 use signet_runtime::notify;
@@ -70,6 +71,12 @@ async fn serve(config_path: &Path, config: Config, db: Db) -> Result<(), OcspdEr
         loaded = load_issuers(&config, &db, &signd) => loaded.map_err(|e| OcspdError::Config(format!("{}: {e}", config_path.display())))?,
         () = shutdown.cancelled() => return Ok(()),
     };
+    let metrics = Metrics::new("ocspd");
+    let health = Health::new();
+    health::watch(&health, &metrics, "signd", health::WATCH_EVERY, shutdown.clone(), {
+        let signd = signd.clone();
+        move || signd.reachable()
+    });
     let core = Arc::new(
         Core::new(db, signd, issuers, config.max_fresh_signatures, Clock::system())
             .with_client_limit(config.fresh_per_client),
@@ -90,14 +97,13 @@ async fn serve(config_path: &Path, config: Config, db: Db) -> Result<(), OcspdEr
         })?
     };
 
-    let metrics = Metrics::new("ocspd");
     let handler = Arc::new(http::OcspHttp::new(core.clone(), &metrics));
     let http = tokio::spawn(signet_runtime::http::serve(
         http_listener,
         config.http,
         handler,
         metrics,
-        Arc::new(|| true),
+        health,
         shutdown.clone(),
     ));
     life.on_stop(async move {

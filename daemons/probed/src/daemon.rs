@@ -67,7 +67,7 @@ async fn serve(config_path: &Path, config: Config, history: Arc<History>) -> Res
         config.http,
         web,
         metrics,
-        Arc::new(|| true),
+        signet_runtime::health::Health::new(),
         shutdown.clone(),
     ));
     life.on_stop(async move {

@@ -1,5 +1,5 @@
 //! Shared daemon plumbing for every Signet daemon: strict config loading and checking, logging,
-//! sd_notify and watchdog, named socket activation, signal handling, one start / reload / stop
+//! sd_notify and watchdog, health with named causes, named socket activation, signal handling, one start / reload / stop
 //! lifecycle, services on their own `LocalSet` thread, the metrics registry and the HTTP scaffold
 //! with `/healthz` and `/metrics`.
 //!
@@ -11,6 +11,7 @@ pub mod activation;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod health;
 pub mod http;
 pub mod lifecycle;
 pub mod logging;

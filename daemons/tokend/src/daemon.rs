@@ -8,6 +8,7 @@ use std::time::Duration;
 use signet_ipc::SigndClient;
 use signet_runtime::activation;
 use signet_runtime::config::Checked;
+use signet_runtime::health::{self, Health};
 use signet_runtime::lifecycle::Lifecycle;
 use signet_runtime::metrics::Metrics;
 use signet_runtime::service_thread::ServiceThread;
@@ -61,6 +62,7 @@ async fn serve(config_path: &Path, config: Config, db: Db, admins: Arc<Admins>) 
     let cfg_err = |e: String| TokendError::Config(format!("{}: {e}", config_path.display()));
     let alg = config.algorithm().map_err(cfg_err)?;
     let signd = SigndClient::new(&config.signd_socket).map_err(|e| TokendError::Startup(e.to_string()))?;
+    let signd_watch = signd.clone();
     let keys = Arc::new(Keys::new(
         signd,
         config.signd_role.clone(),
@@ -136,8 +138,15 @@ async fn serve(config_path: &Path, config: Config, db: Db, admins: Arc<Admins>) 
         directory,
         mtls,
     });
-    let keys_ready = keys.clone();
-    let health: Arc<dyn Fn() -> bool + Send + Sync> = Arc::new(move || keys_ready.view().signer.is_some());
+    let (keys_ready, role) = (keys.clone(), config.signd_role.clone());
+    let health = Health::new().with_check("token key", move || match keys_ready.view().signer {
+        Some(_) => Ok(()),
+        None => Err(format!("no key of role {role} for {} read from signd yet", alg.name())),
+    });
+    health::watch(&health, &metrics, "signd", health::WATCH_EVERY, shutdown.clone(), {
+        let signd = signd_watch;
+        move || signd.reachable()
+    });
     let https = mtls_listener.map(|(listener, acceptor)| {
         tokio::spawn(signet_runtime::http::serve_tls(
             listener,

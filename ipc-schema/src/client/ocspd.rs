@@ -30,6 +30,13 @@ impl OcspdClient {
         Self(self.0.per_thread())
     }
 
+    /// Whether ocspd answers: its health call, as a `'static` future for a background watch
+    /// (`signet_runtime::health::watch`); `Err` carries why not, for `/healthz` and the log.
+    pub fn reachable(&self) -> impl std::future::Future<Output = Result<(), String>> + Send + 'static {
+        let me = self.clone();
+        async move { me.health().await.map(|_| ()).map_err(|e| e.to_string()) }
+    }
+
     /// ocspd's health; anyone who can connect may ask.
     pub async fn health(&self) -> Result<OcspdHealth, IpcError> {
         match self.0.call(Request::Health).await? {

@@ -53,6 +53,13 @@ impl SigndClient {
         }
     }
 
+    /// Whether signd answers: its health call, as a `'static` future for a background watch
+    /// (`signet_runtime::health::watch`); `Err` carries why not, for `/healthz` and the log.
+    pub fn reachable(&self) -> impl std::future::Future<Output = Result<(), String>> + Send + 'static {
+        let me = self.clone();
+        async move { me.health().await.map(|_| ()).map_err(|e| e.to_string()) }
+    }
+
     /// signd's health.
     pub async fn health(&self) -> Result<Health, IpcError> {
         match self.0.call(Request::Health).await? {

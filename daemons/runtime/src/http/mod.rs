@@ -38,6 +38,7 @@ use tokio::sync::mpsc;
 use tokio_openssl::SslStream;
 use tokio_util::sync::CancellationToken;
 
+use crate::health::Health;
 use crate::metrics::Metrics;
 use conn::{Conn, Connections, Watched};
 
@@ -115,7 +116,8 @@ pub fn text_response(status: StatusCode, body: impl Into<Bytes>) -> Response<Ful
 
 /// Serves HTTP on `listener` until `shutdown` is cancelled.
 ///
-/// `GET /healthz` answers 200 `ok` while `health()` is true and 503 otherwise; `GET /metrics`
+/// `GET /healthz` answers 200 `ok` while `health` has no cause, and 503 `unhealthy` with a
+/// `name: cause` line for each otherwise (see [`crate::health`]); `GET /metrics`
 /// answers `metrics` in the OpenMetrics text format; everything else goes to `handler`. Each
 /// answer is counted in `http_requests_total{code}` and timed in
 /// `http_request_duration_seconds`. Accept errors are logged and retried. Connections are
@@ -127,7 +129,7 @@ pub async fn serve(
     limits: HttpLimits,
     handler: Arc<dyn Handler>,
     metrics: Metrics,
-    health: Arc<dyn Fn() -> bool + Send + Sync>,
+    health: Health,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
     serve_with_drain(listener, None, limits, Routes { handler, metrics, health }, shutdown, DRAIN_TIMEOUT).await
@@ -143,7 +145,7 @@ pub async fn serve_tls(
     limits: HttpLimits,
     handler: Arc<dyn Handler>,
     metrics: Metrics,
-    health: Arc<dyn Fn() -> bool + Send + Sync>,
+    health: Health,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
     let routes = Routes { handler, metrics, health };
@@ -385,7 +387,7 @@ impl Server {
 struct Routes {
     handler: Arc<dyn Handler>,
     metrics: Metrics,
-    health: Arc<dyn Fn() -> bool + Send + Sync>,
+    health: Health,
 }
 
 impl Routes {
@@ -413,11 +415,15 @@ impl Routes {
         if !is_get(method) {
             return method_not_allowed();
         }
-        if (self.health)() {
-            text_response(StatusCode::OK, "ok\n")
-        } else {
-            text_response(StatusCode::SERVICE_UNAVAILABLE, "unhealthy\n")
+        let causes = self.health.causes();
+        if causes.is_empty() {
+            return text_response(StatusCode::OK, "ok\n");
         }
+        let mut body = String::from("unhealthy\n");
+        for (name, cause) in causes {
+            body.push_str(&format!("{name}: {cause}\n"));
+        }
+        text_response(StatusCode::SERVICE_UNAVAILABLE, body)
     }
 
     fn metrics_page(&self, method: &Method) -> Response<Full<Bytes>> {

@@ -3,7 +3,6 @@
 
 use super::*;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
@@ -42,7 +41,7 @@ impl Handler for TestHandler {
 
 struct Running {
     addr: SocketAddr,
-    healthy: Arc<AtomicBool>,
+    health: Health,
     metrics: Metrics,
     token: CancellationToken,
     task: JoinHandle<io::Result<()>>,
@@ -55,17 +54,12 @@ async fn start(drain: Duration) -> Running {
 async fn start_limited(drain: Duration, limits: HttpLimits) -> Running {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let healthy = Arc::new(AtomicBool::new(true));
-    let h = healthy.clone();
+    let health = Health::new();
     let metrics = Metrics::new("test");
     let token = CancellationToken::new();
-    let routes = Routes {
-        handler: Arc::new(TestHandler),
-        metrics: metrics.clone(),
-        health: Arc::new(move || h.load(Ordering::SeqCst)),
-    };
+    let routes = Routes { handler: Arc::new(TestHandler), metrics: metrics.clone(), health: health.clone() };
     let task = tokio::spawn(serve_with_drain(listener, None, limits, routes, token.clone(), drain));
-    Running { addr, healthy, metrics, token, task }
+    Running { addr, health, metrics, token, task }
 }
 
 /// One HTTP/1.1 request with `Connection: close`; returns (status, head, body).
@@ -100,9 +94,11 @@ async fn healthz_metrics_and_handler() {
 
     let (status, _, body) = request(srv.addr, "GET", "/healthz").await;
     assert_eq!((status, body.as_str()), (200, "ok\n"));
-    srv.healthy.store(false, Ordering::SeqCst);
-    let (status, _, _) = request(srv.addr, "GET", "/healthz").await;
-    assert_eq!(status, 503);
+    srv.health.set("signd", Err("cannot connect to signd".into()));
+    let (status, _, body) = request(srv.addr, "GET", "/healthz").await;
+    assert_eq!((status, body.as_str()), (503, "unhealthy\nsignd: cannot connect to signd\n"));
+    srv.health.set("signd", Ok(()));
+    assert_eq!(request(srv.addr, "GET", "/healthz").await.0, 200);
     let (status, head, _) = request(srv.addr, "POST", "/healthz").await;
     assert_eq!(status, 405);
     assert!(head.contains("allow: get, head"), "{head}");
@@ -118,18 +114,18 @@ async fn healthz_metrics_and_handler() {
     assert_eq!(status, 200);
     assert!(head.contains("content-type: application/openmetrics-text; version=1.0.0"), "{head}");
     for line in [
-        "http_requests_total{daemon=\"test\",code=\"200\"} 2",
+        "http_requests_total{daemon=\"test\",code=\"200\"} 3",
         "http_requests_total{daemon=\"test\",code=\"503\"} 1",
         "http_requests_total{daemon=\"test\",code=\"405\"} 1",
         "http_requests_total{daemon=\"test\",code=\"404\"} 1",
         "http_requests_total{daemon=\"test\",code=\"500\"} 1",
-        "http_request_duration_seconds_count{daemon=\"test\"} 6",
+        "http_request_duration_seconds_count{daemon=\"test\"} 7",
     ] {
         assert!(body.contains(line), "missing {line:?} in\n{body}");
     }
     assert!(body.ends_with("# EOF\n"));
     // The metrics request itself is counted after it answered.
-    assert!(srv.metrics.encode().contains("code=\"200\"} 3"));
+    assert!(srv.metrics.encode().contains("code=\"200\"} 4"));
 
     srv.token.cancel();
     let result = tokio::time::timeout(Duration::from_secs(5), srv.task).await.expect("serve returns after cancel");
@@ -231,8 +227,14 @@ async fn closure_handler_via_public_serve() {
     };
     let token = CancellationToken::new();
     let limits = HttpLimits::default();
-    let task =
-        tokio::spawn(serve(listener, limits, Arc::new(handler), Metrics::new("t"), Arc::new(|| true), token.clone()));
+    let task = tokio::spawn(serve(
+        listener,
+        limits,
+        Arc::new(handler),
+        Metrics::new("t"),
+        crate::health::Health::new(),
+        token.clone(),
+    ));
     let (status, _, body) = request(addr, "GET", "/").await;
     assert_eq!((status, body.as_str()), (418, "tea\n"));
     token.cancel();
@@ -443,7 +445,7 @@ async fn a_tls_client_certificate_reaches_the_handler_unverified_and_none_is_fin
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let token = CancellationToken::new();
-    let routes = Routes { handler: Arc::new(TestHandler), metrics: Metrics::new("test"), health: Arc::new(|| true) };
+    let routes = Routes { handler: Arc::new(TestHandler), metrics: Metrics::new("test"), health: Health::new() };
     let task = tokio::spawn(serve_with_drain(
         listener,
         Some(acceptor),
