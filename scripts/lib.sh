@@ -154,10 +154,17 @@ print(next((p["manifest_path"] for p in json.load(sys.stdin)["packages"]
   unset OPENSSL_LIB_DIR OPENSSL_INCLUDE_DIR
 }
 
-# Builds every binary of the workspace in the one profile Signet uses (release).
+# Builds every library (libpki's .so and .a among them), binary and example of
+# the workspace in the one profile Signet uses (release); extra cargo arguments
+# (scripts/test: --benches) add targets.
+# The examples are there for their features as much as for themselves: with
+# resolver 2 a build that includes examples also turns on the features the
+# dev-dependencies ask for, so this build, `cargo test --workspace`, the
+# benchmarks and the C suite's builds resolve one feature set and share every
+# compiled crate. (`cargo build -p X` resolves another set, and rebuilds.)
 build_all() {
   say "building (release, target dir $CARGO_TARGET_DIR)"
-  (cd "$SIGNET_ROOT" && cargo build --release --workspace --bins --locked)
+  (cd "$SIGNET_ROOT" && cargo build --release --workspace --lib --bins --examples --locked "$@")
 }
 
 # Go, for the interop peers: lego and Pebble now, and the CT, OAuth, object-store

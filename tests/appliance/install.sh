@@ -62,8 +62,9 @@ DAEMONS=(signd ocspd acmed ctlogd tokend probed)
 mkdir -p "$STATE" "$RUN" "$LOGS"
 
 # --- 1. scripts/install ------------------------------------------------------------
-# libpki's library (scripts/test's build makes the binaries only).
-check "libpki built (cargo build --release -p libpki-ffi)" bash -c "cd '$stack_root' && cargo build --release -p libpki-ffi"
+# libpki's library, in the workspace's one build (scripts/lib.sh's build_all):
+# nothing to do after scripts/test's build.
+check "libpki built (cargo build --release --workspace --lib --bins --examples)" bash -c "cd '$stack_root' && cargo build --release --workspace --lib --bins --examples --locked"
 INSTALL=(env CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$(dirname "$SIGNET_BIN_DIR")}" "$stack_root/scripts/install"
   --no-build --prefix "$PREFIX" --destdir "$ROOT")
 check "scripts/install --no-build --prefix $PREFIX --destdir $ROOT" "${INSTALL[@]}"

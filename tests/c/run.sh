@@ -56,9 +56,11 @@ summary() {
 
 # --- build and install ------------------------------------------------------
 
-log "building libpki, signd, signetctl, tokend and signet-jwt-fixture (release) ..."
-if ! (cd "$repo" && cargo build --release -p libpki-ffi -p signd -p signetctl -p tokend &&
-    cargo build --release -p signet-tests --bin signet-jwt-fixture) >"$tmp/log/build.log" 2>&1; then
+# The workspace's own build (scripts/lib.sh's build_all: libraries, binaries and
+# examples, one feature set), which scripts/test has already done: a build of
+# chosen packages (-p) would resolve other features and compile them again.
+log "building the workspace (release: libpki, signd, signetctl, tokend, signet-jwt-fixture, sign_bench) ..."
+if ! (cd "$repo" && cargo build --release --workspace --lib --bins --examples --locked) >"$tmp/log/build.log" 2>&1; then
     tail -n 40 "$tmp/log/build.log"
     failed=$((failed + 1))
     summary
@@ -69,7 +71,9 @@ prefix="$tmp/prefix"
 check install "$repo/scripts/install" --no-build --libpki-only --prefix "$prefix"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 
-check rust-tests-and-header bash -c "cd '$repo' && cargo test --release -p libpki-ffi"
+# libpki's header is the one cbindgen makes (its Rust unit tests run in
+# scripts/test's `cargo test --workspace`; --workspace keeps the feature set).
+check rust-header bash -c "cd '$repo' && cargo test --release --workspace --locked --test header"
 
 exports_only_pki() {
     local so="$prefix/lib/libpki.so"
@@ -441,7 +445,7 @@ fi
 check bench "$tmp/bench" ecdsa-p256 2000
 grep '^bench' "$tmp/log/bench.log" || true
 # The same calls from Rust (signet-ipc directly), for comparison.
-if (cd "$repo" && cargo build --release -p libpki-ffi --example sign_bench) >"$tmp/log/build-bench.log" 2>&1; then
+if [ -x "$bin/examples/sign_bench" ]; then
     check bench-rust "$bin/examples/sign_bench" ecdsa-p256 2000
     grep '^rust' "$tmp/log/bench-rust.log" || true
 fi

@@ -1,7 +1,7 @@
 //! The log's signing key, as the sequencer sees it: [`LogSigner`] signs the
 //! exact bytes of SCTs and tree heads (built by `signet-ct`) and returns DER
 //! ECDSA signatures. In the daemon, signd implements it under the log's role;
-//! [`LocalSigner`] (tests and the `testing` feature) signs in-process.
+//! [`LocalSigner`] (unit tests only) signs in-process.
 
 use futures::future::BoxFuture;
 
@@ -36,10 +36,10 @@ pub trait LogSigner: Send + Sync + 'static {
     fn sign_many(&self, inputs: Vec<Vec<u8>>) -> BoxFuture<'_, Result<Vec<Vec<u8>>, SignError>>;
 }
 
-#[cfg(any(test, feature = "testing"))]
+#[cfg(test)]
 pub use local::LocalSigner;
 
-#[cfg(any(test, feature = "testing"))]
+#[cfg(test)]
 mod local {
     use futures::future::BoxFuture;
     use futures::FutureExt;

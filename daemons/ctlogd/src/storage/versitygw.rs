@@ -1,8 +1,8 @@
 //! A real S3-compatible server for tests: versitygw (POSIX backend) on a free
 //! loopback port, over a temporary directory, with one bucket
 //! ([`Versitygw::BUCKET`]). ctlogd's own storage and sequencer tests use it,
-//! and, through the `testing` feature, the integration tests that run the
-//! ctlogd binary with `storage = { s3 = ... }`.
+//! and so do the integration tests that run the ctlogd binary with
+//! `storage = { s3 = ... }`. The daemon never calls it.
 //!
 //! The binary is `$SIGNET_VERSITYGW`, else `~/.cache/signet/bin/versitygw`
 //! (`ensure_versitygw` in scripts/lib.sh builds it and sets the variable).

@@ -97,7 +97,7 @@ impl NssBackend {
     /// Test hook: as [`load_key`](Self::load_key); `session_copy: false`
     /// signs with the token object itself rather than an in-token session
     /// copy.
-    #[cfg(feature = "test-hooks")]
+    #[cfg(test)]
     pub fn load_key_with(
         &self,
         location: &str,
@@ -130,7 +130,7 @@ impl NssBackend {
     /// a fork), as signd does when its token's module stops answering, so
     /// that every key handle is stale; returns whether signd's token was
     /// initialised again.
-    #[cfg(feature = "test-hooks")]
+    #[cfg(test)]
     pub fn restart_modules_for_test(&self) -> bool {
         super::module::restart_now(self.inner.known_slot())
     }

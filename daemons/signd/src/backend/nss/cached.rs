@@ -42,7 +42,7 @@ impl<H: Stale> Cached<H> {
     }
 
     /// Test hook: caches `handle` in place of the key's own.
-    #[cfg(feature = "test-hooks")]
+    #[cfg(test)]
     pub(super) fn replace(&self, handle: Arc<H>) {
         *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(handle);
     }

@@ -69,7 +69,7 @@ impl NssKey {
 
     /// Test hook: one signature through NSS's PK11_SignWithMechanism, which
     /// `sign` replaces with signd's own sessions where the module allows.
-    #[cfg(feature = "test-hooks")]
+    #[cfg(test)]
     pub fn sign_through_nss_for_test(&self, scheme: SignatureScheme, message: &[u8]) -> Result<Vec<u8>, IpcError> {
         let plan = self.plans.get(scheme)?;
         let key = self.handle()?;
@@ -84,7 +84,7 @@ impl NssKey {
     /// Test hook: makes this key's cached handle point at `other`'s key, as
     /// a stale handle would after a token was swapped, so that the next sign
     /// fails on the token and exercises the drop-and-find-again path.
-    #[cfg(feature = "test-hooks")]
+    #[cfg(test)]
     pub fn poison_handle_for_test(&self, other: &NssKey) -> Result<(), IpcError> {
         let stale = other.handle()?;
         self.handle.replace(stale);

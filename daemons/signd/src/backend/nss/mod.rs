@@ -33,7 +33,7 @@
 //!
 //! The test hooks (forcing a module restart, poisoning a cached handle,
 //! signing through NSS's call, loading without a session copy) exist only
-//! with signd's `test-hooks` feature.
+//! under `cfg(test)`, for `inprocess_tests`.
 
 mod backend;
 mod cached;
@@ -170,6 +170,9 @@ fn normalise_spki(der: &[u8]) -> Result<(KeyAlgorithm, Vec<u8>), IpcError> {
     };
     Ok((algorithm, key.public_key_to_der().map_err(|e| bad(e.to_string()))?))
 }
+
+#[cfg(test)]
+mod inprocess_tests;
 
 #[cfg(test)]
 mod tests {

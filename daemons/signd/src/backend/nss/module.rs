@@ -143,7 +143,7 @@ pub(super) fn restart_dead_modules(known: Option<Slot>) -> bool {
 
 /// Test hook: [`restart_dead_modules`] now, however recently it last ran;
 /// returns whether signd's token (`known`) was initialised again.
-#[cfg(feature = "test-hooks")]
+#[cfg(test)]
 pub(super) fn restart_now(known: Option<Slot>) -> bool {
     let before = RESTARTS.load(Ordering::Acquire);
     *LAST_RESTART.lock().unwrap_or_else(|p| p.into_inner()) = None;

@@ -1,16 +1,20 @@
 //! The NSS backend in-process (NSS is initialised once per process, so these
 //! share one database: softokn plus SoftHSM2 registered as an HSM).
 //!
+//! These are unit tests of signd, not integration tests under tests/, so that
+//! the hooks they drive (forcing a module restart, poisoning a cached handle,
+//! signing through NSS's own call, loading without a session copy) exist only
+//! under `cfg(test)` and never in the daemon.
+//!
 //! `nss_sign_rates` is a quick release-mode measurement, run by hand:
-//! `cargo test --release -p signet-tests --test nss_inprocess -- --ignored --nocapture`.
+//! `cargo test --release -p signd nss_sign_rates -- --ignored --nocapture`.
 #![forbid(unsafe_code)]
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use signd::backend::nss::{NssBackend, NssKey, NssSettings, Preference};
-use signd::backend::{Backend, SigningKey};
+use crate::backend::nss::{NssBackend, NssKey, NssSettings, Preference};
+use crate::backend::{Backend, SigningKey};
 use signet_ipc::{ErrorKind, KeyAlgorithm, SignatureScheme as S};
 use signet_tests::{openssl_verify, NssToken};
 
