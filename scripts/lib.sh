@@ -156,7 +156,7 @@ print(next((p["manifest_path"] for p in json.load(sys.stdin)["packages"]
 
 # Builds every library (libpki's .so and .a among them), binary and example of
 # the workspace in the one profile Signet uses (release); extra cargo arguments
-# (scripts/test: --benches) add targets.
+# (scripts/test: --bench '*') add targets.
 # The examples are there for their features as much as for themselves: with
 # resolver 2 a build that includes examples also turns on the features the
 # dev-dependencies ask for, so this build, `cargo test --workspace`, the

@@ -275,9 +275,9 @@ fn nss_sign_rates() {
         "{:<8} {:<17} {:<9} {:<8} {signd:>10.0} {:>10} {:>7}",
         "softhsm", "ed25519", "pkcs11", "session", "-", "-"
     );
-    let ossl = signd::backend::openssl::generate(KeyAlgorithm::EcP256).unwrap();
+    let ossl = crate::backend::openssl::generate(KeyAlgorithm::EcP256).unwrap();
     let r = rate(
-        |n| (0..n).for_each(|_| drop(signd::backend::openssl::sign(&ossl, S::EcdsaSha256, &msg).unwrap())),
+        |n| (0..n).for_each(|_| drop(crate::backend::openssl::sign(&ossl, S::EcdsaSha256, &msg).unwrap())),
         budget,
     );
     println!("openssl  ecdsa-sha256 (OpenSSL backend, for scale)     {r:>12.0}");
