@@ -1,5 +1,11 @@
-//! A small tmpfs mounted over a directory, to fill up: how the tests put a daemon's
-//! state on a full filesystem.
+//! A small filesystem mounted over a directory, to fill up or to make read-only: how the
+//! tests put a daemon's state on a full disk, or on a disk that fails.
+//!
+//! Two kinds: a tmpfs ([`SmallFs::over`]), and an ext4 image on a loop device mounted with
+//! `errors=remount-ro` ([`SmallFs::ext4_over`]), which [`SmallFs::fail`] makes read-only
+//! the way a disk error does: every write, through descriptors already open too (an
+//! LMDB's), fails with `EROFS` until the filesystem is checked and mounted again
+//! ([`SmallFs::repair`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,6 +16,8 @@ use crate::run;
 /// kept sparse); unmounted (lazily: a daemon may still hold files) on drop.
 pub struct SmallFs {
     dir: PathBuf,
+    /// The ext4 image, for [`SmallFs::ext4_over`].
+    image: Option<PathBuf>,
 }
 
 impl SmallFs {
@@ -29,7 +37,69 @@ impl SmallFs {
         }
         let (st, _, err) = run(Command::new("cp").args(["-a", "--sparse=always"]).arg(saved.join(".")).arg(dir));
         assert!(st.success(), "copying into the tmpfs: {err}");
-        Some(Self { dir: dir.to_owned() })
+        Some(Self { dir: dir.to_owned(), image: None })
+    }
+
+    /// Mounts a new ext4 filesystem of `size` (`truncate -s`, e.g. "16M"), an image file
+    /// beside `dir` on a loop device, over `dir`, with `errors=remount-ro`, its contents
+    /// copied in. `None` where this process may not mount or has no loop device: the
+    /// caller skips its test.
+    pub fn ext4_over(dir: &Path, size: &str) -> Option<Self> {
+        let image = dir.with_extension("ext4");
+        let (st, _, err) = run(Command::new("truncate").args(["-s", size]).arg(&image));
+        assert!(st.success(), "truncate: {err}");
+        let (st, _, err) = run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image));
+        assert!(st.success(), "mkfs.ext4: {err}");
+        let saved = dir.with_extension("before-ext4");
+        std::fs::rename(dir, &saved).unwrap();
+        std::fs::create_dir(dir).unwrap();
+        let fs = Self { dir: dir.to_owned(), image: Some(image) };
+        if let Err(err) = fs.mount() {
+            eprintln!("cannot mount an ext4 image on a loop device ({err}); skipping");
+            std::fs::remove_dir(dir).unwrap();
+            std::fs::rename(&saved, dir).unwrap();
+            return None;
+        }
+        let (st, _, err) = run(Command::new("cp").args(["-a", "--sparse=always"]).arg(saved.join(".")).arg(dir));
+        assert!(st.success(), "copying into the ext4 filesystem: {err}");
+        Some(fs)
+    }
+
+    fn mount(&self) -> Result<(), String> {
+        let image = self.image.as_ref().unwrap();
+        let (st, _, err) =
+            run(Command::new("mount").args(["-t", "ext4", "-o", "loop,errors=remount-ro"]).arg(image).arg(&self.dir));
+        if st.success() {
+            Ok(())
+        } else {
+            Err(err)
+        }
+    }
+
+    /// The ext4 filesystem fails as on a disk error (`/sys/fs/ext4/<dev>/trigger_fs_error`)
+    /// and, mounted with `errors=remount-ro`, turns read-only at once: from now on every
+    /// write to it fails with `EROFS`; reads go on.
+    pub fn fail(&self) {
+        let (st, device, err) = run(Command::new("findmnt").args(["-n", "-o", "SOURCE"]).arg(&self.dir));
+        assert!(st.success() && self.image.is_some(), "not an ext4 SmallFs: {err}");
+        let name = Path::new(device.trim()).file_name().unwrap().to_owned();
+        std::fs::write(Path::new("/sys/fs/ext4").join(name).join("trigger_fs_error"), "1").unwrap();
+        let probe = self.dir.join(".write-probe");
+        let e = std::fs::write(&probe, b"x").unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::ReadOnlyFilesystem, "{e}");
+    }
+
+    /// After [`Self::fail`], with the daemon on it stopped: unmounts the filesystem, checks
+    /// and repairs it (`e2fsck -fy`) and mounts it again, writable; what was written before
+    /// the failure is there.
+    pub fn repair(&self) {
+        let image = self.image.as_ref().expect("an ext4 SmallFs");
+        let (st, _, err) = run(Command::new("umount").arg(&self.dir));
+        assert!(st.success(), "umount (is a daemon still running on it?): {err}");
+        // e2fsck exits 1 when it fixed something (the error the failure recorded).
+        let (st, out, err) = run(Command::new("e2fsck").args(["-f", "-y"]).arg(image));
+        assert!(matches!(st.code(), Some(0 | 1)), "e2fsck: {st}: {out}{err}");
+        self.mount().unwrap();
     }
 
     /// Fills the filesystem to the last byte.
@@ -66,7 +136,7 @@ impl SmallFs {
 
 impl Drop for SmallFs {
     fn drop(&mut self) {
-        // The read-only bind mount, if any, then the tmpfs.
+        // The read-only bind mount, if any, then the tmpfs or the ext4 filesystem.
         let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
         let at = self.dir.to_string_lossy().into_owned();
         for _ in mounts.lines().filter(|l| l.split(' ').nth(1) == Some(at.as_str())) {

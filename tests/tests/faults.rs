@@ -1,18 +1,19 @@
 //! Faults (issue 23 item 6), each daemon over a real signd, with its state on a small
 //! tmpfs the test fills or makes read-only (`signet_tests::smallfs`):
 //!
-//! - ctlogd on a full disk (its LMDB and its tiles both full) and on a read-only tiles
-//!   directory: `add-chain` and `add-pre-chain` refused with 503, `Retry-After` and a
+//! - ctlogd on a full disk (its LMDB and its tiles both full), on a read-only tiles
+//!   directory, and with its LMDB's filesystem failed and turned read-only: `add-chain` and `add-pre-chain` refused with 503, `Retry-After` and a
 //!   message naming the cause, logged once; `get-sth`, `get-entries`, the checkpoint and
 //!   tiles still served, and an acknowledged chain submitted again gets its SCT; every
 //!   entry acknowledged before stays at its SCT's index; submissions succeed again once
 //!   space returns or the directory is writable again, with no restart, and what was
 //!   acknowledged survives a `kill -9`.
-//! - tokend on a full disk: revocations and client changes refused (OAuth
+//! - tokend on a full disk, then on one that fails and turns read-only: revocations and client changes refused (OAuth
 //!   `temporarily_unavailable`, 503 with `Retry-After`, naming the cause; `signetctl`
 //!   told the same), logged once; client_credentials tokens still issued, JWKS,
 //!   discovery and introspection served, an earlier revocation kept; once space returns
-//!   the refused revocation succeeds, and survives a `kill -9`.
+//!   the refused revocation succeeds, and survives a `kill -9`; once the failed
+//!   filesystem is checked and mounted again, tokend restarted has everything acknowledged.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -69,7 +70,7 @@ fn ct_accept(ctlogd: &Ctlogd, entries: &[TestEntry], range: std::ops::Range<usiz
 }
 
 #[test]
-fn ctlogd_on_a_full_or_read_only_disk_refuses_submissions_serves_reads_and_recovers() {
+fn ctlogd_on_a_full_read_only_or_failed_disk_refuses_submissions_serves_reads_and_recovers() {
     let pki = CtPki::new("ctlogd faults root");
     let entries = ct_entries(&pki, 0, 60);
     let mut signd = SigndProcess::start("");
@@ -82,7 +83,7 @@ fn ctlogd_on_a_full_or_read_only_disk_refuses_submissions_serves_reads_and_recov
     // The LMDB and the tiles each on a small filesystem of their own.
     ctlogd.kill9();
     let home = ctlogd.home();
-    let Some(db_fs) = SmallFs::over(&home.join("db"), "16m") else { return };
+    let Some(db_fs) = SmallFs::ext4_over(&home.join("db"), "16M") else { return };
     let tiles_fs = SmallFs::over(&home.join("tiles-test"), "4m").unwrap();
     ctlogd.spawn();
     ct_accept(&ctlogd, &entries, 10..20, &mut acked);
@@ -116,10 +117,26 @@ fn ctlogd_on_a_full_or_read_only_disk_refuses_submissions_serves_reads_and_recov
     assert_eq!(head.tree_size, acked.len() as u64);
     assert_eq!(ctlogd.verify_tree("test"), head.tree_size);
     assert!(!ctlogd.log().contains("panicked"), "{}", ctlogd.log());
+
+    // The LMDB's filesystem fails and turns read-only, as on a disk error: the same
+    // refusals, reads served; checked, mounted again and ctlogd restarted, nothing
+    // acknowledged is lost and submissions are accepted again.
+    db_fs.fail();
+    ct_refused(&ctlogd, &entries, 45..50, "the log's storage is read-only; try again later");
+    ct_reads_served(&ctlogd, &entries, &acked);
+    assert!(!ctlogd.log().contains("panicked"), "{}", ctlogd.log());
+    ctlogd.kill9();
+    db_fs.repair();
+    ctlogd.spawn();
+    ct_accept(&ctlogd, &entries, 45..55, &mut acked);
+    let head = ctlogd.check_acknowledged("test", &entries, &acked);
+    assert_eq!(head.tree_size, acked.len() as u64);
+    assert_eq!(ctlogd.verify_tree("test"), head.tree_size);
 }
 
 const STORE_FULL_LINE: &str = "the store refuses writes for lack of space";
 const STORE_WRITABLE_LINE: &str = "the store accepts writes again";
+const STORE_READ_ONLY_LINE: &str = "the store refuses writes because its filesystem is read-only";
 
 fn json_of(body: &str) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
@@ -146,29 +163,16 @@ fn revoke(t: &Tokend, client: &signet_tests::tokend::OauthClient, token: &str) -
     t.post("/revoke", &format!("token={token}&client_id={}&client_secret={}", client.id, client.secret), &[])
 }
 
-#[test]
-fn tokend_on_a_full_disk_refuses_writes_with_temporarily_unavailable_and_recovers() {
-    let signd = SigndProcess::start(&signd_role());
-    let dir = tempfile::tempdir().unwrap();
-    let mut t = Tokend::start(&signd, dir.path(), "tok-es256", "ecdsa-p256", "");
-    let api = "https://api.signet.test";
-    let svc = t.create_client("svc", &["--auth-method", "client_secret_post", "--audience", api]);
-    let (kept, refused) = (access_token(&t, &svc), access_token(&t, &svc));
-    assert_eq!(revoke(&t, &svc, &kept).0, 200);
-
-    t.kill9();
-    let Some(fs) = SmallFs::over(&dir.path().join("tokend-db"), "16m") else { return };
-    t.spawn();
-    fs.fill();
-
-    // Writes refused, in OAuth's form, several times over.
+/// Writes refused in OAuth's form (503 `temporarily_unavailable` with `Retry-After`), and
+/// by the admin socket, each naming `cause`: revoking `token`, creating client `new`.
+fn tokend_writes_refused(t: &Tokend, svc: &signet_tests::tokend::OauthClient, token: &str, new: &str, cause: &str) {
     for _ in 0..3 {
-        let (st, body) = revoke(&t, &svc, &refused);
+        let (st, body) = revoke(t, svc, token);
         assert_eq!(st, 503, "{body}");
         let e = json_of(&body);
         assert_eq!(e["error"], "temporarily_unavailable", "{body}");
         let why = e["error_description"].as_str().unwrap();
-        assert!(why.contains("storage is full"), "{body}");
+        assert!(why.contains(cause), "{body}");
     }
     let (st, headers) = signet_tests::tokend::curl(&[
         "-s",
@@ -179,7 +183,7 @@ fn tokend_on_a_full_disk_refuses_writes_with_temporarily_unavailable_and_recover
         "-X",
         "POST",
         "--data-binary",
-        &format!("token={refused}&client_id={}&client_secret={}", svc.id, svc.secret),
+        &format!("token={token}&client_id={}&client_secret={}", svc.id, svc.secret),
         &t.url("/revoke"),
     ]);
     assert_eq!(st, 503);
@@ -188,14 +192,33 @@ fn tokend_on_a_full_disk_refuses_writes_with_temporarily_unavailable_and_recover
         "oauth",
         "client",
         "create",
-        "late",
+        new,
         "--auth-method",
         "client_secret_post",
         "--audience",
-        api,
+        "https://api.signet.test",
     ]));
     assert!(!st.success(), "{out}");
-    assert!(err.contains("storage is full"), "{err}");
+    assert!(err.contains(cause), "{err}");
+}
+
+#[test]
+fn tokend_on_a_full_or_failed_disk_refuses_writes_with_temporarily_unavailable_and_recovers() {
+    let signd = SigndProcess::start(&signd_role());
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = Tokend::start(&signd, dir.path(), "tok-es256", "ecdsa-p256", "");
+    let api = "https://api.signet.test";
+    let svc = t.create_client("svc", &["--auth-method", "client_secret_post", "--audience", api]);
+    let (kept, refused) = (access_token(&t, &svc), access_token(&t, &svc));
+    assert_eq!(revoke(&t, &svc, &kept).0, 200);
+
+    t.kill9();
+    let Some(fs) = SmallFs::ext4_over(&dir.path().join("tokend-db"), "16M") else { return };
+    t.spawn();
+    fs.fill();
+
+    // Writes refused, in OAuth's form, several times over.
+    tokend_writes_refused(&t, &svc, &refused, "late", "storage is full");
 
     // Reads, and what writes nothing, still served.
     assert!(!active(&t, &svc, &kept), "the revocation made before is kept");
@@ -215,4 +238,26 @@ fn tokend_on_a_full_disk_refuses_writes_with_temporarily_unavailable_and_recover
     t.spawn();
     assert!(!active(&t, &svc, &kept) && !active(&t, &svc, &refused));
     assert!(active(&t, &svc, &fresh));
+
+    // The filesystem fails and turns read-only under tokend: writes refused, named as
+    // such, logged once; reads and tokens still served.
+    let later = access_token(&t, &svc);
+    fs.fail();
+    tokend_writes_refused(&t, &svc, &later, "later", "storage is read-only");
+    assert!(!active(&t, &svc, &kept) && !active(&t, &svc, &refused));
+    assert!(active(&t, &svc, &later), "a refused revocation changed nothing");
+    assert!(active(&t, &svc, &access_token(&t, &svc)));
+    assert_eq!(t.get("/jwks").0, 200);
+    assert_eq!(t.log().matches(STORE_READ_ONLY_LINE).count(), 1, "logged once:\n{}", t.log());
+    assert!(!t.log().contains("panicked"), "{}", t.log());
+
+    // Checked, mounted again and tokend restarted: everything acknowledged is there, and
+    // the revocation refused meanwhile goes through.
+    t.kill9();
+    fs.repair();
+    t.spawn();
+    assert!(!active(&t, &svc, &kept) && !active(&t, &svc, &refused));
+    assert!(active(&t, &svc, &fresh));
+    assert_eq!(revoke(&t, &svc, &later).0, 200);
+    assert!(!active(&t, &svc, &later));
 }

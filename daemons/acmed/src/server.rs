@@ -88,15 +88,16 @@ pub fn internal(what: &str, e: impl std::fmt::Display) -> Problem {
     Problem::new(ProblemType::ServerInternal, format!("{what}; try again later"))
 }
 
-/// A failed store write: a full disk (logged once by the store's `SpaceWatch`) is named
-/// and worth retrying (`Retry-After`); anything else is [`internal`].
+/// A failed store write: a full or read-only disk (logged once by the store's
+/// `SpaceWatch`) is named and worth retrying (`Retry-After`); anything else is
+/// [`internal`].
 pub fn store_failure(what: &str, e: signet_store::StoreError) -> Problem {
-    match e {
-        signet_store::StoreError::NoSpace { .. } | signet_store::StoreError::MapFull => {
-            Problem::new(ProblemType::ServerInternal, format!("{what}: the CA's storage is full; try again later"))
+    match e.refuses_writes() {
+        Some(state) => {
+            Problem::new(ProblemType::ServerInternal, format!("{what}: the CA's storage {state}; try again later"))
                 .retry_after(UNAVAILABLE_RETRY_SECS)
         }
-        e => internal(what, e),
+        None => internal(what, e),
     }
 }
 

@@ -133,10 +133,10 @@ fn to_time(secs: i64) -> SystemTime {
 }
 
 fn store_err(e: StoreError) -> IpcError {
-    match e {
-        // Not a bug, and it passes once space is freed: try again later.
-        StoreError::NoSpace { .. } => IpcError::new(ErrorKind::Unavailable, format!("ocspd store: {e}")),
-        e => IpcError::internal(format!("ocspd store: {e}")),
+    match e.refuses_writes() {
+        // Not a bug, and it passes once space is freed or the disk is writable again.
+        Some(_) => IpcError::new(ErrorKind::Unavailable, format!("ocspd store: {e}")),
+        None => IpcError::internal(format!("ocspd store: {e}")),
     }
 }
 

@@ -246,7 +246,7 @@ fn commit(
             Ok(())
         }
         // Logged once by the SpaceWatch, not per call.
-        Err(e @ (StoreError::NoSpace { .. } | StoreError::MapFull)) => {
+        Err(e) if e.refuses_writes().is_some() => {
             Err(IpcError::new(ErrorKind::Unavailable, format!("audit log: {e}: the signature is refused")))
         }
         Err(e) => {

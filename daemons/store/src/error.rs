@@ -153,6 +153,17 @@ pub enum StoreError {
         operation: &'static str,
     },
 
+    /// The filesystem holding the store has become read-only (`EROFS`), as
+    /// ext4 makes itself after an I/O error (`errors=remount-ro`): the
+    /// transaction was aborted and nothing of it is stored. Reads are not
+    /// affected; writes succeed again once the filesystem is checked and
+    /// mounted read-write, and the daemon restarted.
+    #[error("LMDB {operation}: the store's filesystem is read-only")]
+    ReadOnly {
+        /// What the store was doing.
+        operation: &'static str,
+    },
+
     /// More named tables than [`StoreOptions::max_tables`](crate::StoreOptions::max_tables)
     /// (`MDB_DBS_FULL`).
     #[error("too many tables; raise max_tables")]
@@ -179,6 +190,18 @@ impl StoreError {
         }
     }
 
+    /// Why the store refuses writes for a while, if that is this error: `"is full"` (no
+    /// space left, or the LMDB map full) or `"is read-only"` (the filesystem). Daemons
+    /// answer these with "try again later" in their protocol's form and log them once
+    /// ([`SpaceWatch`](crate::SpaceWatch)); anything else is an internal error.
+    pub fn refuses_writes(&self) -> Option<&'static str> {
+        match self {
+            Self::NoSpace { .. } | Self::MapFull => Some("is full"),
+            Self::ReadOnly { .. } => Some("is read-only"),
+            _ => None,
+        }
+    }
+
     /// A key that failed to decode; the table is filled in by the caller.
     pub(crate) fn bad_key(detail: impl Into<String>) -> Self {
         Self::Corrupt { table: "", detail: format!("key: {}", detail.into()) }
@@ -200,6 +223,11 @@ impl StoreError {
             lmdb::Error::DbsFull => Self::TooManyTables,
             lmdb::Error::Other(code) if io::Error::from_raw_os_error(code).kind() == io::ErrorKind::StorageFull => {
                 Self::NoSpace { operation }
+            }
+            lmdb::Error::Other(code)
+                if io::Error::from_raw_os_error(code).kind() == io::ErrorKind::ReadOnlyFilesystem =>
+            {
+                Self::ReadOnly { operation }
             }
             other => Self::Lmdb { operation, detail: other.to_string() },
         }

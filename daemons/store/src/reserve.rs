@@ -93,7 +93,8 @@ fn to_off(n: u64) -> nix::libc::off_t {
     nix::libc::off_t::try_from(n).unwrap_or(nix::libc::off_t::MAX)
 }
 
-/// A store's writes refused for lack of space, logged once per episode: the first refusal
+/// A store's writes refused for lack of space (or because its filesystem went read-only),
+/// logged once per episode: the first refusal
 /// is logged as an error saying what `consequence` is, and the first successful write after
 /// the filesystem has room again (at least [`ROOM_AGAIN_BYTES`] free) is logged too; a new
 /// refusal then logs anew. (On a nearly full disk some writes still succeed in pages LMDB
@@ -111,7 +112,7 @@ pub const ROOM_AGAIN_BYTES: u64 = 1 << 20;
 /// What a write's outcome changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpaceEvent {
-    /// The first write refused for lack of space (logged).
+    /// The first write refused for lack of space or on a read-only filesystem (logged).
     Full,
     /// The first successful write after that, with room again (logged).
     Writable,
@@ -127,14 +128,18 @@ impl SpaceWatch {
     /// Notes a write's outcome; logs and returns what changed.
     pub fn note<R, E: AsRef<StoreError>>(&self, outcome: &Result<R, E>) -> Option<SpaceEvent> {
         match outcome {
-            Err(e) if matches!(e.as_ref(), StoreError::NoSpace { .. } | StoreError::MapFull) => {
+            Err(e) if e.as_ref().refuses_writes().is_some() => {
                 if self.full.swap(true, Ordering::AcqRel) {
                     return None;
                 }
+                let why = match e.as_ref() {
+                    StoreError::ReadOnly { .. } => "because its filesystem is read-only",
+                    _ => "for lack of space",
+                };
                 tracing::error!(
                     dir = %self.dir.display(),
                     error = %e.as_ref(),
-                    "the store refuses writes for lack of space: {} (logged once until writes succeed again)",
+                    "the store refuses writes {why}: {} (logged once until writes succeed again)",
                     self.consequence
                 );
                 Some(SpaceEvent::Full)

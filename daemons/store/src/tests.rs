@@ -679,6 +679,18 @@ fn a_full_filesystem_is_its_own_error() {
     let e = StoreError::lmdb("commit")(enospc);
     assert_eq!(e.to_string(), "LMDB commit: no space left on the store's filesystem");
     assert!(matches!(StoreError::lmdb("commit")(lmdb::Error::from_err_code(5)), StoreError::Lmdb { .. }));
+    assert_eq!(e.refuses_writes(), Some("is full"));
+    assert_eq!(StoreError::MapFull.refuses_writes(), Some("is full"));
+    assert_eq!(StoreError::lmdb("commit")(lmdb::Error::from_err_code(5)).refuses_writes(), None);
+}
+
+#[test]
+fn a_read_only_filesystem_is_its_own_error() {
+    // EROFS, as a write(2) or msync(2) on a filesystem remounted read-only after an error.
+    let erofs = StoreError::lmdb("commit")(lmdb::Error::from_err_code(30));
+    assert!(matches!(erofs, StoreError::ReadOnly { operation: "commit" }));
+    assert_eq!(erofs.to_string(), "LMDB commit: the store's filesystem is read-only");
+    assert_eq!(erofs.refuses_writes(), Some("is read-only"));
 }
 
 #[test]

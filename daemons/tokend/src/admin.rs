@@ -825,9 +825,9 @@ pub fn new_secret(method: AuthMethod) -> Result<Option<Secret>, IpcError> {
 // --- the store operations ----------------------------------------------------------
 
 fn store_error(what: &str, e: StoreError) -> IpcError {
-    if matches!(e, StoreError::NoSpace { .. } | StoreError::MapFull) {
+    if let Some(state) = e.refuses_writes() {
         // Logged once, by the store's SpaceWatch.
-        return IpcError::new(ErrorKind::Unavailable, format!("{what}: tokend's storage is full; try again later"));
+        return IpcError::new(ErrorKind::Unavailable, format!("{what}: tokend's storage {state}; try again later"));
     }
     tracing::error!(error = %e, "{what}");
     IpcError::internal(format!("{what}: {e}"))

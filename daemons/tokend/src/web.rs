@@ -843,14 +843,12 @@ pub fn check_authz_params(client: Client, uris: &ClientUris, p: &Form) -> Result
 }
 
 /// Maps a store failure to the OAuth error a token request gets: `temporarily_unavailable`
-/// (503, Retry-After), a full disk named as such (it is logged once, by the store's
-/// `SpaceWatch`).
+/// (503, Retry-After), a full or read-only disk named as such (it is logged once, by the
+/// store's `SpaceWatch`).
 pub fn unavailable(e: &StoreError) -> OAuthError {
-    match e {
-        StoreError::NoSpace { .. } | StoreError::MapFull => {
-            OAuthError::unavailable("the authorization server's storage is full; try again later")
-        }
-        e => OAuthError::unavailable(format!("store: {e}")),
+    match e.refuses_writes() {
+        Some(state) => OAuthError::unavailable(format!("the authorization server's storage {state}; try again later")),
+        None => OAuthError::unavailable(format!("store: {e}")),
     }
 }
 

@@ -366,9 +366,7 @@ impl BatchError {
                 std::io::ErrorKind::ReadOnlyFilesystem => Some("is read-only"),
                 _ => None,
             },
-            BatchError::Db(DbError::Store(
-                signet_store::StoreError::NoSpace { .. } | signet_store::StoreError::MapFull,
-            )) => Some("is full"),
+            BatchError::Db(DbError::Store(e)) => e.refuses_writes(),
             _ => None,
         }
     }
