@@ -124,4 +124,10 @@ interface Registry {
   # never recorded; invalidArgument if it is not on hold (good, or revoked for
   # another reason: such a revocation is permanent).
   releaseHold @5 (serial :Data) -> (result :CertStatusResult);
+  # Asks signd again for the CA's OCSP responder certificate and signs every
+  # response from then on with it; the responses in the store are re-signed
+  # by it in the background. For after signd's Admin.issueOcspResponder: no
+  # restart, and no request fails meanwhile. Same callers as revoke. Returns
+  # the CA's certificates and URLs as `info` then gives them.
+  refreshResponder @6 () -> (result :IssuerInfoResult);
 }

@@ -208,6 +208,18 @@ interface Admin {
   # `pkcs8` is a PKCS#8 PrivateKeyInfo, PEM or DER.
   importKey @3 (spec :KeySpec, pkcs8 :Data) -> (result :KeyResult);
   audit @4 (query :AuditQuery) -> (result :AuditResult);
+  # A new delegated OCSP responder for issuer `issuer` (one with an OCSP
+  # responder configured): signd builds its certificate (the current
+  # responder's subject, key `keyId`'s public key, id-kp-OCSPSigning,
+  # id-pkix-ocsp-nocheck, `validityDays` days, 0: 365), signs it with the
+  # CA key (audited: "issue-ocsp-responder"), keeps it in its store and makes
+  # it the responder `responderCertificate` names and signs with, at once and
+  # after a restart. The responders before it stay accepted: a ResponseData
+  # naming one of them is signed with its key, so OCSP never stops while
+  # ocspd switches. `keyId` must be a key signd holds that no issuer uses as
+  # its CA key; naming the current responder's key again returns its
+  # certificate (a resent call issues nothing). Returns the certificate, DER.
+  issueOcspResponder @5 (issuer :Text, keyId :Text, validityDays :UInt32) -> (result :DerResult);
 }
 
 # Certificate issuance for one CA. signd parses every TBSCertificate and

@@ -272,6 +272,9 @@ impl AdminService for StandIn {
     fn audit(&self, _: AuditQuery) -> LocalResult<Vec<AuditRecord>> {
         ready(Ok(vec![]))
     }
+    fn issue_ocsp_responder(&self, _: String, _: String, _: u32) -> LocalResult<Vec<u8>> {
+        ready(Err(IpcError::invalid("stand-in")))
+    }
 }
 
 #[cfg(test)]

@@ -1,9 +1,18 @@
-//! Key rotation without downtime, under load (issue 23, item 5): tokend's
-//! signing key rotated with `signetctl oauth key rotate` twice while clients
-//! keep asking for tokens and a relying party keeps verifying them the way
-//! relying parties do (its cached JWKS, refetched when a `kid` is unknown).
-//! No request fails, no token fails to verify, the new keys sign only after
-//! they were published, and the keys that signed live tokens stay published.
+//! Key rotation without downtime, under load (issue 23, item 5).
+//!
+//! tokend's signing key rotated with `signetctl oauth key rotate` twice while
+//! clients keep asking for tokens and a relying party keeps verifying them the
+//! way relying parties do (its cached JWKS, refetched when a `kid` is
+//! unknown). No request fails, no token fails to verify, the new keys sign
+//! only after they were published, and the keys that signed live tokens stay
+//! published.
+//!
+//! The OCSP responder certificate rotated with `signetctl ca rotate-responder`
+//! twice while `openssl ocsp` keeps asking ocspd about a good and a revoked
+//! certificate, with nonces (signed afresh) and without (pre-signed): every
+//! answer verifies, the new responder signs from the moment the command
+//! returns, the stored answers move to it, and a restart of signd and ocspd
+//! keeps it.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,6 +26,7 @@ use base64::Engine as _;
 use serde_json::Value;
 use signet_jose::jwt::{verify_jwt, Validation};
 use signet_jose::Jwks;
+use signet_tests::pki::Pki;
 use signet_tests::tokend::{signd_role, Tokend};
 use signet_tests::SigndProcess;
 
@@ -161,4 +171,163 @@ fn token_keys_rotate_twice_under_load_without_a_failed_request() {
         assert_eq!(status, 200, "{body}");
         assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["active"], true, "{kid}: {body}");
     }
+}
+
+/// One `openssl ocsp` answer under load: when it was asked and answered,
+/// whether with a nonce, and the responder certificate (PEM) it carried.
+struct OcspSeen {
+    asked: Instant,
+    answered: Instant,
+    nonce: bool,
+    responder: String,
+}
+
+/// The certificate (PEM) `openssl ocsp -resp_text` printed from the response.
+fn responder_pem(text: &str) -> String {
+    let start = text.find("-----BEGIN CERTIFICATE-----").unwrap_or(text.len());
+    let end = text[start..].find("-----END CERTIFICATE-----").map_or(text.len(), |e| start + e + 25);
+    text[start..end].split_whitespace().collect()
+}
+
+fn pem_of(path: &std::path::Path) -> String {
+    responder_pem(&std::fs::read_to_string(path).unwrap())
+}
+
+/// Asks about `certs` (path, expected status) in turn until `stop`, with and
+/// without a nonce, checking each answer as `openssl ocsp` verifies it.
+fn ocsp_load(pki: &Pki, certs: &[(&std::path::Path, &str)], stop: &AtomicBool) -> (Vec<OcspSeen>, Vec<String>) {
+    let (mut seen, mut failures) = (Vec::new(), Vec::new());
+    let mut n = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        let (cert, status) = certs[n % certs.len()];
+        let nonce = (n / certs.len()) % 2 == 0;
+        n += 1;
+        let asked = Instant::now();
+        let extra: &[&str] = if nonce { &["-resp_text"] } else { &["-resp_text", "-no_nonce"] };
+        let text = pki.openssl_ocsp(cert, extra);
+        let answered = Instant::now();
+        let verified = text.contains("Response verify OK") && text.contains(&format!("{}: {status}", cert.display()));
+        if !verified || (nonce && text.contains("WARNING")) {
+            failures.push(format!("{} (nonce {nonce}): {text}", cert.display()));
+            continue;
+        }
+        seen.push(OcspSeen { asked, answered, nonce, responder: responder_pem(&text) });
+    }
+    (seen, failures)
+}
+
+#[test]
+fn ocsp_responder_rotates_twice_under_load_without_a_failed_request() {
+    let mut pki = Pki::start();
+    let (good, _) = pki.issue("good.test");
+    let (bad, bad_serial) = pki.issue("bad.test");
+    let (st, out, err) =
+        signet_tests::run(pki.signetctl().args(["cert", "revoke", &bad_serial, "--reason", "key-compromise"]));
+    assert!(st.success(), "{out}{err}");
+    let first = pem_of(&pki.ca("responder.pem"));
+
+    // An issuer ocspd does not serve: refused before any key is made.
+    let keys_before = signet_tests::run(pki.signetctl().args(["--json", "key", "list"])).1;
+    let (st, out, err) = signet_tests::run(pki.signetctl().args(["--issuer", "nope", "ca", "rotate-responder"]));
+    assert_eq!(st.code(), Some(4), "{out}{err}");
+    assert_eq!(signet_tests::run(pki.signetctl().args(["--json", "key", "list"])).1, keys_before);
+
+    let stop = AtomicBool::new(false);
+    // (key id, certificate PEM, when the command began, when it returned)
+    let rotations: Mutex<Vec<(String, String, Instant, Instant)>> = Mutex::new(Vec::new());
+    let certs = [(good.as_path(), "good"), (bad.as_path(), "revoked")];
+    let results: Vec<(Vec<OcspSeen>, Vec<String>)> = std::thread::scope(|s| {
+        let (pki, stop, certs) = (&pki, &stop, &certs);
+        let workers: Vec<_> = (0..3).map(|_| s.spawn(move || ocsp_load(pki, certs, stop))).collect();
+        std::thread::sleep(Duration::from_secs(1));
+        for i in 0..2 {
+            let out_file = pki.dir.join(format!("responder-{i}.pem"));
+            let began = Instant::now();
+            let (st, out, err) = signet_tests::run(pki.signetctl().args([
+                "--json",
+                "ca",
+                "rotate-responder",
+                "--days",
+                "30",
+                "--out",
+                out_file.to_str().unwrap(),
+            ]));
+            let done = Instant::now();
+            assert!(st.success(), "{out}{err}");
+            let v: Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(v["ocspd_switched"], true, "{v}");
+            assert_eq!(pem_of(&out_file), responder_pem(v["certificate"].as_str().unwrap()));
+            rotations.lock().unwrap().push((v["key_id"].as_str().unwrap().to_owned(), pem_of(&out_file), began, done));
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        stop.store(true, Ordering::Relaxed);
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let rotations = rotations.into_inner().unwrap();
+    assert_ne!(rotations[0].0, rotations[1].0);
+    let failures: Vec<_> = results.iter().flat_map(|(_, f)| f).collect();
+    assert!(failures.is_empty(), "{} failed OCSP requests under rotation: {failures:#?}", failures.len());
+    let seen: Vec<_> = results.iter().flat_map(|(s, _)| s).collect();
+    assert!(seen.len() >= 60, "only {} OCSP answers under load", seen.len());
+    // Every answer carried one of the three responders, each of which answered.
+    let responders = [first.clone(), rotations[0].1.clone(), rotations[1].1.clone()];
+    for s in &seen {
+        assert!(responders.contains(&s.responder), "an answer by an unknown responder: {}", s.responder);
+    }
+    for (i, r) in responders.iter().enumerate() {
+        assert!(seen.iter().any(|s| &s.responder == r), "responder {i} never answered");
+    }
+    // A fresh answer (nonce) asked after a rotation returned, and answered
+    // before the next began, is the new responder's.
+    for (i, (_, pem, _, done)) in rotations.iter().enumerate() {
+        let next = rotations.get(i + 1).map(|r| r.2);
+        for s in seen.iter().filter(|s| s.nonce && s.asked > *done && next.is_none_or(|n| s.answered < n)) {
+            let by = responders.iter().position(|r| r == &s.responder);
+            assert_eq!(
+                &s.responder,
+                pem,
+                "a nonce answer asked {:?} after rotation {i} returned was signed by responder {by:?}",
+                s.asked.duration_since(*done)
+            );
+        }
+    }
+    eprintln!("{} OCSP answers under two responder rotations, no failure", seen.len());
+
+    // The stored answers move to the newest responder (re-signed in the background).
+    let newest = rotations[1].1.clone();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for (cert, status) in certs {
+        loop {
+            let text = pki.openssl_ocsp(cert, &["-resp_text", "-no_nonce"]);
+            assert!(text.contains("Response verify OK") && text.contains(&format!(": {status}")), "{text}");
+            if responder_pem(&text) == newest {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the stored answer for {} is still by an old responder", cert.display());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    // signd and ocspd restarted: the newest responder is still the one in use.
+    pki.kill9_ocspd();
+    pki.signd.restart();
+    pki.start_ocspd();
+    for (cert, status) in certs {
+        let text = pki.openssl_ocsp(cert, &["-resp_text"]);
+        assert!(text.contains("Response verify OK") && text.contains(&format!(": {status}")), "{text}");
+        assert_eq!(responder_pem(&text), newest, "after a restart");
+    }
+    // The issuer's responder keys, like its CA key, are refused to raw signing.
+    let msg = pki.dir.join("msg");
+    std::fs::write(&msg, b"x").unwrap();
+    let (st, out, err) = signet_tests::run(pki.signetctl().args([
+        "sign",
+        "--role",
+        "admin",
+        "--key",
+        &rotations[1].0,
+        "--in",
+        msg.to_str().unwrap(),
+    ]));
+    assert_eq!(st.code(), Some(3), "raw signing with a responder key: {out}{err}");
 }

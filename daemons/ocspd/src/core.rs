@@ -38,12 +38,11 @@ pub struct LoadedIssuer {
     pub settings: IssuerSettings,
     /// The CA certificate, DER.
     pub ca_der: Vec<u8>,
-    /// The responder certificate, DER.
-    pub responder_der: Vec<u8>,
+    /// The responder: its identity in responses and its certificate;
+    /// `refreshResponder` replaces it.
+    pub responder: std::sync::RwLock<Arc<ResponderCert>>,
     /// CertID hashes of the CA, for matching requests.
     pub ocsp_issuer: OcspIssuer,
-    /// The responder's identity in responses.
-    pub responder: Responder,
     /// The CA as CRL issuer.
     pub ca: Issuer,
     /// The end-entity profile (CRL URL and shards).
@@ -60,7 +59,28 @@ pub struct LoadedIssuer {
     pub crl_dirty: Notify,
 }
 
+/// An OCSP responder as ocspd names it in responses.
+#[derive(Debug)]
+pub struct ResponderCert {
+    /// Its identity in responses (ResponderID byKey) and scheme.
+    pub responder: Responder,
+    /// Its certificate, DER.
+    pub der: Vec<u8>,
+}
+
+impl ResponderCert {
+    /// From the certificate signd gives.
+    pub fn from_der(der: Vec<u8>) -> Result<Self, signet_ca::CaError> {
+        Ok(Self { responder: Responder::from_certificate_der(&der, signet_ipc::SignatureScheme::Default)?, der })
+    }
+}
+
 impl LoadedIssuer {
+    /// The responder in use.
+    pub fn responder(&self) -> Arc<ResponderCert> {
+        self.responder.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
     /// Whether a caller with these credentials is one of the issuer's registrars.
     pub fn admits(&self, uid: u32, gid: u32, groups: &[u32]) -> bool {
         self.registrars.read().unwrap_or_else(std::sync::PoisonError::into_inner).admits(uid, gid, groups)
@@ -80,7 +100,7 @@ impl LoadedIssuer {
         IssuerInfo {
             name: self.name.clone(),
             ca_certificate: self.ca_der.clone(),
-            responder_certificate: self.responder_der.clone(),
+            responder_certificate: self.responder().der.clone(),
             crl_shards: self.profile.crl_shards,
             ocsp_url: self.ocsp_url.clone(),
             crl_url: self.crl_url.clone(),
@@ -335,7 +355,7 @@ impl Core {
             next_update: Some(to_time(next)),
             nonce,
         };
-        let data = build_response_data(&iss.responder, &params)
+        let data = build_response_data(&iss.responder().responder, &params)
             .map_err(|e| IpcError::internal(format!("cannot build an OCSP response: {e}")))?;
         let der = self.signd.sign_ocsp_response(&iss.name, data).await?;
         Ok(StoredResponse { etag: crate::db::etag(&der), der, this_update: now, next_update: next })
@@ -361,7 +381,7 @@ impl Core {
                 next_update: Some(to_time(next)),
             })
             .collect();
-        let data = build_multi_response_data(&iss.responder, to_time(now), &singles, nonce)
+        let data = build_multi_response_data(&iss.responder().responder, to_time(now), &singles, nonce)
             .map_err(|e| IpcError::internal(format!("cannot build an OCSP response: {e}")))?;
         let der = self.signd.sign_ocsp_response(&iss.name, data).await?;
         Ok(StoredResponse { etag: crate::db::etag(&der), der, this_update: now, next_update: next })
@@ -795,8 +815,47 @@ impl Core {
     /// Re-signs `issuer`'s cached responses whose nextUpdate is within the
     /// refresh window. Returns how many were re-signed.
     pub async fn refresh(&self, iss: &LoadedIssuer) -> Result<usize, IpcError> {
+        self.resign(iss, self.now_secs() + iss.settings.refresh_before() as i64).await
+    }
+
+    /// Fetches the issuer's responder certificate from signd again (after
+    /// signd's `issueOcspResponder`): when it changed, every response is signed
+    /// by the new responder from now on, and the stored ones are re-signed
+    /// in the background. Answers what `info` answers then.
+    pub async fn refresh_responder(self: Arc<Self>, iss: Arc<LoadedIssuer>) -> Result<IssuerInfo, IpcError> {
+        let der = self.signd.ocsp_responder_certificate(&iss.name).await?;
+        let fresh = ResponderCert::from_der(der)
+            .map_err(|e| IpcError::internal(format!("the responder certificate signd gave: {e}")))?;
+        let changed = {
+            let mut current = iss.responder.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let changed = current.der != fresh.der;
+            if changed {
+                *current = Arc::new(fresh);
+            }
+            changed
+        };
+        if changed {
+            tracing::info!(issuer = %iss.name, "new OCSP responder certificate; re-signing the stored responses");
+            let (core, iss) = (self.clone(), iss.clone());
+            tokio::spawn(async move {
+                match core.resign(&iss, i64::MAX).await {
+                    Ok(n) => {
+                        tracing::info!(issuer = %iss.name, responses = n, "stored OCSP responses re-signed by the new responder")
+                    }
+                    // The refresher re-signs the rest as they near nextUpdate.
+                    Err(e) => {
+                        tracing::warn!(issuer = %iss.name, error = %e, "cannot re-sign the stored OCSP responses")
+                    }
+                }
+            });
+        }
+        Ok(iss.info())
+    }
+
+    /// Re-signs `issuer`'s cached responses whose nextUpdate is before
+    /// `horizon`; how many.
+    async fn resign(&self, iss: &LoadedIssuer, horizon: i64) -> Result<usize, IpcError> {
         const PAGE: usize = 1024;
-        let horizon = self.now_secs() + iss.settings.refresh_before() as i64;
         let mut after: Option<Vec<u8>> = None;
         let mut done = 0;
         loop {

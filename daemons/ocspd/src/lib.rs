@@ -25,7 +25,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use signet_ca::{Issuer, OcspIssuer, Profile, Responder};
+use signet_ca::{Issuer, OcspIssuer, Profile};
 use signet_ipc::server::{serve_ocspd, ServeOptions};
 use signet_ipc::{IpcError, SignatureScheme, SigndClient};
 use signet_runtime::activation;
@@ -38,7 +38,7 @@ use signet_runtime::service_thread::ServiceThread;
 use signet_types::Clock;
 
 use crate::config::Config;
-use crate::core::{Core, LoadedIssuer};
+use crate::core::{Core, LoadedIssuer, ResponderCert};
 use crate::db::Db;
 
 /// Why ocspd could not start or stopped abnormally (the shared daemon error).
@@ -187,8 +187,7 @@ async fn load_issuers(config: &Config, db: &Db, signd: &SigndClient) -> Result<V
         let ca =
             Issuer::from_certificate_der(&ca_der, SignatureScheme::Default).map_err(|e| bad("CA certificate", &e))?;
         let ocsp_issuer = OcspIssuer::from_certificate_der(&ca_der).map_err(|e| bad("CA certificate", &e))?;
-        let responder = Responder::from_certificate_der(&responder_der, SignatureScheme::Default)
-            .map_err(|e| bad("responder certificate", &e))?;
+        let responder = ResponderCert::from_der(responder_der).map_err(|e| bad("responder certificate", &e))?;
         let registrars = settings.registrars.resolve().map_err(|e| bad("registrars", &e))?;
         let id = db.issuer_id(name).map_err(|e| bad("store", &e))?;
         let public = config.public_url();
@@ -207,9 +206,8 @@ async fn load_issuers(config: &Config, db: &Db, signd: &SigndClient) -> Result<V
             id,
             settings: settings.clone(),
             ca_der,
-            responder_der,
             ocsp_issuer,
-            responder,
+            responder: std::sync::RwLock::new(Arc::new(responder)),
             ca,
             profile,
             registrars: std::sync::RwLock::new(registrars),

@@ -125,4 +125,15 @@ impl RegistryService for IssuerRegistry {
         let info = self.issuer.info();
         futures::future::ready(Ok(info)).boxed_local()
     }
+
+    fn refresh_responder(&self) -> LocalResult<IssuerInfo> {
+        let uid = self.peer.uid;
+        self.run(move |core, iss| async move {
+            let out = core.refresh_responder(iss).await;
+            if let Err(e) = &out {
+                tracing::warn!(uid, error = %e, "responder refresh failed");
+            }
+            out
+        })
+    }
 }

@@ -123,7 +123,8 @@ pub fn open_state(config: &Config, clock: Clock) -> Result<State, SigndError> {
     };
     let audit = audit::AuditLog::open(&store, mode, clock).map_err(store_err)?;
     let pool = pool::Pool::new(config.workers).map_err(|e| SigndError::Startup(format!("signing threads: {e}")))?;
-    Ok(State { keys, audit, pool })
+    let responders = issuers::rotate::ResponderStore::open(&store).map_err(store_err)?;
+    Ok(State { keys, audit, pool, responders })
 }
 
 /// Serves the keys named in `[[nss.keys]]`. A key that cannot be found or
@@ -149,6 +150,9 @@ pub fn run(config_path: &Path, config: Checked<Config>) -> Result<(), SigndError
     let policy = Policy::resolve(&config.roles).map_err(|e| cfg_err(e.to_string()))?;
     let state = Arc::new(open_state(&config, Clock::system())?);
     let issuers = Issuers::load(&config.issuers, &state.keys).map_err(cfg_err)?;
+    issuers
+        .apply_installed(&state.responders, &state.keys)
+        .map_err(|source| SigndError::Store { path: config.state_dir.join("db"), source })?;
     let logs = Logs::load(&config.logs, &state.keys).map_err(cfg_err)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -32,6 +32,8 @@ pub struct State {
     pub audit: AuditLog,
     /// The signing threads.
     pub pool: Pool,
+    /// The OCSP responders installed by rotation.
+    pub responders: crate::issuers::rotate::ResponderStore,
 }
 
 impl Workers for State {
@@ -453,5 +455,57 @@ impl AdminService for Admin {
     fn audit(&self, query: AuditQuery) -> LocalResult<Vec<AuditRecord>> {
         let outcome = self.still_admin().and_then(|()| self.caller.shared.state.audit.query(&query));
         futures::future::ready(outcome).boxed_local()
+    }
+
+    /// See `crate::issuers::rotate`: built and signed on a signing thread,
+    /// committed, audited, and only then the issuer's responder.
+    fn issue_ocsp_responder(&self, issuer: String, key_id: String, validity_days: u32) -> LocalResult<Vec<u8>> {
+        use crate::issuers::rotate::{self, Target};
+        const OPERATION: &str = "issue-ocsp-responder";
+        let caller = self.caller.clone();
+        let role = self.role.clone();
+        let issuers = caller.shared.issuers.borrow().clone();
+        let target = self.still_admin().and_then(|()| rotate::target(&issuers, &issuer, &key_id, validity_days));
+        async move {
+            let ca = match target {
+                Ok(Target::Current(der)) => return Ok(der),
+                Ok(Target::Issue(ca)) => ca,
+                Err(e) => return caller.refuse(&role, OPERATION, &key_id, e).await,
+            };
+            let state = caller.shared.state.clone();
+            let (worker_state, worker_ca, worker_key) = (state.clone(), ca.clone(), key_id.clone());
+            let outcome = state
+                .pool
+                .run(move || {
+                    let (key, record) = rotate::issue(
+                        &worker_ca,
+                        &worker_key,
+                        validity_days,
+                        &worker_state.keys,
+                        std::time::SystemTime::now(),
+                    )?;
+                    worker_state
+                        .responders
+                        .add(&worker_ca.name, record)
+                        .map_err(|e| IpcError::internal(format!("recording the responder: {e}")))?;
+                    Ok(key)
+                })
+                .await
+                .unwrap_or_else(|| Err(IpcError::internal("signing thread stopped")));
+            let mut entry = state.audit.entry(&caller.peer, &role, OPERATION, &ca.key_id);
+            match &outcome {
+                Ok(_) => entry.outcome = format!("ok issuer={} responder={key_id}", ca.name),
+                Err(e) => entry = entry.failed(e),
+            }
+            state.audit.append_wait(vec![entry]).await?;
+            let key = outcome?;
+            let der = key.certificate.clone();
+            if let Some(ocsp) = &ca.ocsp {
+                ocsp.install(key);
+            }
+            tracing::info!(issuer = %ca.name, key = %key_id, uid = caller.peer.uid, "new OCSP responder in use");
+            Ok(der)
+        }
+        .boxed_local()
     }
 }

@@ -31,6 +31,29 @@ pub enum CaCommand {
     /// generated in signd. Writes the certificates, the end-entity profile and
     /// the `[issuers.NAME]` block to add to signd's config.
     Init(InitArgs),
+    /// A new OCSP responder key and certificate for the CA (`--issuer`), with
+    /// no downtime: the key generated in signd, its certificate (the current
+    /// responder's subject, id-kp-OCSPSigning) signed by the CA in signd and
+    /// kept there, then ocspd switched to it. signd keeps signing for the
+    /// previous responder meanwhile, so no OCSP request fails.
+    RotateResponder(RotateResponderArgs),
+}
+
+/// `signetctl ca rotate-responder`.
+#[derive(Args)]
+pub struct RotateResponderArgs {
+    /// The new key's algorithm (default: the current responder key's).
+    #[arg(long)]
+    pub(crate) algorithm: Option<KeyAlgorithm>,
+    /// signd backend for the new key (default: signd's first; e.g. "nss").
+    #[arg(long, default_value = "")]
+    pub(crate) backend: String,
+    /// Validity of the new certificate, in days.
+    #[arg(long, default_value_t = 365)]
+    pub(crate) days: u32,
+    /// Also write the new responder certificate (PEM) here.
+    #[arg(long)]
+    pub(crate) out: Option<PathBuf>,
 }
 
 /// `signetctl ca init`.
@@ -353,6 +376,79 @@ pub(crate) fn ceremony(client: &SigndClient, a: &InitArgs) -> Result<CaFiles, Fa
     // Last: its presence says the ceremony is complete.
     write_file_atomic(&path("signd-issuer.toml"), snippet.as_bytes())?;
     Ok(CaFiles { keys: ids, dir })
+}
+
+/// `ca rotate-responder`: the key in signd, its certificate from signd's
+/// `issueOcspResponder`, then ocspd's `refreshResponder`.
+pub fn rotate_responder(
+    signd: &SigndClient,
+    ocspd: &OcspdClient,
+    issuer: &str,
+    a: &RotateResponderArgs,
+    out: &Printer,
+) -> Result<(), Failure> {
+    // ocspd first: it must serve the CA and admit us before anything is made.
+    let before = block_on(ocspd.issuer_info(issuer))?;
+    let name = before.name.clone();
+    let algorithm = match a.algorithm {
+        Some(alg) => alg,
+        None => {
+            let old = Certificate::from_der(&before.responder_certificate)
+                .map_err(|e| fail(1, format!("ocspd's responder certificate: {e}")))?;
+            let spki = signet_ca::der::Encode::to_der(&old.tbs_certificate.subject_public_key_info)
+                .map_err(|e| fail(1, format!("ocspd's responder certificate: {e}")))?;
+            let keys = block_on(signd.admin_list_keys())?;
+            keys.iter().find(|k| k.spki == spki).map(|k| k.algorithm).ok_or_else(|| {
+                fail(2, format!("signd has no key for issuer `{name}`'s current responder; give --algorithm"))
+            })?
+        }
+    };
+    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let spec = KeySpec { id: format!("{name}-ocsp-{now}"), algorithm, roles: vec![], backend: a.backend.clone() };
+    let key = block_on(signd.generate_key(spec))?;
+    let der = block_on(signd.issue_ocsp_responder(&name, &key.id, a.days)).map_err(|e| {
+        let mut f = Failure::from(e);
+        f.message =
+            format!("key {} was generated in signd, but no responder certificate was issued: {}", key.id, f.message);
+        f
+    })?;
+    if let Some(path) = &a.out {
+        write_file_atomic(path, cert_pem(&der).as_bytes())?;
+    }
+    let after = block_on(ocspd.refresh_responder(&name)).map_err(|e| {
+        let mut f = Failure::from(e);
+        f.message = format!(
+            "signd signs with the new responder {}, but ocspd did not switch ({}); it keeps the previous one, \
+             which signd still accepts, until it restarts",
+            key.id, f.message
+        );
+        f
+    })?;
+    let switched = after.responder_certificate == der;
+    let cert = Certificate::from_der(&der).map_err(|e| fail(1, format!("signd returned a bad certificate: {e}")))?;
+    let serial = hex::encode(cert.tbs_certificate.serial_number.as_bytes());
+    let not_after = unix(&cert.tbs_certificate.validity.not_after);
+    if out.json {
+        out.json(&json!({
+            "issuer": name,
+            "key_id": key.id,
+            "algorithm": key.algorithm.name(),
+            "serial": serial,
+            "not_after": not_after,
+            "certificate": cert_pem(&der),
+            "ocspd_switched": switched,
+        }));
+    } else {
+        outln!("issuer `{name}`: new OCSP responder key {} ({}) in signd", key.id, key.algorithm);
+        outln!("certificate serial {serial}, valid until {}", rfc3339_secs(not_after));
+        if switched {
+            outln!("ocspd signs with it now; stored responses are being re-signed");
+        }
+    }
+    if !switched {
+        return Err(fail(1, format!("ocspd still names another responder for issuer `{name}`")));
+    }
+    Ok(())
 }
 
 fn unix(t: &signet_ca::x509_cert::time::Time) -> i64 {

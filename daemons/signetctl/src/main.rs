@@ -320,6 +320,10 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Health => out.health(&block_on(client.health())?),
         Command::Whoami => out.whoami(&block_on(client.whoami())?),
         Command::Ca(ca::CaCommand::Init(args)) => ca::init(&client, args, &out)?,
+        Command::Ca(ca::CaCommand::RotateResponder(args)) => {
+            let ocspd = signet_ipc::OcspdClient::new(&cli.ocspd_socket).per_thread();
+            ca::rotate_responder(&client, &ocspd, &cli.issuer, args, &out)?;
+        }
         Command::Cert(cmd) => {
             let ocspd = signet_ipc::OcspdClient::new(&cli.ocspd_socket).per_thread();
             ca::cert(&client, &ocspd, &cli.issuer, cmd, &out)?;

@@ -91,6 +91,16 @@ impl OcspdClient {
             other => Err(unexpected(&other)),
         }
     }
+
+    /// Has ocspd fetch the CA's OCSP responder certificate from signd again
+    /// and sign with it (after signd's `issue_ocsp_responder`); the CA's
+    /// certificates and URLs as ocspd serves them from then on.
+    pub async fn refresh_responder(&self, issuer: &str) -> Result<IssuerInfo, IpcError> {
+        match self.0.call(Request::RefreshResponder { issuer: issuer.into() }).await? {
+            Response::IssuerInfo(i) => Ok(i),
+            other => Err(unexpected(&other)),
+        }
+    }
 }
 
 /// ocspd's calls, as the [`Connection`] carries them.
@@ -109,6 +119,7 @@ pub(crate) enum Request {
     ReleaseHold { issuer: String, serial: Vec<u8> },
     Crl { issuer: String, which: CrlSelector },
     IssuerInfo { issuer: String },
+    RefreshResponder { issuer: String },
 }
 
 #[derive(Debug)]
@@ -169,6 +180,10 @@ impl Protocol for Ocspd {
             }
             Request::IssuerInfo { issuer } => {
                 let req = conn.registry(issuer).await?.info_request();
+                Response::IssuerInfo(req.send().promise.await?.get()?.read_outcome()?)
+            }
+            Request::RefreshResponder { issuer } => {
+                let req = conn.registry(issuer).await?.refresh_responder_request();
                 Response::IssuerInfo(req.send().promise.await?.get()?.read_outcome()?)
             }
         })

@@ -173,6 +173,19 @@ impl SigndClient {
         }
     }
 
+    /// Admin: a new delegated OCSP responder for CA `issuer` with key
+    /// `key_id`, valid `validity_days` (0: signd's default), made the
+    /// issuer's responder at once; its certificate, DER.
+    pub async fn issue_ocsp_responder(
+        &self,
+        issuer: &str,
+        key_id: &str,
+        validity_days: u32,
+    ) -> Result<Vec<u8>, IpcError> {
+        let request = Request::IssueOcspResponder { issuer: issuer.into(), key_id: key_id.into(), validity_days };
+        self.der(request).await
+    }
+
     async fn der(&self, request: Request) -> Result<Vec<u8>, IpcError> {
         match self.0.call(request).await? {
             Response::Der(d) => Ok(d),
@@ -321,6 +334,11 @@ pub(crate) enum Request {
     GenerateKey(KeySpec),
     ImportKey(KeySpec, Vec<u8>),
     Audit(AuditQuery),
+    IssueOcspResponder {
+        issuer: String,
+        key_id: String,
+        validity_days: u32,
+    },
     SignCertificate {
         issuer: String,
         tbs: Vec<u8>,
@@ -598,6 +616,11 @@ async fn attempt(conn: &Conn<Signd>, request: &Request) -> Result<Response, Call
             let mut req = conn.admin().await?.audit_request();
             conv::write_audit(req.get(), query);
             Response::Audit(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::IssueOcspResponder { issuer, key_id, validity_days } => {
+            let mut req = conn.admin().await?.issue_ocsp_responder_request();
+            conv::write_issue_ocsp_responder(req.get(), issuer, key_id, *validity_days);
+            Response::Der(req.send().promise.await?.get()?.read_outcome()?)
         }
         Request::SignCertificate { issuer, tbs } => {
             let mut req = conn.issuer(issuer).await?.sign_tbs_certificate_request();

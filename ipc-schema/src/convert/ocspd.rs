@@ -199,6 +199,7 @@ outcome!(registry::status_results: CertStatus, write_status_result, read_status_
 outcome!(registry::release_hold_results: CertStatus, write_status_result, read_status_result);
 outcome!(registry::crl_results: Vec<u8>, write_der_result, |r| read_der_result(r, "CRL"));
 outcome!(registry::info_results: IssuerInfo, write_info_result, read_info_result);
+outcome!(registry::refresh_responder_results: IssuerInfo, write_info_result, read_info_result);
 
 /// Server: fills `health`'s Results (anyone may ask; it has no error).
 pub(crate) fn write_health_results(mut r: wire::ocspd::health_results::Builder<'_>, h: &OcspdHealth) {

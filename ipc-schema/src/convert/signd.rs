@@ -391,6 +391,9 @@ outcome!(admin::key_results: KeyInfo, write_key_result, read_key_result);
 outcome!(admin::generate_key_results: KeyInfo, write_key_result, read_key_result);
 outcome!(admin::import_key_results: KeyInfo, write_key_result, read_key_result);
 outcome!(admin::audit_results: Vec<AuditRecord>, write_audit_result, read_audit_result);
+outcome!(admin::issue_ocsp_responder_results: Vec<u8>, write_der_result, |r| {
+    read_der_result(r, "responder certificate")
+});
 
 outcome!(issuer::sign_tbs_certificate_results: Vec<u8>, write_der_result, |r| read_der_result(r, "certificate"));
 outcome!(issuer::ca_certificate_results: Vec<u8>, write_der_result, |r| read_der_result(r, "CA certificate"));
@@ -592,6 +595,24 @@ pub(crate) fn write_audit(p: wire::admin::audit_params::Builder<'_>, query: &Aud
 
 pub(crate) fn read_audit(p: capnp::Result<wire::admin::audit_params::Reader<'_>>) -> Result<AuditQuery, IpcError> {
     p.map_err(|e| malformed("request", e)).and_then(|p| read_audit_query(p.get_query()))
+}
+
+pub(crate) fn write_issue_ocsp_responder(
+    mut p: wire::admin::issue_ocsp_responder_params::Builder<'_>,
+    issuer: &str,
+    key_id: &str,
+    validity_days: u32,
+) {
+    p.set_issuer(issuer);
+    p.set_key_id(key_id);
+    p.set_validity_days(validity_days);
+}
+
+pub(crate) fn read_issue_ocsp_responder(
+    p: capnp::Result<wire::admin::issue_ocsp_responder_params::Reader<'_>>,
+) -> Result<(String, String, u32), IpcError> {
+    p.map_err(|e| malformed("request", e))
+        .and_then(|p| Ok((text(p.get_issuer(), "issuer")?, text(p.get_key_id(), "key id")?, p.get_validity_days())))
 }
 
 pub(crate) fn write_sign_tbs_certificate(mut p: wire::issuer::sign_tbs_certificate_params::Builder<'_>, tbs: &[u8]) {

@@ -43,6 +43,9 @@ pub trait RegistryService: 'static {
     fn info(&self) -> LocalResult<IssuerInfo>;
     /// Releases a certificate from hold; resolves once it is durable.
     fn release_hold(&self, serial: Vec<u8>) -> LocalResult<CertStatus>;
+    /// Fetches the CA's OCSP responder certificate from signd again and
+    /// signs with it from then on; the CA's certificates and URLs after.
+    fn refresh_responder(&self) -> LocalResult<IssuerInfo>;
 }
 
 /// Serves ocspd's interface on `listener` until `shutdown` is cancelled; see [`super::serve`].
@@ -143,5 +146,13 @@ impl wire::registry::Server for RegistryServer {
         results: wire::registry::InfoResults,
     ) -> capnp::Result<()> {
         handle(&self.in_flight, params, results, |_| Ok(()), |()| self.inner.info()).await
+    }
+
+    async fn refresh_responder(
+        self: CapRc<Self>,
+        params: wire::registry::RefreshResponderParams,
+        results: wire::registry::RefreshResponderResults,
+    ) -> capnp::Result<()> {
+        handle(&self.in_flight, params, results, |_| Ok(()), |()| self.inner.refresh_responder()).await
     }
 }

@@ -131,6 +131,10 @@ pub trait AdminService: 'static {
     fn import_key(&self, spec: KeySpec, pkcs8: Vec<u8>) -> LocalResult<KeyInfo>;
     /// Reads the audit log.
     fn audit(&self, query: AuditQuery) -> LocalResult<Vec<AuditRecord>>;
+    /// Issues a new delegated OCSP responder certificate for an issuer with
+    /// the key `key_id`, valid `validity_days` (0: the default), and makes it
+    /// the issuer's responder; the certificate, DER.
+    fn issue_ocsp_responder(&self, issuer: String, key_id: String, validity_days: u32) -> LocalResult<Vec<u8>>;
 }
 
 /// Serves `service` on `listener` until `shutdown` is cancelled, then stops
@@ -426,6 +430,17 @@ impl wire::admin::Server for AdminServer {
         results: wire::admin::AuditResults,
     ) -> capnp::Result<()> {
         handle(&self.in_flight, params, results, conv::read_audit, |query| self.inner.audit(query)).await
+    }
+
+    async fn issue_ocsp_responder(
+        self: CapRc<Self>,
+        params: wire::admin::IssueOcspResponderParams,
+        results: wire::admin::IssueOcspResponderResults,
+    ) -> capnp::Result<()> {
+        handle(&self.in_flight, params, results, conv::read_issue_ocsp_responder, |(issuer, key_id, days)| {
+            self.inner.issue_ocsp_responder(issuer, key_id, days)
+        })
+        .await
     }
 }
 

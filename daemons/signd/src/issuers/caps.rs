@@ -45,11 +45,11 @@ impl Kind {
         }
     }
 
-    /// The key this capability signs with.
-    fn key_id(self, ca: &CaIssuer) -> &str {
+    /// The key this capability signs with (the OCSP responder's: the current one).
+    fn key_id(self, ca: &CaIssuer) -> String {
         match (self, &ca.ocsp) {
-            (Kind::Ocsp, Some(o)) => &o.key_id,
-            _ => &ca.key_id,
+            (Kind::Ocsp, Some(o)) => o.current().key_id.clone(),
+            _ => ca.key_id.clone(),
         }
     }
 }
@@ -110,7 +110,7 @@ async fn obtain(caller: Caller, name: String, kind: Kind) -> Result<Cap, IpcErro
     match chosen {
         Ok((ca, role)) => Ok(Cap { caller, role, ca, kind }),
         Err(e) => {
-            let key = issuers.get(&name).map(|ca| kind.key_id(ca).to_owned()).unwrap_or_default();
+            let key = issuers.get(&name).map(|ca| kind.key_id(ca)).unwrap_or_default();
             caller.refuse("", kind.obtain_operation(), &key, e).await
         }
     }
@@ -136,7 +136,11 @@ impl Cap {
     /// Validates, signs and assembles on a signing thread, auditing the outcome
     /// as `operation`.
     fn sign(&self, operation: &'static str, der: Vec<u8>, work: Work) -> LocalResult<Vec<u8>> {
-        let key_id = self.kind.key_id(&self.ca).to_owned();
+        self.sign_with_key(operation, self.kind.key_id(&self.ca), der, work)
+    }
+
+    /// [`Cap::sign`] with the key `key_id`.
+    fn sign_with_key(&self, operation: &'static str, key_id: String, der: Vec<u8>, work: Work) -> LocalResult<Vec<u8>> {
         let caller = self.caller.clone();
         let role = self.role.clone();
         let ready = self.check().and_then(|()| Ok(caller.shared.state.keys.require(&key_id)?.signer()?.clone()));
@@ -260,8 +264,16 @@ impl CrlSignerService for Cap {
 impl OcspSignerService for Cap {
     fn sign_response_data(&self, response_data: Vec<u8>) -> LocalResult<Vec<u8>> {
         let ca = self.ca.clone();
-        self.sign(
+        let Some(ocsp) = &ca.ocsp else {
+            let e = IpcError::new(ErrorKind::Unsupported, format!("issuer `{}` has no OCSP responder", ca.name));
+            return futures::future::ready(Err(e)).boxed_local();
+        };
+        // The responder the ResponseData names signs it: the current one, or
+        // one before it while ocspd has not yet switched (see rotate.rs).
+        let responder = ocsp.for_response_data(&response_data);
+        self.sign_with_key(
             "sign-ocsp",
+            responder.key_id.clone(),
             response_data,
             Box::new(move |key, data| {
                 let Some(ocsp) = &ca.ocsp else {
@@ -272,12 +284,12 @@ impl OcspSignerService for Cap {
                 };
                 // The responder speaks for this CA only: every CertID must name
                 // it (issuer name and key hashes), whatever the serial.
-                let parsed = signet_ca::validate_ocsp_response_data(data, &ocsp.responder, &ocsp.ca_hashes)
+                let parsed = signet_ca::validate_ocsp_response_data(data, &responder.responder, &ocsp.ca_hashes)
                     .map_err(|e| refusal(&ca.name, "OCSP ResponseData", e))?;
-                let scheme = ocsp.responder.scheme;
+                let scheme = responder.responder.scheme;
                 let sig = sign_with(key, scheme, data)?;
-                let response =
-                    signet_ca::assemble_ocsp_response(data, scheme, &sig, &[&ocsp.certificate]).map_err(assembly)?;
+                let response = signet_ca::assemble_ocsp_response(data, scheme, &sig, &[&responder.certificate])
+                    .map_err(assembly)?;
                 let note = parsed
                     .responses
                     .iter()
@@ -301,7 +313,7 @@ impl OcspSignerService for Cap {
             self.ca
                 .ocsp
                 .as_ref()
-                .map(|o| o.certificate.clone())
+                .map(|o| o.current().certificate.clone())
                 .ok_or_else(|| IpcError::new(ErrorKind::Unsupported, "no OCSP responder"))
         });
         futures::future::ready(outcome).boxed_local()

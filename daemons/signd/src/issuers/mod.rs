@@ -28,12 +28,21 @@
 //! key's. SIGHUP reloads roles, not issuers: which roles an issuer admits is
 //! re-read only on restart, but whether a caller holds those roles follows the
 //! reloaded policy.
+//!
+//! **Responder rotation.** `Admin.issueOcspResponder` ([`rotate`]) gives an
+//! issuer a new delegated OCSP responder without a restart: its certificate
+//! is kept in signd's store (table `ocsp_responders`) and, at every start,
+//! put ahead of the configured one ([`Issuers::apply_installed`]). Every
+//! responder an issuer has had stays accepted: a ResponseData is signed with
+//! the key of the responder it names.
 
 mod caps;
+pub mod rotate;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use openssl::x509::{X509VerifyResult, X509};
 use signet_ca::{Issuer, IssuerPolicy, OcspIssuer, Profile, Responder};
@@ -74,19 +83,60 @@ pub struct CaIssuer {
     pub ocsp: Option<OcspResponder>,
 }
 
-/// A CA's loaded OCSP responder.
+/// A CA's loaded OCSP responder: its current key and certificate, and the
+/// ones before it (still accepted, see [`OcspResponder::for_response_data`]).
 #[derive(Debug)]
 pub struct OcspResponder {
+    /// Newest first: the first is the one `responderCertificate` names.
+    keys: std::sync::RwLock<Vec<Arc<ResponderKey>>>,
+    /// The CA's CertID hashes: every response it signs is about the CA's certificates.
+    pub ca_hashes: OcspIssuer,
+    /// Roles that may obtain the OcspSigner.
+    pub roles: Vec<String>,
+}
+
+/// One responder key and its certificate.
+#[derive(Debug)]
+pub struct ResponderKey {
     /// The responder key's id.
     pub key_id: String,
     /// The responder certificate, DER.
     pub certificate: Vec<u8>,
     /// Its name, key hash and scheme.
     pub responder: Responder,
-    /// The CA's CertID hashes: every response it signs is about the CA's certificates.
-    pub ca_hashes: OcspIssuer,
-    /// Roles that may obtain the OcspSigner.
-    pub roles: Vec<String>,
+}
+
+impl OcspResponder {
+    /// The responder in use: the newest.
+    pub fn current(&self) -> Arc<ResponderKey> {
+        self.keys.read().unwrap_or_else(std::sync::PoisonError::into_inner)[0].clone()
+    }
+
+    /// Every responder, newest first.
+    pub fn all(&self) -> Vec<Arc<ResponderKey>> {
+        self.keys.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Makes `key` the responder in use; the others stay accepted.
+    pub fn install(&self, key: ResponderKey) {
+        self.keys.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(0, Arc::new(key));
+    }
+
+    /// The responder a DER ResponseData names (its ResponderID): the newest
+    /// that fits, or the current one when none does (its validation then
+    /// gives the refusal).
+    pub fn for_response_data(&self, data: &[u8]) -> Arc<ResponderKey> {
+        let keys = self.all();
+        keys.iter()
+            .find(|k| {
+                !matches!(
+                    signet_ca::validate_ocsp_response_data(data, &k.responder, &self.ca_hashes),
+                    Err(signet_ca::CaError::ResponderIdMismatch)
+                )
+            })
+            .unwrap_or(&keys[0])
+            .clone()
+    }
 }
 
 impl CaIssuer {
@@ -95,8 +145,10 @@ impl CaIssuer {
         &self.policy.issuer
     }
 
-    fn key_ids(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(self.key_id.as_str()).chain(self.ocsp.as_ref().map(|o| o.key_id.as_str()))
+    /// The CA key and every responder key.
+    fn key_ids(&self) -> Vec<String> {
+        let responders = self.ocsp.iter().flat_map(|o| o.all()).map(|k| k.key_id.clone());
+        std::iter::once(self.key_id.clone()).chain(responders).collect()
     }
 }
 
@@ -125,7 +177,10 @@ impl Issuers {
     /// Refuses raw `Signer` signing with a key an issuer owns, unless that
     /// issuer lists `role` in `raw_signing_roles`.
     pub fn check_raw_signing(&self, key_id: &str, role: &str) -> Result<(), IpcError> {
-        match self.iter().find(|i| i.key_ids().any(|k| k == key_id) && !i.raw_signing_roles.iter().any(|r| r == role)) {
+        match self
+            .iter()
+            .find(|i| i.key_ids().iter().any(|k| k == key_id) && !i.raw_signing_roles.iter().any(|r| r == role))
+        {
             None => Ok(()),
             Some(i) => Err(IpcError::denied(format!(
                 "key `{key_id}` belongs to issuer `{}`: raw signing with it is refused for role `{role}` \
@@ -201,13 +256,16 @@ fn load_one(name: &str, cfg: &IssuerConfig, keys: &KeyRing) -> Result<CaIssuer, 
     let ocsp = match cfg.ocsp.as_ref().zip(ocsp) {
         Some((o, (x509, der))) => {
             let scheme = check_key(&o.key, o.scheme.as_deref(), &x509, keys, "OCSP responder certificate")?;
-            Some(OcspResponder {
+            let key = ResponderKey {
                 key_id: o.key.clone(),
                 responder: Responder::from_certificate_der(&der, scheme)
                     .map_err(|e| format!("OCSP responder certificate: {e}"))?,
+                certificate: der,
+            };
+            Some(OcspResponder {
+                keys: std::sync::RwLock::new(vec![Arc::new(key)]),
                 ca_hashes: OcspIssuer::from_certificate_der(&certificate)
                     .map_err(|e| format!("CA certificate: {e}"))?,
-                certificate: der,
                 roles: o.roles.clone(),
             })
         }
@@ -227,7 +285,7 @@ fn load_one(name: &str, cfg: &IssuerConfig, keys: &KeyRing) -> Result<CaIssuer, 
 }
 
 /// Reads a certificate, PEM or DER.
-fn read_certificate(path: &Path) -> Result<(X509, Vec<u8>), String> {
+pub(crate) fn read_certificate(path: &Path) -> Result<(X509, Vec<u8>), String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let x509 = if bytes.trim_ascii_start().starts_with(b"-----BEGIN") {
         X509::from_pem(&bytes)
@@ -240,7 +298,7 @@ fn read_certificate(path: &Path) -> Result<(X509, Vec<u8>), String> {
 }
 
 /// Checks that `key_id` is loaded and is the key of `cert`; resolves the scheme.
-fn check_key(
+pub(crate) fn check_key(
     key_id: &str,
     scheme: Option<&str>,
     cert: &X509,
