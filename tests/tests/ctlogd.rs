@@ -22,7 +22,8 @@
 //!   checkpoint's right-edge tiles and entries never gets a 404; once the
 //!   grace has passed after a checkpoint covered a full tile, that tile's
 //!   partial versions are gone from the disk (404 over HTTP), the full tiles
-//!   serve, `get-entries` and `signetctl ct verify` pass, also after a restart.
+//!   serve, `get-entries` and `signetctl ct verify` pass, also after a restart;
+//!   ctlogd runs with transparent huge pages off.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -352,6 +353,10 @@ fn partial_tiles_go_after_their_full_tile_while_readers_keep_reading() {
     let sequencing = "[sequencing]\nmax_age_ms = 30\nmax_batch = 16\npartial_tile_grace_seconds = 2\n";
     let mut ctlogd = Ctlogd::start_logs(&mut signd, &dir, &roots, &[LogSpec::new("test")], sequencing);
     let tiles = ctlogd.home().join("tiles-test").join("tile");
+    // ctlogd runs without transparent huge pages (its memory stays near its live heap).
+    let pid = ctlogd.child.as_ref().unwrap().id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(status.contains("THP_enabled:\t0"), "{status}");
 
     // Writers and a reader that follows each checkpoint to its right edge.
     let stop = Arc::new(AtomicBool::new(false));
