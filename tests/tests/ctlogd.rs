@@ -21,7 +21,8 @@
 //! - Partial tiles: while entries are sequenced, a reader fetching each
 //!   checkpoint's right-edge tiles and entries never gets a 404; once the
 //!   grace has passed after a checkpoint covered a full tile, that tile's
-//!   partial versions are gone from the disk (404 over HTTP), the full tiles
+//!   partial versions (and the right edge's narrower ones) are gone from the
+//!   disk (404 over HTTP), the full tiles
 //!   serve, `get-entries` and `signetctl ct verify` pass, also after a restart;
 //!   ctlogd runs with transparent huge pages off.
 #![forbid(unsafe_code)]
@@ -426,6 +427,13 @@ fn partial_tiles_go_after_their_full_tile_while_readers_keep_reading() {
     if size % 256 != 0 {
         let edge = Tile::in_tree(0, size / 256, size).unwrap();
         assert_eq!(ctlogd.log_get("test", &edge.data_path()).0, 200);
+        // Its narrower versions go as well, once a wider one has been published for the grace.
+        let dir = tiles.join(format!("data/{:03}.p", edge.index()));
+        let deadline = Instant::now() + grace + Duration::from_secs(15);
+        while std::fs::read_dir(&dir).unwrap().count() > 1 {
+            assert!(Instant::now() < deadline, "superseded partial tiles still in {}", dir.display());
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
     assert_eq!(ctlogd.entries("test", size).len() as u64, size);
     assert!(ctlogd.verify_tree("test") >= size);

@@ -13,8 +13,8 @@
 //! backlog = 8192                            # submissions waiting; more get 429
 //! retry_after_seconds = 1
 //! refresh_seconds = 10                      # a fresh tree head at least this often
-//! partial_tile_grace_seconds = 60           # partial tiles deleted this long after their full
-//!                                           # tile's first checkpoint was published
+//! partial_tile_grace_seconds = 60           # a partial tile is deleted this long after a
+//!                                           # checkpoint with a wider version was published
 //!
 //! [logs.2026h2]                             # one log (a temporal shard); several allowed
 //! signd_log = "2026h2"                      # its `[logs.<name>]` in signd (default: this name)
@@ -93,10 +93,9 @@ pub struct Sequencing {
     /// A new tree head at least this often (s).
     #[serde(default = "default_refresh")]
     pub refresh_seconds: u64,
-    /// How long the partial versions of a full tile stay after the first
-    /// checkpoint covering the full tile was published (s); then they are
-    /// deleted. Readers of an older checkpoint (a cache may serve one for 5 s)
-    /// fetch them meanwhile.
+    /// How long a partial tile stays after the first checkpoint with a wider
+    /// or full version of it was published (s); then it is deleted. Readers
+    /// of an older checkpoint (a cache may serve one for 5 s) fetch it meanwhile.
     #[serde(default = "default_partial_tile_grace")]
     pub partial_tile_grace_seconds: u64,
 }

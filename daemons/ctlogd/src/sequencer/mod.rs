@@ -60,9 +60,9 @@ pub struct SequencerConfig {
     /// A new tree head is signed at least this often, even with no new entries,
     /// so that the checkpoint and `get-sth` stay fresh.
     pub refresh: Duration,
-    /// How long the partial versions of a full tile stay once the first
-    /// checkpoint covering the full tile is published (readers of the
-    /// checkpoints before it may still fetch them); then they are deleted.
+    /// How long a partial tile stays once the first checkpoint with a wider
+    /// or full version of it is published (readers of the checkpoints before
+    /// it may still fetch it); then it is deleted.
     pub partial_tile_grace: Duration,
     /// Where SCT and tree head timestamps come from.
     pub clock: Clock,

@@ -81,9 +81,10 @@ pub(super) struct Writer {
     /// Full tiles (and data tiles) of committed batches whose checkpoint is not
     /// published yet: the published checkpoint still needs their partial versions.
     unpublished_full: Vec<ObjectKey>,
-    /// Full tiles whose partial versions go at the instant given (see [`prune_at`]),
-    /// in that order.
-    prune: VecDeque<(Instant, ObjectKey)>,
+    /// What goes at the instant given (see [`prune_at`]), in that order.
+    prune: VecDeque<(Instant, Prune)>,
+    /// The tree size of the last checkpoint published.
+    published_size: u64,
     /// After a failed deletion, no other is tried before this.
     prune_retry: Option<Instant>,
     /// How long partial tiles stay once a checkpoint covering their full tile is published.
@@ -96,6 +97,38 @@ pub(super) struct Writer {
 /// may still hold: a checkpoint is served with `max-age=5`) refer to them.
 pub(super) fn prune_at(published: Instant, grace: Duration) -> Instant {
     published + grace
+}
+
+/// Partial tiles to delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Prune {
+    /// Every partial version of this full tile or data tile (also those an
+    /// earlier process, or a batch that failed, left behind).
+    PartialsOf(ObjectKey),
+    /// This partial tile: a wider version of it replaced it at the right edge.
+    Superseded(ObjectKey),
+}
+
+/// The partial tiles and data tiles at the right edge of a tree of `size`
+/// that a tree of `new_size` (larger) no longer has: a wider or full version
+/// replaced each. Only readers of a checkpoint of `size` or less refer to them.
+pub(super) fn superseded_partials(size: u64, new_size: u64) -> Vec<ObjectKey> {
+    let mut out = Vec::new();
+    for level in 0..=MAX_TILE_LEVEL {
+        let entries = entries_at_level(level, size);
+        if entries == 0 {
+            break;
+        }
+        if entries % u64::from(TILE_WIDTH) == 0 || entries == entries_at_level(level, new_size) {
+            continue;
+        }
+        let Some(tile) = Tile::in_tree(level, entries / u64::from(TILE_WIDTH), size) else { continue };
+        out.push(ObjectKey::Tile(tile));
+        if level == 0 {
+            out.push(ObjectKey::DataTile(tile));
+        }
+    }
+    out
 }
 
 /// Whether `key` is a full tile or data tile: one whose partial versions a
@@ -139,6 +172,7 @@ impl Writer {
             refused_writes: false,
             unpublished_full: Vec::new(),
             prune: VecDeque::new(),
+            published_size: 0,
             prune_retry: None,
             partial_tile_grace,
         };
@@ -152,6 +186,7 @@ impl Writer {
         w.load_edge().await?;
         let head = w.committed_head().map_err(|e| StartError::Inconsistent(e.to_string()))?;
         w.repair_checkpoint(&head).await?;
+        w.published_size = w.state.size;
         w.schedule_leftover_partials().await;
         Ok((w, head))
     }
@@ -177,7 +212,7 @@ impl Writer {
                     let key = kind(tile);
                     match self.storage.partials(key).await {
                         Ok(p) if p.is_empty() => break,
-                        Ok(_) => self.prune.push_back((due, key)),
+                        Ok(_) => self.prune.push_back((due, Prune::PartialsOf(key))),
                         Err(e) => {
                             tracing::warn!(error = %e, tile = %key.path(), "cannot list partial tiles");
                             break;
@@ -205,11 +240,15 @@ impl Writer {
             return;
         }
         self.prune_retry = None;
-        while let Some(&(due, key)) = self.prune.front() {
+        while let Some(&(due, item)) = self.prune.front() {
             if due > now {
                 break;
             }
-            match self.delete_partials(key).await {
+            let (result, key) = match item {
+                Prune::PartialsOf(key) => (self.delete_partials(key).await, key),
+                Prune::Superseded(key) => (self.storage.delete(key).await.map(|()| 1), key),
+            };
+            match result {
                 Ok(n) => {
                     self.stats.partial_tiles_deleted.fetch_add(n, Ordering::Relaxed);
                     self.prune.pop_front();
@@ -525,7 +564,12 @@ impl Writer {
                 // The tiles this checkpoint covers in full: their partial
                 // versions go once the checkpoints before it are no longer held.
                 let due = prune_at(Instant::now(), self.partial_tile_grace);
-                self.prune.extend(self.unpublished_full.drain(..).map(|k| (due, k)));
+                self.prune.extend(self.unpublished_full.drain(..).map(|k| (due, Prune::PartialsOf(k))));
+                // So do the right edge's tiles of the previous checkpoint that
+                // this one has wider.
+                let superseded = superseded_partials(self.published_size, head.head.tree_size);
+                self.prune.extend(superseded.into_iter().map(|k| (due, Prune::Superseded(k))));
+                self.published_size = self.published_size.max(head.head.tree_size);
                 Some(head)
             }
             Err(e) => {
