@@ -10,6 +10,8 @@
 #   bench/scripts/soak.sh [--duration S] [--kill-every S] [SOAK-ARGS...]
 #     defaults: 600 s of load, a kill every 30 s (soak's own defaults).
 #     KEEP=1 keeps the directory (state, logs/ of every daemon).
+#     SOAK_DAEMONS=DIR starts the daemons from DIR instead of this checkout's
+#     build (an A/B run: DIR holds the other commit's binaries, all of them).
 #
 # scripts/run initialises the state (CA, CT log, token keys, demo clients and
 # user, probes) and is stopped again; soak then starts every daemon itself
@@ -33,7 +35,7 @@ wait "$RUN_PID" 2>/dev/null || true
 RUN_PID=""
 echo "soak: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 st=0
-"$SIGNET_BIN_DIR/soak" --state-dir "$T/state" "$@" || st=$?
+SIGNET_BIN_DIR="${SOAK_DAEMONS:-$SIGNET_BIN_DIR}" "$SIGNET_BIN_DIR/soak" --state-dir "$T/state" "$@" || st=$?
 echo "soak: load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ "$st" -ne 0 ]; then
   for log in "$T"/state/logs/*.log; do

@@ -18,6 +18,13 @@
 //!   `log.v3.json` give each interval.
 //! - A log in an S3 bucket, driven through the binary: entries acknowledged,
 //!   the tree verified over HTTP, a restart, and a `kill -9` under load.
+//! - Partial tiles: while entries are sequenced, a reader fetching each
+//!   checkpoint's right-edge tiles and entries never gets a 404; once the
+//!   grace has passed after a checkpoint covered a full tile, that tile's
+//!   partial versions (and the right edge's narrower ones) are gone from the
+//!   disk (404 over HTTP), the full tiles
+//!   serve, `get-entries` and `signetctl ct verify` pass, also after a restart;
+//!   ctlogd runs with transparent huge pages off.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -28,7 +35,7 @@ use std::time::{Duration, Instant};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use ctlogd::storage::versitygw::Versitygw;
-use signet_ct::merkle::verify_consistency;
+use signet_ct::merkle::{verify_consistency, Tile};
 use signet_ct::rfc6962::api::{hashes_from_base64, AddChainResponse, GetSthConsistencyResponse};
 use signet_ct::Sct;
 use signet_tests::ctlog::{
@@ -334,4 +341,110 @@ fn s3_log_through_the_binary_survives_a_restart_and_kill9() {
     }
     let grown = ctlogd.wait_for_size("s3log", after.tree_size + 3);
     assert_eq!(ctlogd.verify_tree("s3log"), grown.tree_size);
+}
+
+#[test]
+fn partial_tiles_go_after_their_full_tile_while_readers_keep_reading() {
+    let pki = CtPki::new("ctlogd partial tiles root");
+    let entries = Arc::new(mixed(&pki, 0, 900));
+    let mut signd = SigndProcess::start("");
+    let dir = signd.dir.path().to_path_buf();
+    let roots = pki.write_root(&dir.join("root.pem"));
+    let grace = Duration::from_secs(2);
+    let sequencing = "[sequencing]\nmax_age_ms = 30\nmax_batch = 16\npartial_tile_grace_seconds = 2\n";
+    let mut ctlogd = Ctlogd::start_logs(&mut signd, &dir, &roots, &[LogSpec::new("test")], sequencing);
+    let tiles = ctlogd.home().join("tiles-test").join("tile");
+    // ctlogd runs without transparent huge pages (its memory stays near its live heap).
+    let pid = ctlogd.child.as_ref().unwrap().id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(status.contains("THP_enabled:\t0"), "{status}");
+
+    // Writers and a reader that follows each checkpoint to its right edge.
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = submit_until(ctlogd.addr, "test", entries.clone(), 8, stop.clone());
+    let (reads, failures) = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let (mut reads, mut failures) = (0u64, Vec::new());
+            let key = ctlogd.key("test");
+            while !stop.load(Ordering::Relaxed) {
+                let (status, note) = ctlogd.log_get("test", "checkpoint");
+                assert_eq!(status, 200);
+                let (checkpoint, _) =
+                    key.verify_checkpoint(std::str::from_utf8(&note).unwrap(), &ctlogd.origin("test")).unwrap();
+                let size = checkpoint.size;
+                if size == 0 {
+                    continue;
+                }
+                let edge = Tile::in_tree(0, (size - 1) / 256, size).unwrap();
+                let first = size.saturating_sub(20);
+                for path in [edge.path(), edge.data_path(), format!("ct/v1/get-entries?start={first}&end={}", size - 1)]
+                {
+                    let (status, body) = ctlogd.log_get("test", &path);
+                    reads += 1;
+                    if status != 200 {
+                        failures.push(format!("{path} at size {size}: {status} {}", String::from_utf8_lossy(&body)));
+                    }
+                }
+            }
+            (reads, failures)
+        });
+        wait_growth(&ctlogd, "test", 800);
+        stop.store(true, Ordering::Relaxed);
+        reader.join().unwrap()
+    });
+    let acked = load.join().unwrap();
+    assert!(failures.is_empty(), "{} of {reads} reads failed: {failures:#?}", failures.len());
+    assert!(reads > 100, "only {reads} reads");
+    // Each entry was submitted once and acknowledged: the tree holds them all once published.
+    ctlogd.wait_for_size("test", acked.len() as u64);
+    let head = ctlogd.check_acknowledged("test", &entries, &acked);
+    assert!(head.tree_size >= 800);
+
+    // Tiles 0 to 2 are full and covered by the published checkpoint: after
+    // the grace their partial versions are gone, hash and data.
+    let partial_dirs = |index: u64| {
+        let full = Tile::new(0, index, 256).unwrap();
+        [tiles.join(format!("0/{:03}.p", full.index())), tiles.join(format!("data/{:03}.p", full.index()))]
+    };
+    let deadline = Instant::now() + grace + Duration::from_secs(15);
+    while (0..3).flat_map(partial_dirs).any(|d| d.exists()) {
+        assert!(Instant::now() < deadline, "partial tiles of full tiles still on disk:\n{}", ctlogd.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for index in 0..3 {
+        let full = Tile::new(0, index, 256).unwrap();
+        for path in [full.path(), full.data_path()] {
+            assert_eq!(ctlogd.log_get("test", &path).0, 200, "{path}");
+        }
+        // An old partial version is now a 404, as the static-ct-api allows.
+        let old = Tile::new(0, index, 100).unwrap();
+        assert_eq!(ctlogd.log_get("test", &old.data_path()).0, 404);
+    }
+    let deleted = metric(&ctlogd, "ct_partial_tiles_deleted_total{daemon=\"ctlogd\",log=\"test\"}", |v| v >= 6.0);
+    assert!(deleted >= 6.0, "{deleted} partial tiles counted as deleted");
+    // The right edge keeps its partial tile, and every read still works.
+    let size = ctlogd.sth("test").0.tree_size;
+    if size % 256 != 0 {
+        let edge = Tile::in_tree(0, size / 256, size).unwrap();
+        assert_eq!(ctlogd.log_get("test", &edge.data_path()).0, 200);
+        // Its narrower versions go as well, once a wider one has been published for the grace.
+        let dir = tiles.join(format!("data/{:03}.p", edge.index()));
+        let deadline = Instant::now() + grace + Duration::from_secs(15);
+        while std::fs::read_dir(&dir).unwrap().count() > 1 {
+            assert!(Instant::now() < deadline, "superseded partial tiles still in {}", dir.display());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert_eq!(ctlogd.entries("test", size).len() as u64, size);
+    assert!(ctlogd.verify_tree("test") >= size);
+
+    // A restart: the log starts over tiles without partial versions, and goes on.
+    assert!(ctlogd.terminate().success());
+    ctlogd.spawn();
+    ctlogd.check_acknowledged("test", &entries, &acked);
+    for e in mixed(&pki, 50_000, 3) {
+        ctlogd.submit_ok("test", &e);
+    }
+    ctlogd.wait_for_size("test", size + 3);
+    assert!(ctlogd.verify_tree("test") >= size + 3);
 }

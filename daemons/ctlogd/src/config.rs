@@ -13,6 +13,8 @@
 //! backlog = 8192                            # submissions waiting; more get 429
 //! retry_after_seconds = 1
 //! refresh_seconds = 10                      # a fresh tree head at least this often
+//! partial_tile_grace_seconds = 60           # a partial tile is deleted this long after a
+//!                                           # checkpoint with a wider version was published
 //!
 //! [logs.2026h2]                             # one log (a temporal shard); several allowed
 //! signd_log = "2026h2"                      # its `[logs.<name>]` in signd (default: this name)
@@ -91,6 +93,11 @@ pub struct Sequencing {
     /// A new tree head at least this often (s).
     #[serde(default = "default_refresh")]
     pub refresh_seconds: u64,
+    /// How long a partial tile stays after the first checkpoint with a wider
+    /// or full version of it was published (s); then it is deleted. Readers
+    /// of an older checkpoint (a cache may serve one for 5 s) fetch it meanwhile.
+    #[serde(default = "default_partial_tile_grace")]
+    pub partial_tile_grace_seconds: u64,
 }
 
 impl Default for Sequencing {
@@ -101,6 +108,7 @@ impl Default for Sequencing {
             backlog: default_backlog(),
             retry_after_seconds: default_retry_after(),
             refresh_seconds: default_refresh(),
+            partial_tile_grace_seconds: default_partial_tile_grace(),
         }
     }
 }
@@ -120,6 +128,9 @@ fn default_retry_after() -> u64 {
 fn default_refresh() -> u64 {
     10
 }
+fn default_partial_tile_grace() -> u64 {
+    60
+}
 fn default_mmd() -> u64 {
     60
 }
@@ -133,6 +144,7 @@ impl Sequencing {
             backlog: self.backlog,
             retry_after: Duration::from_secs(self.retry_after_seconds),
             refresh: Duration::from_secs(self.refresh_seconds),
+            partial_tile_grace: Duration::from_secs(self.partial_tile_grace_seconds),
             ..SequencerConfig::default()
         }
     }
@@ -152,6 +164,9 @@ impl Sequencing {
         }
         if !(1..=3600).contains(&self.refresh_seconds) {
             return Err("[sequencing] refresh_seconds must be 1..=3600".into());
+        }
+        if !(1..=86_400).contains(&self.partial_tile_grace_seconds) {
+            return Err("[sequencing] partial_tile_grace_seconds must be 1..=86400".into());
         }
         Ok(())
     }

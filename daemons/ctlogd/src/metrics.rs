@@ -36,6 +36,7 @@ pub struct LogMetrics {
     batches: Counters,
     failed_batches: Counters,
     integrate_micros: Counters,
+    partial_tiles_deleted: Counters,
     verified_chains: Gauges,
     verified_chain_hits: Counters,
 }
@@ -53,6 +54,7 @@ impl LogMetrics {
             batches: Counters::default(),
             failed_batches: Counters::default(),
             integrate_micros: Counters::default(),
+            partial_tiles_deleted: Counters::default(),
             verified_chains: Gauges::default(),
             verified_chain_hits: Counters::default(),
         };
@@ -74,6 +76,11 @@ impl LogMetrics {
             m.integrate_micros.clone(),
         );
         metrics.register(
+            "ct_partial_tiles_deleted",
+            "Partial tiles and data tiles deleted once a published checkpoint covered their full tile",
+            m.partial_tiles_deleted.clone(),
+        );
+        metrics.register(
             "ct_verified_chains",
             "Chains above a leaf verified once and remembered (per root set)",
             m.verified_chains.clone(),
@@ -88,7 +95,7 @@ impl LogMetrics {
 
     /// Copies each log's state into the metrics every `period` until `stop`.
     pub async fn update_every(self, logs: Vec<(String, Arc<Log>)>, period: Duration, stop: CancellationToken) {
-        let mut seen: HashMap<String, [u64; 7]> = HashMap::new();
+        let mut seen: HashMap<String, [u64; 8]> = HashMap::new();
         let mut tick = tokio::time::interval(period);
         loop {
             tokio::select! {
@@ -101,7 +108,7 @@ impl LogMetrics {
         }
     }
 
-    fn update(&self, name: &str, log: &Log, seen: &mut [u64; 7]) {
+    fn update(&self, name: &str, log: &Log, seen: &mut [u64; 8]) {
         let label = LogLabel { log: name.to_owned() };
         let head = log.head();
         self.tree_size.get_or_create(&label).set(i64::try_from(head.head.tree_size).unwrap_or(i64::MAX));
@@ -111,13 +118,14 @@ impl LogMetrics {
         let age = now_ms.saturating_sub(u128::from(head.head.timestamp));
         self.head_age_ms.get_or_create(&label).set(i64::try_from(age).unwrap_or(i64::MAX));
         let stats = seq.stats();
-        let now: [&AtomicU64; 6] = [
+        let now: [&AtomicU64; 7] = [
             &stats.sequenced,
             &stats.duplicates,
             &stats.pushbacks,
             &stats.batches,
             &stats.failed_batches,
             &stats.integrate_micros,
+            &stats.partial_tiles_deleted,
         ];
         let counters = [
             &self.sequenced,
@@ -126,6 +134,7 @@ impl LogMetrics {
             &self.batches,
             &self.failed_batches,
             &self.integrate_micros,
+            &self.partial_tiles_deleted,
         ];
         for ((value, last), counter) in now.iter().zip(seen.iter_mut()).zip(counters) {
             let v = value.load(Ordering::Relaxed);
@@ -136,7 +145,7 @@ impl LogMetrics {
         self.verified_chains.get_or_create(&label).set(i64::try_from(roots.verified_chains()).unwrap_or(i64::MAX));
         // A reload starts a new root set whose count starts at 0 again.
         let hits = roots.verified_chain_hits();
-        let last = &mut seen[6];
+        let last = &mut seen[7];
         self.verified_chain_hits.get_or_create(&label).inc_by(if hits >= *last { hits - *last } else { hits });
         *last = hits;
     }

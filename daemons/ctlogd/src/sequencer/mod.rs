@@ -60,6 +60,10 @@ pub struct SequencerConfig {
     /// A new tree head is signed at least this often, even with no new entries,
     /// so that the checkpoint and `get-sth` stay fresh.
     pub refresh: Duration,
+    /// How long a partial tile stays once the first checkpoint with a wider
+    /// or full version of it is published (readers of the checkpoints before
+    /// it may still fetch it); then it is deleted.
+    pub partial_tile_grace: Duration,
     /// Where SCT and tree head timestamps come from.
     pub clock: Clock,
 }
@@ -72,6 +76,7 @@ impl Default for SequencerConfig {
             backlog: 8192,
             retry_after: Duration::from_secs(1),
             refresh: Duration::from_secs(10),
+            partial_tile_grace: Duration::from_secs(60),
             clock: Clock::system(),
         }
     }
@@ -184,6 +189,8 @@ pub struct SequencerStats {
     pub failed_batches: AtomicU64,
     /// Time from a batch closing to its SCTs being returned, summed (µs).
     pub integrate_micros: AtomicU64,
+    /// Partial tiles and data tiles deleted once their full tile was published.
+    pub partial_tiles_deleted: AtomicU64,
 }
 
 /// A submission waiting for its batch.
@@ -227,8 +234,16 @@ impl Sequencer {
         config: SequencerConfig,
     ) -> Result<(Sequencer, JoinHandle<()>), StartError> {
         let stats = Arc::new(SequencerStats::default());
-        let (writer, head) =
-            writer::Writer::recover(&params, storage, db.clone(), signer, stats.clone(), config.clock.clone()).await?;
+        let (writer, head) = writer::Writer::recover(
+            &params,
+            storage,
+            db.clone(),
+            signer,
+            stats.clone(),
+            config.clock.clone(),
+            config.partial_tile_grace,
+        )
+        .await?;
         let log_id = writer.log_id();
         let (head_tx, head_rx) = watch::channel(Arc::new(head));
         let (tx, rx) = mpsc::channel(config.backlog.max(1));
@@ -303,12 +318,18 @@ async fn run(
     let max_batch = config.max_batch.max(1);
     let mut last_head = Instant::now();
     loop {
+        let refresh_at = last_head + config.refresh;
+        let prune_at = writer.next_prune().unwrap_or(refresh_at);
         let first = tokio::select! {
             p = rx.recv() => match p {
                 Some(p) => p,
                 None => break,
             },
-            () = tokio::time::sleep_until((last_head + config.refresh).into()) => {
+            () = tokio::time::sleep_until(prune_at.into()), if prune_at < refresh_at => {
+                writer.prune_partials().await;
+                continue;
+            }
+            () = tokio::time::sleep_until(refresh_at.into()) => {
                 if let Some(h) = writer.refresh().await {
                     head.send_replace(Arc::new(h));
                 }
@@ -338,6 +359,9 @@ async fn run(
         if let Some(h) = writer.integrate(batch).await {
             head.send_replace(Arc::new(h));
             last_head = Instant::now();
+        }
+        if writer.next_prune().is_some_and(|t| t <= Instant::now()) {
+            writer.prune_partials().await;
         }
     }
     tracing::debug!("sequencer stopped");

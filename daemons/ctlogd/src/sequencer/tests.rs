@@ -351,3 +351,117 @@ async fn a_log_on_s3_survives_a_restart() {
     stop(seq, task).await;
     assert_eq!(verify_log(&log, &entries).await, 900);
 }
+
+/// How many partial versions of hash tile `(level, index)` (and, at level 0,
+/// of its data tile) are in storage.
+async fn partials_of(log: &TestLog, level: u8, index: u64) -> usize {
+    let full = Tile::new(level, index, 256).unwrap();
+    let mut n = log.storage.partials(ObjectKey::Tile(full)).await.unwrap().len();
+    if level == 0 {
+        n += log.storage.partials(ObjectKey::DataTile(full)).await.unwrap().len();
+    }
+    n
+}
+
+/// Submits `range` ten at a time, each ten a batch of its own (so each
+/// leaves a partial tile of its width behind).
+async fn submit_by_tens(seq: &Sequencer, range: std::ops::Range<u64>) -> Vec<(NewEntry, Sct)> {
+    let mut out = Vec::new();
+    for start in range.clone().step_by(10) {
+        out.extend(submit_all(seq, start..(start + 10).min(range.end)).await);
+    }
+    out
+}
+
+async fn wait_for_head(seq: &Sequencer, size: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while seq.head().head.tree_size < size {
+        assert!(tokio::time::Instant::now() < deadline, "no checkpoint of size {size}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partial_tiles_go_only_after_a_checkpoint_covering_the_full_tile_and_the_grace() {
+    let log = TestLog::new();
+    let grace = Duration::from_secs(2);
+    let (seq, task) = log.start(SequencerConfig { partial_tile_grace: grace, ..fast_config() }).await;
+    let mut entries = submit_by_tens(&seq, 0..250).await;
+    // Batches of ten left data and hash tiles 0.p/10, 0.p/20, ... 0.p/250.
+    assert!(partials_of(&log, 0, 0).await >= 2 * 20);
+    // The batch of 250..260 makes tile 0 full: no checkpoint covered it before.
+    let full_at = std::time::Instant::now();
+    entries.extend(submit_by_tens(&seq, 250..300).await);
+    wait_for_head(&seq, 300).await;
+    assert!(full_at.elapsed() < grace, "the machine is too slow for this test's timing");
+    // The checkpoints before still refer to the partial tiles: they stay...
+    assert!(partials_of(&log, 0, 0).await >= 2 * 20, "partial tiles deleted within the grace");
+    // ... until the grace has passed since a checkpoint covered the full tile.
+    let deadline = full_at + grace + Duration::from_secs(10);
+    while partials_of(&log, 0, 0).await > 0 {
+        assert!(std::time::Instant::now() < deadline, "partial tiles of a full tile still there");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(full_at.elapsed() >= grace, "partial tiles deleted {:?} after the full tile", full_at.elapsed());
+    let deleted = seq.stats().partial_tiles_deleted.load(Ordering::Relaxed);
+    assert!(deleted >= 2 * 25, "{deleted} counted");
+    // The full tiles and the right edge's partial tiles stay; the tree verifies.
+    let full = Tile::new(0, 0, 256).unwrap();
+    assert!(log.storage.exists(ObjectKey::Tile(full)).await.unwrap());
+    assert!(log.storage.exists(ObjectKey::DataTile(full)).await.unwrap());
+    let edge = Tile::new(0, 1, 44).unwrap();
+    assert!(log.storage.exists(ObjectKey::Tile(edge)).await.unwrap());
+    assert!(log.storage.exists(ObjectKey::DataTile(edge)).await.unwrap());
+    // The right edge's narrower versions went too (each replaced by a wider
+    // one at least the grace before): only the newest stays, hash and data.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while partials_of(&log, 0, 1).await > 2 {
+        assert!(std::time::Instant::now() < deadline, "the edge tile's superseded versions are still there");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(verify_log(&log, &entries).await, 300);
+    stop(seq, task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partial_tiles_pending_at_a_stop_go_after_the_restart() {
+    let log = TestLog::new();
+    let long = SequencerConfig { partial_tile_grace: Duration::from_secs(3600), ..fast_config() };
+    let (seq, task) = log.start(long.clone()).await;
+    let mut entries = submit_by_tens(&seq, 0..530).await;
+    wait_for_head(&seq, 530).await;
+    stop(seq, task).await;
+    // Tiles 0 and 1 are full; their partial tiles were still within the grace.
+    assert!(partials_of(&log, 0, 0).await > 0 && partials_of(&log, 0, 1).await > 0);
+    let grace = Duration::from_millis(500);
+    let started = std::time::Instant::now();
+    let (seq, task) = log.start(SequencerConfig { partial_tile_grace: grace, ..fast_config() }).await;
+    let deadline = started + Duration::from_secs(10);
+    while partials_of(&log, 0, 0).await + partials_of(&log, 0, 1).await > 0 {
+        assert!(std::time::Instant::now() < deadline, "partial tiles left by the stop still there");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Not at once: the previous process may have served a checkpoint that refers to them.
+    assert!(started.elapsed() >= grace);
+    assert_eq!(partials_of(&log, 0, 2).await, 2 * 2, "the edge tile's partial versions stay");
+    entries.extend(submit_by_tens(&seq, 530..560).await);
+    stop(seq, task).await;
+    assert_eq!(verify_log(&log, &entries).await, 560);
+}
+
+#[test]
+fn the_edge_tiles_a_larger_tree_replaces() {
+    use crate::sequencer::writer::superseded_partials;
+    let t = |level, index, width| Tile::new(level, index, width).unwrap();
+    let both = |tile| vec![ObjectKey::Tile(tile), ObjectKey::DataTile(tile)];
+    assert_eq!(superseded_partials(0, 5), vec![]);
+    assert_eq!(superseded_partials(5, 5), vec![], "a refreshed head replaces nothing");
+    assert_eq!(superseded_partials(300, 310), both(t(0, 1, 44)), "level 1 keeps its width 1");
+    assert_eq!(superseded_partials(250, 260), both(t(0, 0, 250)), "replaced by the full tile");
+    assert_eq!(superseded_partials(256, 300), vec![], "a full edge is never deleted");
+    let mut deep = both(t(0, 300, 7));
+    deep.push(ObjectKey::Tile(t(1, 1, 44)));
+    assert_eq!(superseded_partials(300 * 256 + 7, 301 * 256), deep);
+    // Level 2 (one hash, 65,536 entries in) is the same in both trees.
+    assert_eq!(superseded_partials(65_536 + 5, 65_536 + 300), both(t(0, 256, 5)));
+}

@@ -1,10 +1,10 @@
 //! The sequencer's state and its two operations: recovery at start, and the
 //! integration of one batch (see the module docs of [`super`] for the order).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use signet_types::Clock;
 
@@ -27,6 +27,12 @@ const WRITE_CONCURRENCY: usize = 16;
 /// Issuer fingerprints remembered as written; beyond this the set is cleared
 /// (a log sees few distinct issuers, so this is a bound, not a working size).
 const MAX_KNOWN_ISSUERS: usize = 100_000;
+/// At start, how many full tiles per level (counting back from the last) are
+/// looked at for partial versions a crash left behind: back to the first that
+/// has none, at most this many.
+const RECOVERY_PRUNE_SCAN: u64 = 4096;
+/// How long a failed deletion of partial tiles waits before it is tried again.
+const PRUNE_RETRY: Duration = Duration::from_secs(10);
 
 /// Why a log could not start.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +78,63 @@ pub(super) struct Writer {
     /// Batches are failing because the storage is full or read-only (logged once per
     /// episode, as the end of the episode is).
     refused_writes: bool,
+    /// Full tiles (and data tiles) of committed batches whose checkpoint is not
+    /// published yet: the published checkpoint still needs their partial versions.
+    unpublished_full: Vec<ObjectKey>,
+    /// What goes at the instant given (see [`prune_at`]), in that order.
+    prune: VecDeque<(Instant, Prune)>,
+    /// The tree size of the last checkpoint published.
+    published_size: u64,
+    /// After a failed deletion, no other is tried before this.
+    prune_retry: Option<Instant>,
+    /// How long partial tiles stay once a checkpoint covering their full tile is published.
+    partial_tile_grace: Duration,
+}
+
+/// When the partial versions of a full tile may go: `grace` after `published`,
+/// the instant the first checkpoint covering the full tile was published.
+/// Until then the checkpoints published before it (which readers and caches
+/// may still hold: a checkpoint is served with `max-age=5`) refer to them.
+pub(super) fn prune_at(published: Instant, grace: Duration) -> Instant {
+    published + grace
+}
+
+/// Partial tiles to delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Prune {
+    /// Every partial version of this full tile or data tile (also those an
+    /// earlier process, or a batch that failed, left behind).
+    PartialsOf(ObjectKey),
+    /// This partial tile: a wider version of it replaced it at the right edge.
+    Superseded(ObjectKey),
+}
+
+/// The partial tiles and data tiles at the right edge of a tree of `size`
+/// that a tree of `new_size` (larger) no longer has: a wider or full version
+/// replaced each. Only readers of a checkpoint of `size` or less refer to them.
+pub(super) fn superseded_partials(size: u64, new_size: u64) -> Vec<ObjectKey> {
+    let mut out = Vec::new();
+    for level in 0..=MAX_TILE_LEVEL {
+        let entries = entries_at_level(level, size);
+        if entries == 0 {
+            break;
+        }
+        if entries % u64::from(TILE_WIDTH) == 0 || entries == entries_at_level(level, new_size) {
+            continue;
+        }
+        let Some(tile) = Tile::in_tree(level, entries / u64::from(TILE_WIDTH), size) else { continue };
+        out.push(ObjectKey::Tile(tile));
+        if level == 0 {
+            out.push(ObjectKey::DataTile(tile));
+        }
+    }
+    out
+}
+
+/// Whether `key` is a full tile or data tile: one whose partial versions a
+/// checkpoint covering it no longer refers to.
+fn is_full_tile(key: &ObjectKey) -> bool {
+    matches!(key, ObjectKey::Tile(t) | ObjectKey::DataTile(t) if !t.is_partial())
 }
 
 impl Writer {
@@ -88,6 +151,7 @@ impl Writer {
         signer: Arc<dyn LogSigner>,
         stats: Arc<SequencerStats>,
         clock: Clock,
+        partial_tile_grace: Duration,
     ) -> Result<(Self, SignedHead), StartError> {
         let key = LogKey::from_spki_der(&params.public_key_der).map_err(|e| StartError::Key(e.to_string()))?;
         let state = db.state()?;
@@ -106,6 +170,11 @@ impl Writer {
             data_edge: Vec::new(),
             known_issuers: HashSet::new(),
             refused_writes: false,
+            unpublished_full: Vec::new(),
+            prune: VecDeque::new(),
+            published_size: 0,
+            prune_retry: None,
+            partial_tile_grace,
         };
         if fresh {
             let head = w.sign_head(w.state.size, w.state.root).await.map_err(|e| StartError::Sign(e.to_string()))?;
@@ -117,7 +186,92 @@ impl Writer {
         w.load_edge().await?;
         let head = w.committed_head().map_err(|e| StartError::Inconsistent(e.to_string()))?;
         w.repair_checkpoint(&head).await?;
+        w.published_size = w.state.size;
+        w.schedule_leftover_partials().await;
         Ok((w, head))
+    }
+
+    /// Schedules the deletion of partial tiles that a stop or crash left
+    /// beside full tiles of the committed tree (their deletion was pending):
+    /// for each level, the full tiles from the last one back to the first
+    /// without partial versions. They go after the grace period, as the
+    /// previous process may have served a checkpoint that refers to them.
+    async fn schedule_leftover_partials(&mut self) {
+        let due = prune_at(Instant::now(), self.partial_tile_grace);
+        for level in 0..=MAX_TILE_LEVEL {
+            let entries = entries_at_level(level, self.state.size);
+            if entries == 0 {
+                break;
+            }
+            let full = entries / u64::from(TILE_WIDTH);
+            let kinds: &[fn(Tile) -> ObjectKey] =
+                if level == 0 { &[ObjectKey::Tile, ObjectKey::DataTile] } else { &[ObjectKey::Tile] };
+            for kind in kinds {
+                for index in (full.saturating_sub(RECOVERY_PRUNE_SCAN)..full).rev() {
+                    let Ok(tile) = Tile::new(level, index, TILE_WIDTH) else { break };
+                    let key = kind(tile);
+                    match self.storage.partials(key).await {
+                        Ok(p) if p.is_empty() => break,
+                        Ok(_) => self.prune.push_back((due, Prune::PartialsOf(key))),
+                        Err(e) => {
+                            tracing::warn!(error = %e, tile = %key.path(), "cannot list partial tiles");
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        if !self.prune.is_empty() {
+            tracing::info!(tiles = self.prune.len(), "partial tiles left beside full ones will be deleted");
+        }
+    }
+
+    /// When [`Writer::prune_partials`] has something to do, if ever.
+    pub(super) fn next_prune(&self) -> Option<Instant> {
+        let (due, _) = self.prune.front()?;
+        Some(self.prune_retry.map_or(*due, |r| r.max(*due)))
+    }
+
+    /// Deletes the partial versions of every full tile whose time has come
+    /// (see [`prune_at`]). A failure is logged and tried again later.
+    pub(super) async fn prune_partials(&mut self) {
+        let now = Instant::now();
+        if self.prune_retry.is_some_and(|r| r > now) {
+            return;
+        }
+        self.prune_retry = None;
+        while let Some(&(due, item)) = self.prune.front() {
+            if due > now {
+                break;
+            }
+            let (result, key) = match item {
+                Prune::PartialsOf(key) => (self.delete_partials(key).await, key),
+                Prune::Superseded(key) => (self.storage.delete(key).await.map(|()| 1), key),
+            };
+            match result {
+                Ok(n) => {
+                    self.stats.partial_tiles_deleted.fetch_add(n, Ordering::Relaxed);
+                    self.prune.pop_front();
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, tile = %key.path(), "cannot delete partial tiles; will retry");
+                    self.prune_retry = Some(now + PRUNE_RETRY);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Deletes every partial version of the full tile `full`; returns how many.
+    async fn delete_partials(&self, full: ObjectKey) -> Result<u64, StorageError> {
+        let partials = self.storage.partials(full).await?;
+        let storage = &self.storage;
+        futures::stream::iter(partials.iter().copied())
+            .map(|key| storage.delete(key))
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(partials.len() as u64)
     }
 
     /// The log ID.
@@ -361,6 +515,7 @@ impl Writer {
         self.db.commit(Some(old_size), commit).await?;
 
         // Committed: advance the in-memory state.
+        self.unpublished_full.extend(writes.iter().map(|(k, _, _)| *k).filter(is_full_tile));
         for (key, _, _) in &writes {
             if let ObjectKey::Issuer(fp) = key {
                 if self.known_issuers.len() >= MAX_KNOWN_ISSUERS {
@@ -405,7 +560,18 @@ impl Writer {
     /// refresh writes a newer one (and a restart repairs it).
     async fn publish(&mut self, head: SignedHead) -> Option<SignedHead> {
         match self.write_checkpoint(&head).await {
-            Ok(()) => Some(head),
+            Ok(()) => {
+                // The tiles this checkpoint covers in full: their partial
+                // versions go once the checkpoints before it are no longer held.
+                let due = prune_at(Instant::now(), self.partial_tile_grace);
+                self.prune.extend(self.unpublished_full.drain(..).map(|k| (due, Prune::PartialsOf(k))));
+                // So do the right edge's tiles of the previous checkpoint that
+                // this one has wider.
+                let superseded = superseded_partials(self.published_size, head.head.tree_size);
+                self.prune.extend(superseded.into_iter().map(|k| (due, Prune::Superseded(k))));
+                self.published_size = self.published_size.max(head.head.tree_size);
+                Some(head)
+            }
             Err(e) => {
                 tracing::warn!(error = %e, size = head.head.tree_size, "cannot write the checkpoint; will retry");
                 None

@@ -87,6 +87,55 @@ impl Storage for LocalDir {
         .boxed()
     }
 
+    fn partials(&self, key: ObjectKey) -> BoxFuture<'_, Result<Vec<ObjectKey>, StorageError>> {
+        let inner = self.inner.clone();
+        blocking(move || {
+            if key.is_immutable() && key.with_width(1).is_some() {
+                let dir = inner.file(&format!("{}.p", key.path()))?;
+                let entries = match fs::read_dir(&dir) {
+                    Ok(e) => e,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+                    Err(e) => return Err(io_err("read directory", &dir)(e)),
+                };
+                let mut out = Vec::new();
+                for entry in entries {
+                    let entry = entry.map_err(io_err("read directory", &dir))?;
+                    let name = entry.file_name();
+                    if let Some(k) = name.to_str().and_then(super::partial_width).and_then(|w| key.with_width(w)) {
+                        out.push(k);
+                    }
+                }
+                Ok(out)
+            } else {
+                Ok(Vec::new())
+            }
+        })
+        .boxed()
+    }
+
+    fn delete(&self, key: ObjectKey) -> BoxFuture<'_, Result<(), StorageError>> {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let path = inner.file(&key.path())?;
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err("remove", &path)(e)),
+            }
+            // The last partial tile of a `.p` directory takes the directory
+            // with it (a directory still holding others stays).
+            if !key.is_immutable() && key.with_width(1).is_some() {
+                if let Some(dir) = path.parent() {
+                    if fs::remove_dir(dir).is_ok() {
+                        inner.known_dirs.lock().unwrap_or_else(|p| p.into_inner()).remove(dir);
+                    }
+                }
+            }
+            Ok(())
+        })
+        .boxed()
+    }
+
     fn describe(&self) -> String {
         format!("dir {}", self.inner.root.display())
     }

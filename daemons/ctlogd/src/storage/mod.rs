@@ -74,6 +74,15 @@ impl ObjectKey {
         }
     }
 
+    /// The same tile `width` entries wide (tiles only).
+    pub fn with_width(&self, width: u16) -> Option<ObjectKey> {
+        match self {
+            ObjectKey::Tile(t) => Tile::new(t.level(), t.index(), width).ok().map(ObjectKey::Tile),
+            ObjectKey::DataTile(t) => Tile::new(t.level(), t.index(), width).ok().map(ObjectKey::DataTile),
+            ObjectKey::Issuer(_) | ObjectKey::Checkpoint => None,
+        }
+    }
+
     /// The `Content-Type` of the object.
     pub fn content_type(&self) -> &'static str {
         match self {
@@ -140,8 +149,24 @@ pub trait Storage: Send + Sync + 'static {
     /// Whether the object exists.
     fn exists(&self, key: ObjectKey) -> BoxFuture<'_, Result<bool, StorageError>>;
 
+    /// The partial versions of the full tile (or data tile) `key` that exist
+    /// (`<path>.p/<W>`), in no particular order; empty for other objects.
+    fn partials(&self, key: ObjectKey) -> BoxFuture<'_, Result<Vec<ObjectKey>, StorageError>>;
+
+    /// Removes the object; one that does not exist is not an error. A
+    /// removal need not be durable: an object that comes back after a crash
+    /// is one the log no longer refers to.
+    fn delete(&self, key: ObjectKey) -> BoxFuture<'_, Result<(), StorageError>>;
+
     /// A short description for logs (`dir /var/lib/...`, `s3 bucket/prefix`).
     fn describe(&self) -> String;
+}
+
+/// The width of a partial tile named `name` (the last component of
+/// `<path>.p/<W>`): a canonical decimal in `1..=255`.
+fn partial_width(name: &str) -> Option<u16> {
+    let w: u16 = name.parse().ok()?;
+    (w.to_string() == name && (1..signet_ct::merkle::TILE_WIDTH).contains(&w)).then_some(w)
 }
 
 /// Checks that `path` is a plain relative path: non-empty `/`-separated

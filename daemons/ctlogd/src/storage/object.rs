@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use futures::FutureExt;
+use futures::{FutureExt, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as StorePath;
 use object_store::{Attribute, Attributes, ObjectStore, PutOptions, PutPayload};
@@ -116,6 +116,33 @@ impl Storage for ObjectStorage {
 
     fn exists(&self, key: ObjectKey) -> BoxFuture<'_, Result<bool, StorageError>> {
         async move { self.head(&self.location(&key)?).await }.boxed()
+    }
+
+    fn partials(&self, key: ObjectKey) -> BoxFuture<'_, Result<Vec<ObjectKey>, StorageError>> {
+        async move {
+            if !key.is_immutable() || key.with_width(1).is_none() {
+                return Ok(Vec::new());
+            }
+            let mut dir = self.location(&key)?.to_string();
+            dir.push_str(".p");
+            let prefix = StorePath::parse(&dir).map_err(|_| StorageError::BadPath(dir))?;
+            let listed: Vec<_> = self.store.list(Some(&prefix)).try_collect().await?;
+            Ok(listed
+                .iter()
+                .filter_map(|m| m.location.filename().and_then(super::partial_width).and_then(|w| key.with_width(w)))
+                .collect())
+        }
+        .boxed()
+    }
+
+    fn delete(&self, key: ObjectKey) -> BoxFuture<'_, Result<(), StorageError>> {
+        async move {
+            match self.store.delete(&self.location(&key)?).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        }
+        .boxed()
     }
 
     fn describe(&self) -> String {

@@ -61,6 +61,31 @@ pub(crate) async fn suite(s: &dyn Storage) {
         assert_eq!(got.len(), 64);
         assert!(got.iter().all(|b| *b == got[0] && u64::from(*b) % 8 == i), "torn object");
     }
+
+    // The partial versions of a full tile are listed and deleted; its full
+    // version, its neighbours and the other kind of tile are left alone.
+    let full7 = ObjectKey::DataTile(tile(0, 7, 256));
+    assert_eq!(s.partials(full7).await.unwrap(), vec![data]);
+    s.put(ObjectKey::DataTile(tile(0, 7, 200)), Bytes::from_static(b"wider"), PutMode::Overwrite).await.unwrap();
+    s.put(full7, Bytes::from_static(b"all"), PutMode::Overwrite).await.unwrap();
+    s.put(ObjectKey::DataTile(tile(0, 8, 3)), Bytes::from_static(b"next"), PutMode::Overwrite).await.unwrap();
+    let mut found = s.partials(full7).await.unwrap();
+    found.sort_by_key(|k| k.path());
+    assert_eq!(found, vec![ObjectKey::DataTile(tile(0, 7, 200)), data]);
+    assert_eq!(s.partials(ObjectKey::DataTile(tile(0, 9, 256))).await.unwrap(), vec![]);
+    assert_eq!(s.partials(partial).await.unwrap(), vec![], "a partial tile has no partial versions");
+    for k in found {
+        s.delete(k).await.unwrap();
+        assert!(!s.exists(k).await.unwrap());
+    }
+    s.delete(data).await.unwrap();
+    assert_eq!(s.partials(full7).await.unwrap(), vec![]);
+    assert!(s.exists(full7).await.unwrap());
+    assert!(s.exists(partial).await.unwrap(), "the hash tile of the same coordinates stays");
+    assert!(s.exists(ObjectKey::DataTile(tile(0, 8, 3))).await.unwrap());
+    // Written again after a delete (the directory is made again).
+    s.put(data, Bytes::from_static(b"again"), PutMode::Overwrite).await.unwrap();
+    assert_eq!(s.get(data).await.unwrap().as_deref(), Some(&b"again"[..]));
     assert!(!s.describe().is_empty());
 }
 
