@@ -24,20 +24,17 @@ impl SmallFs {
     /// Mounts a tmpfs of `size` (`mount -o size=`, e.g. "8m") over `dir`. `None` where this
     /// process may not mount (not root, no CAP_SYS_ADMIN): the caller skips its test.
     pub fn over(dir: &Path, size: &str) -> Option<Self> {
-        let saved = dir.with_extension("before-tmpfs");
-        std::fs::rename(dir, &saved).unwrap();
-        std::fs::create_dir(dir).unwrap();
-        let (st, _, err) =
-            run(Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir));
-        if !st.success() {
-            eprintln!("cannot mount a tmpfs ({err}); skipping");
-            std::fs::remove_dir(dir).unwrap();
-            std::fs::rename(&saved, dir).unwrap();
-            return None;
-        }
-        let (st, _, err) = run(Command::new("cp").args(["-a", "--sparse=always"]).arg(saved.join(".")).arg(dir));
-        assert!(st.success(), "copying into the tmpfs: {err}");
-        Some(Self { dir: dir.to_owned(), image: None })
+        let fs = Self { dir: dir.to_owned(), image: None };
+        fs.mount_over_contents("a tmpfs", || {
+            let (st, _, err) =
+                run(Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir));
+            if st.success() {
+                Ok(())
+            } else {
+                Err(err)
+            }
+        })
+        .then_some(fs)
     }
 
     /// Mounts a new ext4 filesystem of `size` (`truncate -s`, e.g. "16M"), an image file
@@ -50,19 +47,26 @@ impl SmallFs {
         assert!(st.success(), "truncate: {err}");
         let (st, _, err) = run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image));
         assert!(st.success(), "mkfs.ext4: {err}");
-        let saved = dir.with_extension("before-ext4");
-        std::fs::rename(dir, &saved).unwrap();
-        std::fs::create_dir(dir).unwrap();
         let fs = Self { dir: dir.to_owned(), image: Some(image) };
-        if let Err(err) = fs.mount() {
-            eprintln!("cannot mount an ext4 image on a loop device ({err}); skipping");
-            std::fs::remove_dir(dir).unwrap();
-            std::fs::rename(&saved, dir).unwrap();
-            return None;
+        fs.mount_over_contents("an ext4 image on a loop device", || fs.mount()).then_some(fs)
+    }
+
+    /// Sets `dir`'s contents aside, mounts (`mount`) over the emptied `dir` and copies the
+    /// contents in (sparse files kept sparse). When the mount fails, puts `dir` back as it
+    /// was, says why the test is skipped, and returns false.
+    fn mount_over_contents(&self, what: &str, mount: impl FnOnce() -> Result<(), String>) -> bool {
+        let saved = self.dir.with_extension("before-mount");
+        std::fs::rename(&self.dir, &saved).unwrap();
+        std::fs::create_dir(&self.dir).unwrap();
+        if let Err(err) = mount() {
+            eprintln!("cannot mount {what} ({err}); skipping");
+            std::fs::remove_dir(&self.dir).unwrap();
+            std::fs::rename(&saved, &self.dir).unwrap();
+            return false;
         }
-        let (st, _, err) = run(Command::new("cp").args(["-a", "--sparse=always"]).arg(saved.join(".")).arg(dir));
-        assert!(st.success(), "copying into the ext4 filesystem: {err}");
-        Some(fs)
+        let (st, _, err) = run(Command::new("cp").args(["-a", "--sparse=always"]).arg(saved.join(".")).arg(&self.dir));
+        assert!(st.success(), "copying into {what}: {err}");
+        true
     }
 
     fn mount(&self) -> Result<(), String> {
