@@ -66,6 +66,10 @@ impl SmallFs {
         }
         let (st, _, err) = run(Command::new("cp").args(["-a", "--sparse=always"]).arg(saved.join(".")).arg(&self.dir));
         assert!(st.success(), "copying into {what}: {err}");
+        // On the disk before the test goes on: a filesystem that fails drops what is still
+        // only in the page cache, and the copy is not the daemon's to lose.
+        let (st, _, err) = run(Command::new("sync").arg("-f").arg(&self.dir));
+        assert!(st.success(), "sync -f: {err}");
         true
     }
 

@@ -1,8 +1,8 @@
 //! ocspd at its edges (issue 22), end to end with a real signd and ocspd as in
 //! `ocspd.rs`: media types in any case, weak `If-None-Match`, doubled leading
 //! slashes, `unknown` kept out of HTTP caches, several certificates in one
-//! request (`openssl ocsp -cert a -cert b`), and a registry write on a full
-//! filesystem.
+//! request (`openssl ocsp -cert a -cert b`), a registry write on a full
+//! filesystem, and on one that fails (issue 23 item 6).
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -349,4 +349,68 @@ fn a_full_filesystem_is_logged_once_and_writes_resume() {
     }
     assert_eq!(pki.log().matches(FULL_LINE).count(), 2, "{}", pki.log());
     pki.kill9_ocspd();
+}
+
+/// `openssl ocsp` verifies ocspd's answer for `cert` and finds `status`.
+fn ocsp_says(pki: &Pki, cert: &Path, status: &str) {
+    let text = pki.openssl_ocsp(cert, &[]);
+    assert!(text.contains("Response verify OK"), "{text}");
+    assert!(text.contains(&format!("{}: {status}", cert.display())), "expected {status}: {text}");
+}
+
+/// Issue 23 item 6: the filesystem under ocspd's store fails and turns read-only (a
+/// loop-mounted ext4, as on a disk error): registry writes and revocations refused with
+/// `unavailable` naming the cause, logged once; OCSP answers and the last CRL still
+/// served (a new one cannot be stored, and its number must never repeat).
+/// Checked, mounted again and ocspd restarted, every acknowledged record and revocation
+/// is there.
+#[test]
+fn a_failed_filesystem_refuses_writes_serves_answers_and_keeps_what_was_acknowledged() {
+    let mut pki = Pki::start();
+    let (good, _) = pki.issue("good.failed.test");
+    let (revoked, revoked_serial) = pki.issue("revoked.failed.test");
+    pki.kill9_ocspd();
+    let Some(fs) = SmallFs::ext4_over(&pki.dir.join("ocspd-state"), "32M") else { return };
+    pki.start_ocspd();
+    let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", &revoked_serial, "--reason", "keyCompromise"]));
+    assert!(st.success(), "{out}{err}");
+    let (later, later_serial) = pki.issue("later.failed.test");
+    ocsp_says(&pki, &later, "good");
+    // The CRLs are rebuilt (and stored: their numbers must never repeat) moments after.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while pki.full_crl_reason(&revoked_serial).is_none() {
+        assert!(std::time::Instant::now() < deadline, "the CRL does not list the revocation");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
+    fs.fail();
+    let causes = ["read-only", "has failed"];
+    let registry = pki.registry();
+    for i in 0..5u8 {
+        let cert =
+            IssuedCert { serial: vec![0x6b, i, 1, 2, 3, 4, 5, 6], not_after_unix_secs: 4_000_000_000, crl_shard: 0 };
+        let e = block_on(registry.record_issued("demo", cert)).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Unavailable, "{e}");
+        assert!(causes.iter().any(|c| e.detail.contains(c)), "{e}");
+    }
+    let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", &later_serial, "--reason", "superseded"]));
+    assert!(!st.success() && causes.iter().any(|c| format!("{out}{err}").contains(c)), "{out}{err}");
+    // What was acknowledged is served.
+    ocsp_says(&pki, &good, "good");
+    ocsp_says(&pki, &revoked, "revoked");
+    ocsp_says(&pki, &later, "good");
+    assert_eq!(pki.full_crl_reason(&revoked_serial).as_deref(), Some("Key Compromise"));
+    assert_eq!(pki.log().matches("the store refuses writes").count(), 1, "logged once:\n{}", pki.log());
+    assert!(!pki.log().contains("panicked"), "{}", pki.log());
+
+    // Checked, mounted again, ocspd restarted: all of it is there, and it takes writes.
+    pki.kill9_ocspd();
+    fs.repair();
+    pki.start_ocspd();
+    ocsp_says(&pki, &good, "good");
+    ocsp_says(&pki, &revoked, "revoked");
+    ocsp_says(&pki, &later, "good");
+    let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", &later_serial, "--reason", "superseded"]));
+    assert!(st.success(), "{out}{err}");
+    ocsp_says(&pki, &later, "revoked");
 }

@@ -164,6 +164,19 @@ pub enum StoreError {
         operation: &'static str,
     },
 
+    /// The store stopped taking writes for good, until it is opened again: a write failed
+    /// half-way and LMDB declared the environment unusable (`MDB_PANIC`, as when the meta
+    /// page cannot be written because the filesystem failed), or a background flush of a
+    /// [`Durability::Process`](crate::Durability::Process) store failed (what it was
+    /// flushing may never reach the disk). Reads go on from what is committed, through
+    /// a read-only environment; writes succeed again once the filesystem is repaired and
+    /// the daemon restarted.
+    #[error("the store's filesystem failed ({detail}); writes are refused until the daemon restarts on a repaired filesystem")]
+    Failed {
+        /// What failed.
+        detail: String,
+    },
+
     /// More named tables than [`StoreOptions::max_tables`](crate::StoreOptions::max_tables)
     /// (`MDB_DBS_FULL`).
     #[error("too many tables; raise max_tables")]
@@ -191,13 +204,15 @@ impl StoreError {
     }
 
     /// Why the store refuses writes for a while, if that is this error: `"is full"` (no
-    /// space left, or the LMDB map full) or `"is read-only"` (the filesystem). Daemons
+    /// space left, or the LMDB map full), `"is read-only"` (the filesystem) or `"has
+    /// failed"` ([`StoreError::Failed`], until a restart). Daemons
     /// answer these with "try again later" in their protocol's form and log them once
     /// ([`SpaceWatch`](crate::SpaceWatch)); anything else is an internal error.
     pub fn refuses_writes(&self) -> Option<&'static str> {
         match self {
             Self::NoSpace { .. } | Self::MapFull => Some("is full"),
             Self::ReadOnly { .. } => Some("is read-only"),
+            Self::Failed { .. } => Some("has failed"),
             _ => None,
         }
     }
@@ -221,6 +236,7 @@ impl StoreError {
         move |err| match err {
             lmdb::Error::MapFull => Self::MapFull,
             lmdb::Error::DbsFull => Self::TooManyTables,
+            lmdb::Error::Panic => Self::Failed { detail: format!("LMDB {operation}: {}", lmdb::Error::Panic) },
             lmdb::Error::Other(code) if io::Error::from_raw_os_error(code).kind() == io::ErrorKind::StorageFull => {
                 Self::NoSpace { operation }
             }

@@ -17,13 +17,14 @@
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::{JoinHandle, ThreadId};
 
 use futures_channel::oneshot;
 use lmdb::{Environment, Transaction};
 
 use crate::reserve::Reserve;
+use crate::store::note_failure;
 use crate::txn::WriteTxn;
 use crate::StoreError;
 
@@ -43,7 +44,7 @@ trait Queued: Send {
     /// error is already delivered) and its writes are to be dropped.
     fn run(self: Box<Self>, txn: &mut WriteTxn<'_>) -> Option<Finish>;
     /// Reports that no transaction could be begun for it.
-    fn fail(self: Box<Self>, e: lmdb::Error);
+    fn fail(self: Box<Self>, e: StoreError);
 }
 
 struct Pending<F, R, E> {
@@ -72,8 +73,8 @@ where
         }
     }
 
-    fn fail(self: Box<Self>, e: lmdb::Error) {
-        let _ = self.tx.send(Err(E::from(StoreError::lmdb("begin write")(e))));
+    fn fail(self: Box<Self>, e: StoreError) {
+        let _ = self.tx.send(Err(E::from(e)));
     }
 }
 
@@ -111,6 +112,7 @@ impl GroupWriter {
         store_id: u64,
         reserve: Option<Arc<Reserve>>,
         linger: std::time::Duration,
+        failure: Arc<OnceLock<String>>,
     ) -> Result<Self, StoreError> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let thread = std::thread::Builder::new()
@@ -118,12 +120,20 @@ impl GroupWriter {
             .spawn(move || {
                 while let Ok(first) = queue.recv() {
                     let mut group = vec![first];
-                    match &reserve {
+                    if let Some(detail) = failure.get() {
+                        gather(&queue, &mut group, std::time::Duration::ZERO);
+                        fail_all(group, || StoreError::Failed { detail: detail.clone() });
+                        continue;
+                    }
+                    let outcome = match &reserve {
                         None => {
                             gather(&queue, &mut group, linger);
-                            commit_group(&env, store_id, group);
+                            commit_group(&env, store_id, group)
                         }
                         Some(reserve) => commit_each(&env, store_id, reserve, group),
+                    };
+                    if let Err(lmdb::Error::Panic) = outcome {
+                        note_failure(&failure, &StoreError::lmdb("commit")(lmdb::Error::Panic));
                     }
                 }
             })
@@ -173,10 +183,14 @@ fn run(job: Job, txn: &mut WriteTxn<'_>) -> Option<Finish> {
     catch_unwind(AssertUnwindSafe(|| job.run(txn))).unwrap_or(None)
 }
 
-fn commit_group(env: &Environment, store_id: u64, group: Vec<Job>) {
+/// Commits `group` in one transaction; returns the LMDB error that failed it, if any.
+fn commit_group(env: &Environment, store_id: u64, group: Vec<Job>) -> Result<(), lmdb::Error> {
     let mut parent = match env.begin_rw_txn() {
         Ok(txn) => txn,
-        Err(e) => return fail_all(group, e),
+        Err(e) => {
+            fail_all(group, || StoreError::lmdb("begin write")(e));
+            return Err(e);
+        }
     };
     let mut finishers: Vec<Finish> = Vec::with_capacity(group.len());
     let mut jobs = group.into_iter();
@@ -186,7 +200,8 @@ fn commit_group(env: &Environment, store_id: u64, group: Vec<Job>) {
             Err(e) => {
                 // The parent is unusable: nothing in it is committed.
                 finishers.into_iter().for_each(|f| f(Err(e)));
-                return fail_all(std::iter::once(job).chain(jobs).collect(), e);
+                fail_all(std::iter::once(job).chain(jobs).collect(), || StoreError::lmdb("begin write")(e));
+                return Err(e);
             }
         };
         let mut txn = WriteTxn::new(child, store_id);
@@ -200,33 +215,43 @@ fn commit_group(env: &Environment, store_id: u64, group: Vec<Job>) {
         }
     }
     if finishers.is_empty() {
-        return;
+        return Ok(());
     }
     let committed = parent.commit();
     finishers.into_iter().for_each(|f| f(committed));
+    committed
 }
 
-fn commit_each(env: &Environment, store_id: u64, reserve: &Reserve, group: Vec<Job>) {
+/// Commits each of `group` in its own transaction; returns the last LMDB error, if any.
+fn commit_each(env: &Environment, store_id: u64, reserve: &Reserve, group: Vec<Job>) -> Result<(), lmdb::Error> {
+    let mut outcome = Ok(());
     for job in group {
         if let Err(e) = reserve.ensure(env) {
-            job.fail(e);
+            job.fail(StoreError::lmdb("reserve space")(e));
+            outcome = Err(e);
             continue;
         }
         let txn = match env.begin_rw_txn() {
             Ok(txn) => txn,
             Err(e) => {
-                job.fail(e);
+                job.fail(StoreError::lmdb("begin write")(e));
+                outcome = Err(e);
                 continue;
             }
         };
         let mut txn = WriteTxn::new(txn, store_id);
         if let Some(finish) = run(job, &mut txn) {
-            finish(txn.into_inner().commit());
+            let committed = txn.into_inner().commit();
+            finish(committed);
+            if let Err(e) = committed {
+                outcome = Err(e);
+            }
         }
     }
+    outcome
 }
 
-/// Reports `e` to every job without running it.
-fn fail_all(group: Vec<Job>, e: lmdb::Error) {
-    group.into_iter().for_each(|job| job.fail(e));
+/// Reports the error `e()` makes to every job without running it.
+fn fail_all(group: Vec<Job>, e: impl Fn() -> StoreError) {
+    group.into_iter().for_each(|job| job.fail(e()));
 }

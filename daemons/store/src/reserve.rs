@@ -134,6 +134,7 @@ impl SpaceWatch {
                 }
                 let why = match e.as_ref() {
                     StoreError::ReadOnly { .. } => "because its filesystem is read-only",
+                    StoreError::Failed { .. } => "because its filesystem failed",
                     _ => "for lack of space",
                 };
                 tracing::error!(

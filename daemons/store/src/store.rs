@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use lmdb::{DatabaseFlags, Environment, EnvironmentFlags, Transaction, WriteFlags};
+use lmdb::{Database, DatabaseFlags, Environment, EnvironmentFlags, RoTransaction, Transaction, WriteFlags};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -154,10 +154,14 @@ impl Store {
         check_meta(&env, &opts)?;
         let reserve = if opts.write_map { Some(Arc::new(Reserve::open(&registration.path, &env)?)) } else { None };
 
+        let failure = Arc::new(OnceLock::new());
         let flusher = match opts.durability {
             Durability::Sync => None,
-            Durability::Process { flush_interval } => Some(Flusher::start(Arc::clone(&env), flush_interval)?),
+            Durability::Process { flush_interval } => {
+                Some(Flusher::start(Arc::clone(&env), flush_interval, Arc::clone(&failure))?)
+            }
         };
+        let meta = env.open_db(Some(META_TABLE)).map_err(StoreError::lmdb("open meta table"))?;
         Ok(Store {
             inner: Arc::new(Inner {
                 id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
@@ -167,6 +171,11 @@ impl Store {
                 env,
                 writer: OnceLock::new(),
                 flusher,
+                failure,
+                fallback: OnceLock::new(),
+                tables: Mutex::new(vec![(META_TABLE, meta)]),
+                map_size: opts.map_size,
+                max_dbs: opts.max_tables.saturating_add(1),
                 _registration: registration,
             }),
         })
@@ -194,15 +203,21 @@ impl Store {
         }
         let db =
             self.inner.env.create_db(Some(name), DatabaseFlags::empty()).map_err(StoreError::lmdb("create table"))?;
+        let mut tables = self.inner.tables.lock().unwrap_or_else(|p| p.into_inner());
+        if !tables.iter().any(|(n, _)| *n == name) {
+            tables.push((name, db));
+        }
         Ok(Table { db, name, store_id: self.inner.id, _types: PhantomData })
     }
 
     /// Runs `f` in a read transaction: a consistent snapshot, unaffected by
     /// concurrent writers. Keep it short; a long reader stops LMDB reusing
     /// pages freed since it began.
+    ///
+    /// After the environment failed ([`StoreError::Failed`]), reads go to a
+    /// read-only environment opened on the same file, with what was committed.
     pub fn read<R>(&self, f: impl FnOnce(&ReadTxn<'_>) -> Result<R, StoreError>) -> Result<R, StoreError> {
-        let txn = self.inner.env.begin_ro_txn().map_err(StoreError::lmdb("begin read"))?;
-        let txn = ReadTxn::new(txn, self.inner.id);
+        let txn = ReadTxn::new(self.inner.begin_read()?, self.inner.id);
         f(&txn)
         // The transaction is aborted (released) on drop.
     }
@@ -222,13 +237,18 @@ impl Store {
     where
         E: From<StoreError>,
     {
+        self.inner.check_failed()?;
+        let lmdb = |operation| {
+            let inner = &self.inner;
+            move |e| inner.noted(StoreError::lmdb(operation)(e))
+        };
         if let Some(reserve) = &self.inner.reserve {
-            reserve.ensure(&self.inner.env).map_err(StoreError::lmdb("reserve space"))?;
+            reserve.ensure(&self.inner.env).map_err(lmdb("reserve space"))?;
         }
-        let txn = self.inner.env.begin_rw_txn().map_err(StoreError::lmdb("begin write"))?;
+        let txn = self.inner.env.begin_rw_txn().map_err(lmdb("begin write"))?;
         let mut txn = WriteTxn::new(txn, self.inner.id);
         let out = f(&mut txn)?;
-        txn.into_inner().commit().map_err(StoreError::lmdb("commit"))?;
+        txn.into_inner().commit().map_err(lmdb("commit"))?;
         Ok(out)
     }
 
@@ -253,13 +273,21 @@ impl Store {
         E: From<StoreError> + Send + 'static,
     {
         let inner = &self.inner;
+        let failed = inner.check_failed().err();
         let writer = inner.writer.get_or_init(|| {
-            GroupWriter::start(Arc::clone(&inner.env), inner.id, inner.reserve.clone(), inner.group_linger)
-                .map_err(|e| e.to_string())
+            GroupWriter::start(
+                Arc::clone(&inner.env),
+                inner.id,
+                inner.reserve.clone(),
+                inner.group_linger,
+                Arc::clone(&inner.failure),
+            )
+            .map_err(|e| e.to_string())
         });
-        let submitted = match writer {
-            Ok(writer) => Ok(writer.submit(f)),
-            Err(e) => Err(StoreError::WriterThread(std::io::Error::other(e.clone()))),
+        let submitted = match (failed, writer) {
+            (Some(failed), _) => Err(failed),
+            (None, Ok(writer)) => Ok(writer.submit(f)),
+            (None, Err(e)) => Err(StoreError::WriterThread(std::io::Error::other(e.clone()))),
         };
         async move {
             match submitted {
@@ -275,7 +303,8 @@ impl Store {
     /// Also fails if a background flush failed since the previous call, since
     /// commits made before it may not be on disk.
     pub fn sync(&self) -> Result<(), StoreError> {
-        self.inner.env.sync(true).map_err(StoreError::lmdb("sync"))?;
+        self.inner.check_failed()?;
+        self.inner.env.sync(true).map_err(|e| self.inner.noted(StoreError::lmdb("sync")(e)))?;
         match self.inner.flusher.as_ref().and_then(Flusher::take_failure) {
             Some(detail) => Err(StoreError::Lmdb { operation: "background sync", detail }),
             None => Ok(()),
@@ -308,8 +337,93 @@ pub(crate) struct Inner {
     // the directory may be opened again.
     writer: OnceLock<Result<GroupWriter, String>>,
     flusher: Option<Flusher>,
+    /// Set once, when the store stops taking writes for good ([`StoreError::Failed`]).
+    failure: Arc<OnceLock<String>>,
+    /// After `MDB_PANIC`: the same file opened read-only, for reads (or why it could not be).
+    fallback: OnceLock<Result<Environment, String>>,
+    /// Every table's handle, in the order LMDB assigned them, the meta table first:
+    /// the read-only environment must give each table the same handle.
+    tables: Mutex<Vec<(&'static str, Database)>>,
+    map_size: usize,
+    max_dbs: u32,
     pub(crate) env: Arc<Environment>,
     _registration: Registration,
+}
+
+impl Inner {
+    /// `Err(StoreError::Failed)` once the store has stopped taking writes.
+    fn check_failed(&self) -> Result<(), StoreError> {
+        match self.failure.get() {
+            Some(detail) => Err(StoreError::Failed { detail: detail.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    /// Passes `e` through, remembering a [`StoreError::Failed`] for every later write.
+    fn noted(&self, e: StoreError) -> StoreError {
+        note_failure(&self.failure, &e);
+        e
+    }
+
+    /// A read transaction: on the environment, or on the read-only one once the
+    /// environment has failed.
+    fn begin_read(&self) -> Result<RoTransaction<'_>, StoreError> {
+        if self.fallback.get().is_none() {
+            match self.env.begin_ro_txn() {
+                Err(lmdb::Error::Panic) => {
+                    note_failure(&self.failure, &StoreError::lmdb("begin read")(lmdb::Error::Panic));
+                }
+                other => return other.map_err(StoreError::lmdb("begin read")),
+            }
+        }
+        let fallback = self.fallback.get_or_init(|| self.open_read_only());
+        match fallback {
+            Ok(env) => env.begin_ro_txn().map_err(StoreError::lmdb("begin read (read-only)")),
+            Err(detail) => Err(StoreError::Failed { detail: detail.clone() }),
+        }
+    }
+
+    /// Opens the store's file again, read-only and without LMDB's lock file (nothing
+    /// writes to it any more), giving every table the handle it has.
+    fn open_read_only(&self) -> Result<Environment, String> {
+        let env = Environment::new()
+            .set_max_dbs(self.max_dbs)
+            .set_map_size(self.map_size)
+            .set_flags(EnvironmentFlags::NO_TLS | EnvironmentFlags::READ_ONLY | EnvironmentFlags::NO_LOCK)
+            .open(&self._registration.path)
+            .map_err(|e| format!("the environment failed, and opening it read-only failed too: {e}"))?;
+        let tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        for (name, db) in tables.iter() {
+            match env.open_db(Some(name)) {
+                Ok(again) if again == *db => {}
+                Ok(_) => {
+                    return Err(format!("the environment failed, and read-only it numbers table {name} otherwise"))
+                }
+                Err(e) => {
+                    return Err(format!("the environment failed, and read-only table {name} cannot be opened: {e}"))
+                }
+            }
+        }
+        tracing::error!(dir = %self._registration.path.display(), "the store's environment failed (a write could not be completed); reads go on from what was committed, writes are refused until the daemon restarts");
+        Ok(env)
+    }
+}
+
+#[cfg(test)]
+impl Store {
+    /// What `MDB_PANIC` leads to, for tests: the store fails and reads move to the
+    /// read-only environment.
+    pub(crate) fn fail_for_test(&self, detail: &str) {
+        let _ = self.inner.failure.set(detail.into());
+        let _ = self.inner.fallback.get_or_init(|| self.inner.open_read_only());
+    }
+}
+
+/// Remembers `e`'s detail in `failure` if it is [`StoreError::Failed`].
+pub(crate) fn note_failure(failure: &OnceLock<String>, e: &StoreError) {
+    if let StoreError::Failed { detail } = e {
+        let _ = failure.set(detail.clone());
+    }
 }
 
 /// Holds a directory's place in [`OPEN_PATHS`] until dropped.
@@ -352,7 +466,9 @@ struct Flusher {
 }
 
 impl Flusher {
-    fn start(env: Arc<Environment>, interval: Duration) -> Result<Self, StoreError> {
+    /// Flushes every `interval`; a failed flush also sets `sticky`, so the store
+    /// refuses every later write ([`StoreError::Failed`]).
+    fn start(env: Arc<Environment>, interval: Duration, sticky: Arc<OnceLock<String>>) -> Result<Self, StoreError> {
         let (stop, stopped) = mpsc::channel::<()>();
         let failure = Arc::new(Mutex::new(None));
         let failed = Arc::clone(&failure);
@@ -365,6 +481,9 @@ impl Flusher {
                 };
                 if let Err(err) = env.sync(true) {
                     *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(err.to_string());
+                    if sticky.set(format!("background flush: {err}")).is_ok() {
+                        tracing::error!(error = %err, "the store's background flush failed: what it was writing may be lost; writes are refused until the daemon restarts");
+                    }
                 }
                 if last {
                     break;

@@ -694,6 +694,45 @@ fn a_read_only_filesystem_is_its_own_error() {
 }
 
 #[test]
+fn a_failed_environment_refuses_writes_and_reads_from_a_read_only_one() {
+    for write_map in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = StoreOptions { write_map, ..StoreOptions::new("testd", 3) };
+        let store = Store::open(dir.path(), opts.clone()).expect("open");
+        let records = store.table::<u64, Record>("records").expect("table");
+        let names = store.table::<String, u64>("names").expect("table");
+        for id in 0..10 {
+            store.write(|txn| txn.insert_new(&records, &id, &Record::new(id))).expect("write");
+        }
+        futures::executor::block_on(store.write_grouped(move |txn| txn.put(&names, &"ten".to_string(), &10)))
+            .expect("grouped write");
+
+        store.fail_for_test("a test's failure");
+        // Reads: everything committed, through both tables' handles.
+        assert_eq!(store.read(|txn| txn.len(&records)).expect("read"), 10);
+        assert_eq!(store.read(|txn| txn.get(&records, &3)).expect("read"), Some(Record::new(3)));
+        assert_eq!(store.read(|txn| txn.get(&names, &"ten".to_string())).expect("read"), Some(10));
+        // Every kind of write refused, named.
+        let e = store.write(|txn| txn.put(&names, &"x".to_string(), &1)).expect_err("refused");
+        assert!(matches!(e, StoreError::Failed { .. }), "{e}");
+        assert_eq!(e.refuses_writes(), Some("has failed"));
+        assert!(e.to_string().contains("a test's failure"), "{e}");
+        let e = futures::executor::block_on(store.write_grouped(move |txn| txn.put(&names, &"y".to_string(), &2)))
+            .expect_err("refused");
+        assert!(matches!(e, StoreError::Failed { .. }), "{e}");
+        assert!(matches!(store.sync(), Err(StoreError::Failed { .. })));
+        assert_eq!(store.read(|txn| txn.len(&names)).expect("read"), 1, "nothing refused was written");
+
+        // Opened again, it takes writes.
+        drop(store);
+        let store = Store::open(dir.path(), opts).expect("open again");
+        let names = store.table::<String, u64>("names").expect("table");
+        store.write(|txn| txn.put(&names, &"z".to_string(), &3)).expect("write");
+        assert_eq!(store.read(|txn| txn.len(&names)).expect("read"), 2);
+    }
+}
+
+#[test]
 fn a_group_linger_gathers_writes_that_arrive_within_it_into_one_commit() {
     use futures::FutureExt;
     let dir = tempfile::tempdir().expect("tempdir");
