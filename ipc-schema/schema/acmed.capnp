@@ -64,4 +64,16 @@ interface AcmeAdmin {
   # can never bind another, it stays as the record of which account it bound,
   # and that account keeps working either way.
   eabDelete @3 (keyId :Text) -> (result :EabKeyResult);
+  # Issues from CA `name` from now on: the successor signd made of the issuer
+  # acmed issues from (signd's Admin.issueIssuingCa, served by ocspd after
+  # its Registry.addSuccessor). acmed asks signd for its certificate and
+  # profile, checks that the same CA signed it as the current one, commits
+  # the switch to its store (it holds after a restart, over the config's
+  # `issuer`), and only then issues from it: orders finalized after the
+  # answer are signed by `name` and recorded in ocspd under it, their chain
+  # is `name`'s. Finalizations already under way finish with the CA they
+  # began with; certificates issued before keep their chain, and their
+  # revocation goes to the issuer that signed them. Naming the issuer in use
+  # changes nothing. Returns the name of the issuer in use.
+  useIssuer @4 (name :Text) -> (result :Signd.TextResult);
 }

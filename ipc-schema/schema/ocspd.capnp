@@ -130,4 +130,14 @@ interface Registry {
   # restart, and no request fails meanwhile. Same callers as revoke. Returns
   # the CA's certificates and URLs as `info` then gives them.
   refreshResponder @6 () -> (result :IssuerInfoResult);
+  # Serves issuer `name`, the successor signd made of this one (signd's
+  # Admin.issueIssuingCa): its certificates and profile asked of signd, its
+  # settings and registrars this issuer's, recorded in ocspd's store (so it
+  # is served again after a restart with no config edit), OCSP answered and
+  # CRLs published for it at once. This issuer stays served: it keeps
+  # answering OCSP and publishing CRLs for what it issued. Same callers as
+  # revoke; answered once recorded. Serving `name` already (a resent call)
+  # returns its info; notFound if signd has no issuer `name`. Returns the new
+  # issuer's certificates and URLs as `info` gives them.
+  addSuccessor @7 (name :Text) -> (result :IssuerInfoResult);
 }

@@ -220,6 +220,26 @@ interface Admin {
   # its CA key; naming the current responder's key again returns its
   # certificate (a resent call issues nothing). Returns the certificate, DER.
   issueOcspResponder @5 (issuer :Text, keyId :Text, validityDays :UInt32) -> (result :DerResult);
+  # A new issuing CA beside issuer `issuer` (the rotation of an issuing CA):
+  # signd builds an intermediate certificate for key `keyId` (subject
+  # `subject`, CA:TRUE pathLen 0, `validityDays` days, 0: 3650) and signs it
+  # with `rootKeyId`, which must be the key that signed `issuer`'s
+  # certificate; then the new CA's delegated OCSP responder certificate for
+  # `responderKeyId` (the current responder's subject, as
+  # issueOcspResponder builds it, 365 days) signed by the new CA. Both are
+  # kept in signd's store as issuer `newName`, with `issuer`'s profile and
+  # roles; its CRL URL is `crlUrl` or, when that is empty, `issuer`'s with
+  # ocspd's CRL path of `issuer` (/crl/<issuer>/, /crl/<issuer>.crl) made
+  # `newName`'s. signd
+  # serves it through `issuer`, `crlSigner` and `ocspSigner` at once and
+  # after every restart (audited: "issue-issuing-ca"). `issuer` stays as it
+  # is: its key keeps signing CRLs and OCSP for what it issued. `keyId` and
+  # `responderKeyId` must be keys signd holds that no issuer uses; a name
+  # already taken is alreadyExists, unless it is a CA this call made with the
+  # same `keyId` (a resent call): its certificate comes back. Returns the new
+  # CA's certificate, DER.
+  issueIssuingCa @6 (issuer :Text, newName :Text, keyId :Text, rootKeyId :Text, responderKeyId :Text,
+                     subject :Text, validityDays :UInt32, crlUrl :Text) -> (result :DerResult);
 }
 
 # Certificate issuance for one CA. signd parses every TBSCertificate and

@@ -121,6 +121,27 @@ pub struct KeySpec {
     pub backend: String,
 }
 
+/// What `Admin.issueIssuingCa` asks for: a new issuing CA beside `issuer`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IssuingCaSpec {
+    /// The issuer the new CA succeeds (its profile and roles are copied).
+    pub issuer: String,
+    /// The new issuer's name.
+    pub new_name: String,
+    /// The new CA's key (held by signd, used by no issuer).
+    pub key_id: String,
+    /// The root key: the one that signed `issuer`'s certificate.
+    pub root_key_id: String,
+    /// The new CA's OCSP responder key (held by signd, used by no issuer).
+    pub responder_key_id: String,
+    /// The new CA's subject DN, RFC 4514 (e.g. `CN=Signet Demo Issuing CA 2`).
+    pub subject: String,
+    /// Validity of the CA certificate in days; 0: signd's default.
+    pub validity_days: u32,
+    /// The CRL URL of the new issuer's profile; empty: `issuer`'s, its `/crl/<issuer>` made `/crl/<new_name>`.
+    pub crl_url: String,
+}
+
 /// Which audit records to read.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditQuery {

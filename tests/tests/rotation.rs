@@ -13,6 +13,14 @@
 //! answer verifies, the new responder signs from the moment the command
 //! returns, the stored answers move to it, and a restart of signd and ocspd
 //! keeps it.
+//!
+//! The issuing CA rotated with `signetctl ca rotate-issuer` while ACME clients
+//! keep ordering certificates from acmed and `openssl ocsp` keeps asking about
+//! certificates of the old CA: no request fails, what is issued after the
+//! rotation chains to the new intermediate (which the root signed), OCSP and
+//! the CRLs of each CA answer for what it issued, an old certificate revoked
+//! through ACME shows in the old CA's OCSP and CRL, and a restart of signd,
+//! ocspd and acmed keeps it all.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -26,6 +34,7 @@ use base64::Engine as _;
 use serde_json::Value;
 use signet_jose::jwt::{verify_jwt, Validation};
 use signet_jose::Jwks;
+use signet_tests::acme::{AcmeStack, Client};
 use signet_tests::pki::Pki;
 use signet_tests::tokend::{signd_role, Tokend};
 use signet_tests::SigndProcess;
@@ -330,4 +339,250 @@ fn ocsp_responder_rotates_twice_under_load_without_a_failed_request() {
         msg.to_str().unwrap(),
     ]));
     assert_eq!(st.code(), Some(3), "raw signing with a responder key: {out}{err}");
+}
+
+/// What one ACME load thread saw: each PEM chain acmed served with when its
+/// issuance began, and every failure.
+#[derive(Default)]
+struct AcmeSeen {
+    issued: Vec<(String, Instant)>,
+    failures: Vec<String>,
+}
+
+/// Issues certificates through acmed (dns-01) until `stop`, one account per thread.
+fn acme_load(stack: &AcmeStack, thread: usize, stop: &AtomicBool) -> AcmeSeen {
+    let mut seen = AcmeSeen::default();
+    let mut client = Client::new(stack);
+    client.register();
+    let mut n = 0;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let name = format!("load-{thread}-{n}.signet.test");
+        let began = Instant::now();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| client.issue(&[&name]))) {
+            Ok(pem) => seen.issued.push((pem, began)),
+            Err(e) => seen.failures.push(format!(
+                "{name}: {}",
+                e.downcast_ref::<String>().cloned().unwrap_or_else(|| "issuance panicked".into())
+            )),
+        }
+    }
+    seen
+}
+
+/// The PEM certificates of a chain, in order.
+fn pems(chain: &str) -> Vec<String> {
+    chain
+        .split_inclusive("-----END CERTIFICATE-----\n")
+        .filter(|p| p.contains("BEGIN CERTIFICATE"))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn subject_of(pem: &str) -> String {
+    openssl::x509::X509::from_pem(pem.as_bytes())
+        .unwrap()
+        .subject_name()
+        .entries()
+        .fold(String::new(), |acc, e| format!("{acc}/{}", String::from_utf8_lossy(e.data().as_slice())))
+}
+
+fn issuer_of(pem: &str) -> String {
+    openssl::x509::X509::from_pem(pem.as_bytes())
+        .unwrap()
+        .issuer_name()
+        .entries()
+        .fold(String::new(), |acc, e| format!("{acc}/{}", String::from_utf8_lossy(e.data().as_slice())))
+}
+
+/// `openssl verify` of a served chain's leaf against the root alone, the rest untrusted.
+fn verify_chain(dir: &std::path::Path, chain: &str, root: &std::path::Path) -> String {
+    let certs = pems(chain);
+    let leaf = dir.join("verify-leaf.pem");
+    let rest = dir.join("verify-rest.pem");
+    std::fs::write(&leaf, &certs[0]).unwrap();
+    std::fs::write(&rest, certs[1..].concat()).unwrap();
+    let (_, out, err) = signet_tests::run(
+        std::process::Command::new("openssl")
+            .args(["verify", "-CAfile"])
+            .arg(root)
+            .arg("-untrusted")
+            .arg(&rest)
+            .arg(&leaf),
+    );
+    format!("{out}{err}")
+}
+
+/// `openssl ocsp` about `cert` issued by `issuer` (PEM file), verified against `cafile`.
+fn ocsp_of(pki: &Pki, issuer: &std::path::Path, cafile: &std::path::Path, cert: &std::path::Path) -> String {
+    let (_, out, err) = signet_tests::run(std::process::Command::new("openssl").arg("ocsp").args([
+        "-issuer",
+        issuer.to_str().unwrap(),
+        "-cert",
+        cert.to_str().unwrap(),
+        "-url",
+        &pki.url("/ocsp"),
+        "-CAfile",
+        cafile.to_str().unwrap(),
+    ]));
+    format!("{out}{err}")
+}
+
+fn serial_hex(pem: &str) -> String {
+    let x = openssl::x509::X509::from_pem(pem.as_bytes()).unwrap();
+    x.serial_number().to_bn().unwrap().to_hex_str().unwrap().to_string().to_lowercase()
+}
+
+#[test]
+fn issuing_ca_rotates_under_acme_and_ocsp_load_without_a_failed_request() {
+    let mut stack = AcmeStack::start("");
+    let dir = stack.pki.dir.clone();
+    let root = stack.pki.ca("root.pem");
+    let old_ca = std::fs::read_to_string(stack.pki.ca("issuing.pem")).unwrap();
+    // Two certificates of the old issuing CA, through ACME.
+    let mut owner = Client::new(&stack);
+    owner.register();
+    let old_good_chain = owner.issue(&["old-good.signet.test"]);
+    let old_bad_chain = owner.issue(&["old-bad.signet.test"]);
+    let (old_good, old_bad) = (dir.join("old-good.pem"), dir.join("old-bad.pem"));
+    std::fs::write(&old_good, &pems(&old_good_chain)[0]).unwrap();
+    std::fs::write(&old_bad, &pems(&old_bad_chain)[0]).unwrap();
+
+    // An issuer signd does not have: refused before any key is made.
+    let keys_before = signet_tests::run(stack.signetctl().args(["--json", "key", "list"])).1;
+    let (st, out, err) = signet_tests::run(stack.signetctl().args(["--issuer", "nope", "ca", "rotate-issuer"]));
+    assert_eq!(st.code(), Some(4), "{out}{err}");
+    assert_eq!(signet_tests::run(stack.signetctl().args(["--json", "key", "list"])).1, keys_before);
+
+    let new_ca_file = dir.join("demo-2.pem");
+    let stop = AtomicBool::new(false);
+    let mut rotated: Option<(Value, Instant)> = None;
+    let (acme_seen, ocsp_seen): (Vec<AcmeSeen>, (Vec<OcspSeen>, Vec<String>)) = std::thread::scope(|s| {
+        let (st_ref, stop) = (&stack, &stop);
+        let acme: Vec<_> = (0..2).map(|t| s.spawn(move || acme_load(st_ref, t, stop))).collect();
+        let certs = [(old_good.as_path(), "good"), (old_bad.as_path(), "good")];
+        let ocsp = s.spawn(move || ocsp_load(&st_ref.pki, &certs, stop));
+        std::thread::sleep(Duration::from_secs(2));
+        let (st, out, err) = signet_tests::run(st_ref.signetctl().args([
+            "--json",
+            "ca",
+            "rotate-issuer",
+            "--new-name",
+            "demo-2",
+            "--out",
+            new_ca_file.to_str().unwrap(),
+        ]));
+        assert!(st.success(), "{out}{err}");
+        rotated = Some((serde_json::from_str(&out).unwrap(), Instant::now()));
+        std::thread::sleep(Duration::from_secs(4));
+        stop.store(true, Ordering::Relaxed);
+        (acme.into_iter().map(|w| w.join().unwrap()).collect(), ocsp.join().unwrap())
+    });
+    let (v, done) = rotated.unwrap();
+    assert_eq!(v["new_issuer"], "demo-2", "{v}");
+    assert_eq!(v["acmed_issuer"], "demo-2", "{v}");
+    assert_eq!(v["root_key_id"], "demo-root", "{v}");
+    let new_ca = std::fs::read_to_string(&new_ca_file).unwrap();
+    assert_eq!(responder_pem(&new_ca), responder_pem(v["certificate"].as_str().unwrap()));
+    assert_ne!(subject_of(&new_ca), subject_of(&old_ca));
+    assert_eq!(issuer_of(&new_ca), issuer_of(&old_ca), "the new CA is the old one's sibling");
+    // The new CA certificate verifies against the root.
+    let (_, out, err) = signet_tests::run(
+        std::process::Command::new("openssl").args(["verify", "-CAfile"]).arg(&root).arg(&new_ca_file),
+    );
+    assert!(out.contains(": OK"), "{out}{err}");
+
+    let failures: Vec<_> = acme_seen.iter().flat_map(|s| s.failures.iter()).chain(ocsp_seen.1.iter()).collect();
+    assert!(failures.is_empty(), "{} failed requests under the rotation: {failures:#?}", failures.len());
+    let issued: Vec<_> = acme_seen.iter().flat_map(|s| s.issued.iter()).collect();
+    let after: Vec<_> = issued.iter().filter(|(_, began)| *began > done).collect();
+    assert!(!after.is_empty(), "no issuance began after the rotation ({} in all)", issued.len());
+    assert!(ocsp_seen.0.len() >= 10, "only {} OCSP answers under load", ocsp_seen.0.len());
+    // Every certificate verifies against the root with the chain acmed served;
+    // those begun after the rotation are the new CA's, with its chain.
+    for (chain, began) in &issued {
+        let out = verify_chain(&dir, chain, &root);
+        assert!(out.contains(": OK"), "{out}");
+        let certs = pems(chain);
+        assert_eq!(issuer_of(&certs[0]), subject_of(&certs[1]), "the chain's CA signed the leaf");
+        if *began > done {
+            assert_eq!(responder_pem(&certs[1]), responder_pem(&new_ca), "issued after the rotation");
+        }
+    }
+    eprintln!(
+        "{} ACME issuances and {} OCSP answers under the issuing CA's rotation, no failure",
+        issued.len(),
+        ocsp_seen.0.len()
+    );
+
+    // OCSP: the new CA's certificates are good, through its own responder.
+    let new_chain_file = dir.join("demo-2-chain.pem");
+    std::fs::write(&new_chain_file, format!("{new_ca}{}", std::fs::read_to_string(&root).unwrap())).unwrap();
+    let new_leaf = dir.join("new-leaf.pem");
+    std::fs::write(&new_leaf, &pems(&after[0].0)[0]).unwrap();
+    let text = ocsp_of(&stack.pki, &new_ca_file, &new_chain_file, &new_leaf);
+    assert!(text.contains("Response verify OK") && text.contains(": good"), "{text}");
+    // Its certificates name the new issuer's CRL, which ocspd publishes, signed by the new CA.
+    let leaf_text = signet_tests::run(
+        std::process::Command::new("openssl").args(["x509", "-noout", "-text", "-in"]).arg(&new_leaf),
+    )
+    .1;
+    assert!(leaf_text.contains("/crl/demo-2/"), "{leaf_text}");
+    let crl = dir.join("demo-2.crl");
+    std::fs::write(&crl, stack.pki.http_get("/crl/demo-2.crl").2).unwrap();
+    let (_, out, err) = signet_tests::run(
+        std::process::Command::new("openssl")
+            .args(["crl", "-inform", "DER", "-noout", "-CAfile"])
+            .arg(&new_chain_file)
+            .arg("-in")
+            .arg(&crl),
+    );
+    assert!(format!("{out}{err}").contains("verify OK"), "{out}{err}");
+
+    // Revoking an old certificate through ACME reaches the old issuer: its
+    // OCSP and its CRL show it.
+    let der = openssl::x509::X509::from_pem(pems(&old_bad_chain)[0].as_bytes()).unwrap().to_der().unwrap();
+    let cert_b64 = URL_SAFE_NO_PAD.encode(&der);
+    let r =
+        owner.post(&stack.url("/acme/revoke-cert"), Some(&serde_json::json!({"certificate": cert_b64, "reason": 1})));
+    assert_eq!(r.status, 200, "{r:?}");
+    let text = stack.pki.openssl_ocsp(&old_bad, &[]);
+    assert!(text.contains("Response verify OK") && text.contains(": revoked"), "{text}");
+    let bad_serial = serial_hex(&pems(&old_bad_chain)[0]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stack.pki.full_crl_reason(&bad_serial).is_none() {
+        assert!(Instant::now() < deadline, "the old issuer's CRL does not list the revoked certificate");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The old certificates' chain is still the old CA's.
+    let r = owner.post(&owner_cert_url(&stack, &old_good_chain), None);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(responder_pem(&pems(&String::from_utf8(r.body).unwrap())[1]), responder_pem(&old_ca));
+
+    // Everything restarted, nothing in any config changed: the state holds.
+    stack.kill9_acmed();
+    stack.pki.kill9_ocspd();
+    stack.pki.signd.restart();
+    stack.pki.start_ocspd();
+    stack.start_acmed();
+    let mut later = Client::new(&stack);
+    later.register();
+    let chain = later.issue(&["after-restart.signet.test"]);
+    assert_eq!(responder_pem(&pems(&chain)[1]), responder_pem(&new_ca), "acmed issues from the new CA");
+    let out = verify_chain(&dir, &chain, &root);
+    assert!(out.contains(": OK"), "{out}");
+    let text = ocsp_of(&stack.pki, &new_ca_file, &new_chain_file, &new_leaf);
+    assert!(text.contains("Response verify OK") && text.contains(": good"), "{text}");
+    let text = stack.pki.openssl_ocsp(&old_good, &[]);
+    assert!(text.contains("Response verify OK") && text.contains(": good"), "{text}");
+    let text = stack.pki.openssl_ocsp(&old_bad, &[]);
+    assert!(text.contains("Response verify OK") && text.contains(": revoked"), "{text}");
+    assert_eq!(stack.pki.http_get("/crl/demo-2.crl").0, 200);
+    assert!(stack.pki.full_crl_reason(&bad_serial).is_some());
+}
+
+/// The URL acmed serves `chain`'s certificate at (by its serial).
+fn owner_cert_url(stack: &AcmeStack, chain: &str) -> String {
+    let serial = openssl::x509::X509::from_pem(pems(chain)[0].as_bytes()).unwrap().serial_number().to_bn().unwrap();
+    stack.url(&format!("/acme/cert/{}", serial.to_hex_str().unwrap().to_lowercase()))
 }

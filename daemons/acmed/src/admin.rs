@@ -168,6 +168,22 @@ impl AcmeAdminService for Admin {
             Ok(me.shown(key_id, &rec))
         })
     }
+
+    /// See [`crate::cas`]: asks signd and ocspd, commits, then switches.
+    fn use_issuer(&self, name: String) -> LocalResult<String> {
+        let allowed = self.check();
+        let (acme, uid) = (self.acme.clone(), self.peer.uid);
+        async move {
+            allowed?;
+            let out = acme.use_issuer(&name).await;
+            match &out {
+                Ok(_) => tracing::info!(uid, issuer = %name, "issuer switched"),
+                Err(e) => tracing::warn!(uid, issuer = %name, error = %e, "issuer not switched"),
+            }
+            out
+        }
+        .boxed_local()
+    }
 }
 
 // --- the store operations -------------------------------------------------------

@@ -13,6 +13,7 @@
 //! | `certs` | serial (DER INTEGER content) | [`CertRec`] |
 //! | `eab_keys` | key id | [`EabRec`] |
 //! | `valid_authzs` | [`authz_reuse_key`] (account, identifier, wildcard) | the newest valid authorization |
+//! | `issuer_switches` | sequence number, from 1 | the name of an issuer `useIssuer` switched to (the last is in use) |
 //!
 //! Every change a client is told about is committed before the answer leaves
 //! (durability `process`: survives `kill -9`; an fsync follows within the
@@ -197,6 +198,8 @@ pub struct Db {
     pub eab_keys: Table<String, EabRec>,
     /// See the module table.
     pub valid_authzs: Table<[u8; 32], Id>,
+    /// See the module table.
+    pub issuer_switches: Table<u32, String>,
 }
 
 impl Db {
@@ -215,6 +218,7 @@ impl Db {
             certs: store.table("certs")?,
             eab_keys: store.table("eab_keys")?,
             valid_authzs: store.table("valid_authzs")?,
+            issuer_switches: store.table("issuer_switches")?,
             space: Arc::new(SpaceWatch::new(store.path(), FULL_CONSEQUENCE)),
             store,
         })

@@ -22,7 +22,7 @@ use x509_cert::Certificate;
 use crate::ct::{self, CtLogs};
 use crate::db::{CertRec, Id, OrderRec};
 use crate::server::{internal, ipc_failure};
-use crate::Acme;
+use crate::{Acme, CaContext};
 
 /// A certificate signed and recorded in ocspd.
 pub struct Issued {
@@ -41,13 +41,15 @@ impl Acme {
     /// Builds, signs and records the certificate for a ready order; with SCTs
     /// embedded when its profile takes part in Certificate Transparency.
     pub async fn issue(&self, order_id: &Id, order: &OrderRec, csr: &ParsedCsr) -> Result<Issued, Problem> {
-        let tbs = self.build_tbs(order, csr)?;
+        // The CA in use now: the issuance finishes with it, whatever `useIssuer` does meanwhile.
+        let ca = self.ca();
+        let tbs = self.build_tbs(&ca, order, csr)?;
         let der = match self.ct.as_ref().filter(|_| self.cfg.ct_for(&order.profile).is_some()) {
-            Some(ct) => self.sign_with_scts(ct, &tbs).await?,
-            None => self.sign(tbs.der).await?,
+            Some(ct) => self.sign_with_scts(&ca, ct, &tbs).await?,
+            None => self.sign(&ca, tbs.der).await?,
         };
         // Only a certificate ocspd knows is ever handed out.
-        let (serial, not_before, not_after) = self.record(&der, tbs.shard).await?;
+        let (serial, not_before, not_after) = self.record(&ca, &der, tbs.shard).await?;
         Ok(Issued {
             serial,
             rec: CertRec {
@@ -65,23 +67,23 @@ impl Acme {
     /// The precertificate, its SCTs, then the certificate (RFC 6962 §3): the
     /// final TBS is `tbs` itself plus the SCT list, so the serial, validity and
     /// every other field are the precertificate's.
-    async fn sign_with_scts(&self, ct: &CtLogs, tbs: &Tbs) -> Result<Vec<u8>, Problem> {
+    async fn sign_with_scts(&self, ca: &CaContext, ct: &CtLogs, tbs: &Tbs) -> Result<Vec<u8>, Problem> {
         let precert_tbs = ct::precertificate_tbs(&tbs.der).map_err(|e| internal("building the precertificate", e))?;
-        let precert = self.sign(precert_tbs).await?;
+        let precert = self.sign(ca, precert_tbs).await?;
         // A precertificate binds the CA to issue (RFC 6962 §3.1): its serial is
         // in ocspd before any log publishes it. The certificate's record below
         // is the same (serial, notAfter, shard), so ocspd keeps it as it is.
-        self.record(&precert, tbs.shard).await?;
-        let entry = ct::entry_for(&tbs.der, &self.ca.ca_der).map_err(|e| internal("the CT log entry", e))?;
+        self.record(ca, &precert, tbs.shard).await?;
+        let entry = ct::entry_for(&tbs.der, &ca.ca_der).map_err(|e| internal("the CT log entry", e))?;
         // What a log computes from the precertificate is what the certificate will yield.
-        match precert_entry(&[&precert[..], &self.ca.ca_der[..]]) {
+        match precert_entry(&[&precert[..], &ca.ca_der[..]]) {
             Ok(logged) if logged == entry => {}
             Ok(_) => return Err(internal("the CT log entry", "the precertificate does not yield the certificate's")),
             Err(e) => return Err(internal("the CT log entry", e)),
         }
-        let mut chain = Vec::with_capacity(1 + self.ca.issuers.len());
+        let mut chain = Vec::with_capacity(1 + ca.issuers.len());
         chain.push(precert);
-        chain.extend(self.ca.issuers.iter().cloned());
+        chain.extend(ca.issuers.iter().cloned());
         let outcomes = ct.submit(&chain, &entry, &self.clock).await;
         let scts = ct.select(&outcomes, lifetime(&tbs.der)?).map_err(|why| {
             tracing::error!(reason = %why, "Certificate Transparency policy not met; nothing issued");
@@ -91,12 +93,12 @@ impl Acme {
             )
         })?;
         let final_tbs = ct::final_tbs(&tbs.der, &scts).map_err(|e| internal("embedding the SCTs", e))?;
-        self.sign(final_tbs).await
+        self.sign(ca, final_tbs).await
     }
 
-    /// One signature by signd's Issuer role over `tbs`.
-    async fn sign(&self, tbs: Vec<u8>) -> Result<Vec<u8>, Problem> {
-        self.signd.sign_certificate(&self.cfg.issuer, tbs).await.map_err(|e| match e.kind {
+    /// One signature by signd's Issuer role of `ca` over `tbs`.
+    async fn sign(&self, ca: &CaContext, tbs: Vec<u8>) -> Result<Vec<u8>, Problem> {
+        self.signd.sign_certificate(&ca.name, tbs).await.map_err(|e| match e.kind {
             ErrorKind::InvalidArgument | ErrorKind::PermissionDenied => {
                 Problem::new(ProblemType::BadCsr, format!("the CA refused to sign: {}", e.detail))
             }
@@ -106,7 +108,7 @@ impl Acme {
 
     /// Records a certificate signd signed (or a precertificate) in ocspd:
     /// (serial, notBefore, notAfter).
-    async fn record(&self, der: &[u8], shard: u32) -> Result<(Vec<u8>, i64, i64), Problem> {
+    async fn record(&self, ca: &CaContext, der: &[u8], shard: u32) -> Result<(Vec<u8>, i64, i64), Problem> {
         let cert = Certificate::from_der(der).map_err(|e| internal("signd returned a bad certificate", e))?;
         let serial = cert.tbs_certificate.serial_number.as_bytes().to_vec();
         let validity = &cert.tbs_certificate.validity;
@@ -114,13 +116,13 @@ impl Acme {
         let not_after = validity.not_after.to_unix_duration().as_secs() as i64;
         let record = IssuedCert { serial: serial.clone(), not_after_unix_secs: not_after, crl_shard: shard };
         self.ocspd
-            .record_issued(&self.cfg.issuer, record)
+            .record_issued(&ca.name, record)
             .await
             .map_err(|e| ipc_failure("recording the certificate in ocspd", e))?;
         Ok((serial, not_before, not_after))
     }
 
-    fn build_tbs(&self, order: &OrderRec, csr: &ParsedCsr) -> Result<Tbs, Problem> {
+    fn build_tbs(&self, ca: &CaContext, order: &OrderRec, csr: &ParsedCsr) -> Result<Tbs, Problem> {
         let sans = order
             .identifiers
             .iter()
@@ -138,21 +140,22 @@ impl Acme {
             .find(|i| i.kind == IdentifierType::Dns && i.value.len() <= 64)
             .and_then(|i| format!("CN={}", i.value).parse::<Name>().ok())
             .unwrap_or_default();
-        let profile = &self.ca.profile;
+        let profile = &ca.profile;
         let shard = (profile.crl_shards > 0).then(|| OsRng.next_u32() % profile.crl_shards);
         let validity = self.cfg.profiles.get(&order.profile).and_then(|p| p.validity_seconds).map(Duration::from_secs);
         // The order's notBefore/notAfter, checked again now: refused (and the order
         // invalid) when the clock has moved past what the Issuer role signs.
         let now = self.clock.now();
         let now_secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        let exact_validity =
-            crate::window::resolve(order.not_before, order.not_after, &self.validity_bounds(&order.profile), now_secs)?
-                .map(|(nb, na)| {
-                    (
-                        UNIX_EPOCH + Duration::from_secs(nb.max(0) as u64),
-                        UNIX_EPOCH + Duration::from_secs(na.max(0) as u64),
-                    )
-                });
+        let exact_validity = crate::window::resolve(
+            order.not_before,
+            order.not_after,
+            &bounds(ca, &self.cfg, &order.profile),
+            now_secs,
+        )?
+        .map(|(nb, na)| {
+            (UNIX_EPOCH + Duration::from_secs(nb.max(0) as u64), UNIX_EPOCH + Duration::from_secs(na.max(0) as u64))
+        });
         let req = LeafRequest {
             subject,
             spki_der: csr.spki_der.clone(),
@@ -162,7 +165,7 @@ impl Acme {
             ekus: None,
             crl_shard: shard,
         };
-        let der = build_leaf_tbs(profile, &self.ca.issuer, &req, now, &mut OsRng)
+        let der = build_leaf_tbs(profile, &ca.issuer, &req, now, &mut OsRng)
             .map_err(|e| Problem::new(ProblemType::BadCsr, e.to_string()))?;
         Ok(Tbs { der, shard: shard.unwrap_or(0) })
     }
@@ -171,9 +174,14 @@ impl Acme {
 impl Acme {
     /// What notBefore/notAfter orders of acmed profile `name` may request.
     pub fn validity_bounds(&self, name: &str) -> crate::window::Bounds {
-        let validity = self.cfg.profiles.get(name).and_then(|p| p.validity_seconds);
-        crate::window::Bounds::new(name, validity, &self.ca.profile, &self.ca.issuer)
+        bounds(&self.ca(), &self.cfg, name)
     }
+}
+
+/// What notBefore/notAfter orders of acmed profile `name` may request of `ca`.
+fn bounds(ca: &CaContext, cfg: &crate::config::Config, name: &str) -> crate::window::Bounds {
+    let validity = cfg.profiles.get(name).and_then(|p| p.validity_seconds);
+    crate::window::Bounds::new(name, validity, &ca.profile, &ca.issuer)
 }
 
 struct Tbs {

@@ -21,6 +21,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod admin;
+pub mod cas;
 pub mod challenge;
 pub mod config;
 pub mod ct;
@@ -38,7 +39,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use der::{Decode, Encode};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -46,7 +46,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use rand_core::{OsRng, RngCore};
 use signet_acme::types::{Directory, DirectoryMeta};
 use signet_ca::{Issuer, Profile};
-use signet_ipc::{OcspdClient, SignatureScheme, SigndClient};
+use signet_ipc::{OcspdClient, SigndClient};
 use signet_runtime::config::{Checked, DaemonConfig};
 use signet_runtime::health::{self, Health};
 use signet_runtime::lifecycle::Lifecycle;
@@ -66,8 +66,10 @@ use crate::server::{AcmeHttp, JwkCache};
 /// Why acmed could not start or stopped abnormally (the shared daemon error).
 pub use signet_runtime::DaemonError as AcmedError;
 
-/// What acmed knows of the CA it issues under (fetched from signd at start).
+/// What acmed knows of a CA it issues (or issued) under, fetched from signd.
 pub struct CaContext {
+    /// The issuer's name in signd (Issuer role) and ocspd (registry).
+    pub name: String,
     /// The issuing CA, for building TBSCertificates.
     pub issuer: Issuer,
     /// The issuer's certificate profile (signd enforces it too).
@@ -96,8 +98,9 @@ pub struct Acme {
     pub signd: SigndClient,
     /// ocspd (registry).
     pub ocspd: OcspdClient,
-    /// The CA.
-    pub ca: CaContext,
+    /// The CAs: the one it issues from, and those it issued from before
+    /// (`AcmeAdmin.useIssuer`; see [`cas`]).
+    pub cas: cas::Cas,
     /// Anti-replay nonces.
     pub nonces: Nonces,
     /// Challenge validation.
@@ -273,8 +276,8 @@ async fn serve(
     let ocspd = OcspdClient::new(&config.ocspd_socket);
     let _ = notify::status("loading the issuer from signd");
     let cfg_err = |e: String| AcmedError::Config(format!("{}: {e}", config_path.display()));
-    let ca = tokio::select! {
-        loaded = load_ca(&config, &signd, chain_pem.as_deref()) => loaded.map_err(cfg_err)?,
+    let cas = tokio::select! {
+        loaded = cas::load(&config, &db, &signd, chain_pem.as_deref()) => loaded.map_err(cfg_err)?,
         () = shutdown.cancelled() => return Ok(()),
     };
     let validator = validator(&config).map_err(cfg_err)?;
@@ -303,7 +306,7 @@ async fn serve(
         db,
         signd,
         ocspd,
-        ca,
+        cas,
         nonces: Nonces::new(key),
         validator,
         directory,
@@ -341,7 +344,7 @@ async fn serve(
     tracing::info!(
         listen = %acme.cfg.listen,
         directory = %acme.url("/directory"),
-        issuer = %acme.cfg.issuer,
+        issuer = %acme.ca().name,
         admin_socket = %acme.cfg.admin_socket_path().display(),
         "acmed ready"
     );
@@ -369,56 +372,4 @@ fn directory_json(cfg: &Config, base: &str) -> Bytes {
         }),
     };
     Bytes::from(serde_json::to_vec_pretty(&d).unwrap_or_default())
-}
-
-async fn load_ca(cfg: &Config, signd: &SigndClient, chain_pem: Option<&[u8]>) -> Result<CaContext, String> {
-    let name = &cfg.issuer;
-    let fetched = loop {
-        let r = async {
-            Ok::<_, signet_ipc::IpcError>((signd.issuer_certificate(name).await?, signd.issuer_profile(name).await?))
-        }
-        .await;
-        match r {
-            Err(e) if e.kind.is_transient() => {
-                tracing::warn!(issuer = %name, error = %e, "waiting for signd");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            other => break other,
-        }
-    };
-    let (ca_der, profile_toml) = fetched.map_err(|e| format!("issuer `{name}`: signd: {e}"))?;
-    let profile: Profile =
-        toml::from_str(&profile_toml).map_err(|e| format!("issuer `{name}`: profile from signd: {e}"))?;
-    let issuer =
-        Issuer::from_certificate_der(&ca_der, SignatureScheme::Default).map_err(|e| format!("issuer `{name}`: {e}"))?;
-    let ca = Certificate::from_der(&ca_der).map_err(|e| format!("issuer `{name}`: {e}"))?;
-    let ski = ca
-        .tbs_certificate
-        .extensions
-        .iter()
-        .flatten()
-        .find(|e| e.extn_id == const_oid::db::rfc5280::ID_CE_SUBJECT_KEY_IDENTIFIER)
-        .and_then(|e| der::asn1::OctetString::from_der(e.extn_value.as_bytes()).ok())
-        .map(|o| o.as_bytes().to_vec())
-        .ok_or_else(|| format!("issuer `{name}`: the CA certificate has no subject key identifier"))?;
-    let mut certs: Vec<Vec<u8>> = vec![ca_der.clone()];
-    if let Some(pem) = chain_pem {
-        let parsed = Certificate::load_pem_chain(pem).map_err(|e| format!("chain: {e}"))?;
-        let ders: Vec<Vec<u8>> =
-            parsed.iter().map(|c| c.to_der()).collect::<Result<_, _>>().map_err(|e| format!("chain: {e}"))?;
-        match ders.iter().position(|d| *d == ca_der) {
-            Some(i) => certs = ders[i..].to_vec(),
-            None => return Err("chain: the file does not contain the issuing CA certificate signd reports".into()),
-        }
-    }
-    let is_root =
-        |d: &Vec<u8>| Certificate::from_der(d).is_ok_and(|c| c.tbs_certificate.issuer == c.tbs_certificate.subject);
-    let pem = |ds: &[Vec<u8>]| ds.iter().map(|d| issue::pem_cert(d)).collect::<String>();
-    let mut chains = Vec::new();
-    let without_root: Vec<Vec<u8>> = certs.iter().filter(|d| !is_root(d) || certs.len() == 1).cloned().collect();
-    chains.push(pem(&without_root));
-    if without_root.len() != certs.len() {
-        chains.push(pem(&certs));
-    }
-    Ok(CaContext { issuer, profile, ca_der, ski, chains, issuers: certs })
 }

@@ -129,6 +129,25 @@ pub struct CaRequest {
     pub crl_url: Option<String>,
 }
 
+impl CaRequest {
+    /// A CA certificate for `spki_der` named `subject`, valid `validity`
+    /// from an hour ago (clock skew), without AIA or CRL distribution point:
+    /// what the CA ceremony (`signetctl ca init`) and an issuing CA's rotation
+    /// (signd's `issueIssuingCa`) both build.
+    pub fn new(subject: Name, spki_der: Vec<u8>, validity: Duration, path_len: Option<u8>) -> Self {
+        Self {
+            subject,
+            spki_der,
+            validity,
+            backdate: Duration::from_secs(3600),
+            path_len,
+            ocsp_urls: vec![],
+            ca_issuers_url: None,
+            crl_url: None,
+        }
+    }
+}
+
 /// What a delegated OCSP responder certificate should contain.
 #[derive(Clone, Debug)]
 pub struct ResponderRequest {

@@ -32,6 +32,9 @@ use crate::limit::ClientLimiter;
 pub struct LoadedIssuer {
     /// The issuer's name (signd's and ocspd's config).
     pub name: String,
+    /// The configured issuer whose settings and registrars it has: its own
+    /// name, or for a successor (`addSuccessor`) that of the issuer it follows.
+    pub settings_from: String,
     /// Its id in the store.
     pub id: u32,
     /// Its settings.
@@ -137,8 +140,10 @@ pub struct Core {
     pub db: Db,
     /// signd.
     pub signd: SigndClient,
-    /// The CAs served.
-    pub issuers: Vec<Arc<LoadedIssuer>>,
+    /// The CAs served; `addSuccessor` adds to them.
+    issuers: std::sync::RwLock<Arc<Vec<Arc<LoadedIssuer>>>>,
+    /// The base URL of the HTTP side, for the URLs of issuers added later.
+    pub(crate) public_url: String,
     started: Instant,
     /// Signatures on the request path in progress, at most `max_fresh_signatures`.
     fresh_signatures: tokio::sync::Semaphore,
@@ -283,7 +288,40 @@ impl Core {
         clock: Clock,
     ) -> Self {
         let fresh_signatures = tokio::sync::Semaphore::new(max_fresh_signatures.max(1));
-        Self { db, signd, issuers, started: Instant::now(), fresh_signatures, client_limit: None, clock }
+        Self {
+            db,
+            signd,
+            issuers: std::sync::RwLock::new(Arc::new(issuers)),
+            public_url: String::new(),
+            started: Instant::now(),
+            fresh_signatures,
+            client_limit: None,
+            clock,
+        }
+    }
+
+    /// The base URL of the HTTP side (`Config::public_url`), for issuers added later.
+    pub fn with_public_url(mut self, url: String) -> Self {
+        self.public_url = url;
+        self
+    }
+
+    /// The CAs served now.
+    pub fn issuers(&self) -> Arc<Vec<Arc<LoadedIssuer>>> {
+        self.issuers.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Serves `iss` too, unless an issuer of that name is served already
+    /// (then that one is returned).
+    pub(crate) fn add_issuer(&self, iss: Arc<LoadedIssuer>) -> Result<Arc<LoadedIssuer>, Arc<LoadedIssuer>> {
+        let mut all = self.issuers.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(existing) = all.iter().find(|i| i.name == iss.name) {
+            return Err(existing.clone());
+        }
+        let mut next = Vec::clone(&all);
+        next.push(iss.clone());
+        *all = Arc::new(next);
+        Ok(iss)
     }
 
     /// Unix seconds now, whole, by the core's clock.
@@ -311,10 +349,11 @@ impl Core {
         name: &str,
         admitted: impl Fn(&LoadedIssuer) -> bool,
     ) -> Result<Arc<LoadedIssuer>, IpcError> {
+        let issuers = self.issuers();
         let found = if name.is_empty() {
-            self.issuers.iter().find(|i| admitted(i))
+            issuers.iter().find(|i| admitted(i))
         } else {
-            self.issuers.iter().find(|i| i.name == name)
+            issuers.iter().find(|i| i.name == name)
         };
         match found {
             Some(i) if admitted(i) => Ok(i.clone()),
@@ -330,7 +369,7 @@ impl Core {
         OcspdHealth {
             ok: true,
             version: env!("CARGO_PKG_VERSION").into(),
-            issuers: self.issuers.iter().map(|i| i.name.clone()).collect(),
+            issuers: self.issuers().iter().map(|i| i.name.clone()).collect(),
             certificates,
             revoked,
             uptime_secs: self.started.elapsed().as_secs(),
@@ -673,7 +712,8 @@ impl Core {
             }
         };
         let [id] = req.cert_ids.as_slice() else { return self.answer_several(&req, client).await };
-        let Some(iss) = self.issuers.iter().find(|i| i.ocsp_issuer.matches(id)) else {
+        let issuers = self.issuers();
+        let Some(iss) = issuers.iter().find(|i| i.ocsp_issuer.matches(id)) else {
             return OcspAnswer::Error(E::Unauthorized);
         };
         let with_nonce = req.nonce.is_some() && iss.settings.nonce == crate::config::NoncePolicy::Echo;
@@ -759,7 +799,8 @@ impl Core {
     async fn answer_several(&self, req: &OcspRequest, client: Option<IpAddr>) -> OcspAnswer {
         use signet_ca::OcspErrorStatus as E;
         let Some(first) = req.cert_ids.first() else { return OcspAnswer::Error(E::MalformedRequest) };
-        let Some(iss) = self.issuers.iter().find(|i| i.ocsp_issuer.matches(first)) else {
+        let issuers = self.issuers();
+        let Some(iss) = issuers.iter().find(|i| i.ocsp_issuer.matches(first)) else {
             return OcspAnswer::Error(E::Unauthorized);
         };
         if !req.cert_ids.iter().all(|id| iss.ocsp_issuer.matches(id)) {

@@ -182,6 +182,17 @@ pub struct Db {
     crls: Table<Vec<u8>, StoredCrl>,
     released: Table<Vec<u8>, Released>,
     base_holds: Table<Vec<u8>, u64>,
+    successors: Table<String, Successor>,
+}
+
+/// An issuer served because `Registry.addSuccessor` asked for it (not in the
+/// config): the issuer it succeeds, whose settings it takes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Successor {
+    /// The issuer it succeeds.
+    pub based_on: String,
+    /// When it was added, Unix seconds.
+    pub added_unix_secs: i64,
 }
 
 fn cert_key(issuer: u32, serial: &[u8]) -> Vec<u8> {
@@ -252,6 +263,7 @@ impl Db {
             crls: store.table("crls")?,
             released: store.table("released")?,
             base_holds: store.table("base_holds")?,
+            successors: store.table("successors")?,
             store,
             space: Arc::new(SpaceWatch::new(dir, FULL_CONSEQUENCE)),
         })
@@ -289,6 +301,19 @@ impl Db {
             t.put(&self.issuer_ids, &name, &next)?;
             Ok(next)
         })
+    }
+
+    /// The issuers added by `addSuccessor`, oldest first.
+    pub fn successors(&self) -> Result<Vec<(String, Successor)>, StoreError> {
+        let mut all = self.store.read(|t| t.range(&self.successors, None, usize::MAX))?;
+        all.sort_by_key(|(_, s)| s.added_unix_secs);
+        Ok(all)
+    }
+
+    /// Records issuer `name` as a successor (fsynced, as every commit). Blocking.
+    pub fn add_successor(&self, name: &str, successor: &Successor) -> Result<(), StoreError> {
+        let name = name.to_owned();
+        self.write(|t| t.put(&self.successors, &name, successor))
     }
 
     /// The issuer's counters.

@@ -162,7 +162,8 @@ impl Inner {
                 None => return not_found(),
             },
         };
-        let Some(iss) = self.core.issuers.iter().find(|i| i.name == name) else { return not_found() };
+        let issuers = self.core.issuers();
+        let Some(iss) = issuers.iter().find(|i| i.name == name) else { return not_found() };
         if let CrlKind::Shard(n) = kind {
             if n >= iss.profile.crl_shards {
                 return not_found();

@@ -136,4 +136,15 @@ impl RegistryService for IssuerRegistry {
             out
         })
     }
+
+    fn add_successor(&self, name: String) -> LocalResult<IssuerInfo> {
+        let uid = self.peer.uid;
+        self.run(move |core, iss| async move {
+            let out = core.add_successor(iss, name).await;
+            if let Err(e) = &out {
+                tracing::warn!(uid, error = %e, "successor issuer refused");
+            }
+            out
+        })
+    }
 }

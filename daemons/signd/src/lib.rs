@@ -124,7 +124,8 @@ pub fn open_state(config: &Config, clock: Clock) -> Result<State, SigndError> {
     let audit = audit::AuditLog::open(&store, mode, clock).map_err(store_err)?;
     let pool = pool::Pool::new(config.workers).map_err(|e| SigndError::Startup(format!("signing threads: {e}")))?;
     let responders = issuers::rotate::ResponderStore::open(&store).map_err(store_err)?;
-    Ok(State { keys, audit, pool, responders })
+    let issuing_cas = issuers::rollover::IssuingCaStore::open(&store).map_err(store_err)?;
+    Ok(State { keys, audit, pool, responders, issuing_cas })
 }
 
 /// Serves the keys named in `[[nss.keys]]`. A key that cannot be found or
@@ -149,10 +150,10 @@ pub fn run(config_path: &Path, config: Checked<Config>) -> Result<(), SigndError
     let cfg_err = |e: String| SigndError::Config(format!("{}: {e}", config_path.display()));
     let policy = Policy::resolve(&config.roles).map_err(|e| cfg_err(e.to_string()))?;
     let state = Arc::new(open_state(&config, Clock::system())?);
-    let issuers = Issuers::load(&config.issuers, &state.keys).map_err(cfg_err)?;
-    issuers
-        .apply_installed(&state.responders, &state.keys)
-        .map_err(|source| SigndError::Store { path: config.state_dir.join("db"), source })?;
+    let mut issuers = Issuers::load(&config.issuers, &state.keys).map_err(cfg_err)?;
+    let store_err = |source| SigndError::Store { path: config.state_dir.join("db"), source };
+    issuers.apply_installed_cas(&state.issuing_cas, &state.keys).map_err(store_err)?;
+    issuers.apply_installed(&state.responders, &state.keys).map_err(store_err)?;
     let logs = Logs::load(&config.logs, &state.keys).map_err(cfg_err)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

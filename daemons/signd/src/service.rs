@@ -12,7 +12,8 @@ use signet_ipc::server::{
     SigndService, SignerService,
 };
 use signet_ipc::{
-    AuditQuery, AuditRecord, CallerInfo, Health, IpcError, KeyInfo, KeySpec, PeerCredentials, SignatureScheme,
+    AuditQuery, AuditRecord, CallerInfo, Health, IpcError, IssuingCaSpec, KeyInfo, KeySpec, PeerCredentials,
+    SignatureScheme,
 };
 
 use crate::audit::{AuditLog, Entry};
@@ -34,6 +35,8 @@ pub struct State {
     pub pool: Pool,
     /// The OCSP responders installed by rotation.
     pub responders: crate::issuers::rotate::ResponderStore,
+    /// The issuing CAs made by rotation.
+    pub issuing_cas: crate::issuers::rollover::IssuingCaStore,
 }
 
 impl Workers for State {
@@ -508,4 +511,73 @@ impl AdminService for Admin {
         }
         .boxed_local()
     }
+
+    /// See `crate::issuers::rollover`: built and signed on a signing thread,
+    /// committed, audited, and only then served.
+    fn issue_issuing_ca(&self, spec: IssuingCaSpec) -> LocalResult<Vec<u8>> {
+        use crate::issuers::rollover::{self, Target};
+        const OPERATION: &str = "issue-issuing-ca";
+        let caller = self.caller.clone();
+        let role = self.role.clone();
+        let issuers = caller.shared.issuers.borrow().clone();
+        let target = self.still_admin().and_then(|()| rollover::target(&issuers, &spec));
+        async move {
+            let base = match target {
+                Ok(Target::Current(der)) => return Ok(der),
+                Ok(Target::Issue(base)) => base,
+                Err(e) => return caller.refuse(&role, OPERATION, &spec.root_key_id, e).await,
+            };
+            let state = caller.shared.state.clone();
+            let (worker_state, worker_base, worker_spec) = (state.clone(), base.clone(), spec.clone());
+            let outcome = state
+                .pool
+                .run(move || {
+                    let (ca, record) =
+                        rollover::issue(&worker_base, &worker_spec, &worker_state.keys, std::time::SystemTime::now())?;
+                    let added = worker_state
+                        .issuing_cas
+                        .add(&record)
+                        .map_err(|e| IpcError::internal(format!("recording the issuing CA: {e}")))?;
+                    if !added {
+                        return Err(IpcError::new(
+                            signet_ipc::ErrorKind::AlreadyExists,
+                            format!("issuer `{}` was made meanwhile", record.name),
+                        ));
+                    }
+                    Ok(ca)
+                })
+                .await
+                .unwrap_or_else(|| Err(IpcError::internal("signing thread stopped")));
+            let mut entry = state.audit.entry(&caller.peer, &role, OPERATION, &spec.root_key_id);
+            match &outcome {
+                Ok(ca) => {
+                    entry.outcome = format!(
+                        "ok issuer={} based-on={} key={} serial={}",
+                        ca.name,
+                        base.name,
+                        ca.key_id,
+                        certificate_serial(&ca.certificate)
+                    )
+                }
+                Err(e) => entry = entry.failed(e),
+            }
+            state.audit.append_wait(vec![entry]).await?;
+            let ca = outcome?;
+            let der = ca.certificate.clone();
+            let (name, key) = (ca.name.clone(), ca.key_id.clone());
+            let next = caller.shared.issuers.borrow().with(ca);
+            *caller.shared.issuers.borrow_mut() = Arc::new(next);
+            tracing::info!(issuer = %name, based_on = %base.name, key = %key, uid = caller.peer.uid, "new issuing CA served");
+            Ok(der)
+        }
+        .boxed_local()
+    }
+}
+
+/// A certificate's serial number, hex (empty when it does not parse).
+fn certificate_serial(der: &[u8]) -> String {
+    use signet_ca::der::Decode;
+    signet_ca::x509_cert::Certificate::from_der(der)
+        .map(|c| hex::encode(c.tbs_certificate.serial_number.as_bytes()))
+        .unwrap_or_default()
 }

@@ -23,6 +23,14 @@ pub enum AcmeCommand {
     /// Show acmed's health.
     #[command(after_help = EXIT_CODES)]
     Health,
+    /// Issue from another issuer from now on: the successor of the one in use
+    /// that `signetctl ca rotate-issuer` made (it does this itself, unless
+    /// --no-acmed). The switch is kept in acmed's store.
+    #[command(after_help = EXIT_CODES)]
+    UseIssuer {
+        /// The issuer's name in signd and ocspd.
+        name: String,
+    },
 }
 
 /// `signetctl acme eab ...`
@@ -67,6 +75,14 @@ pub enum EabCommand {
 pub fn run(acmed: &AcmedClient, cmd: &AcmeCommand, out: &Printer) -> Result<(), Failure> {
     match cmd {
         AcmeCommand::Health => health(&block_on(acmed.health())?, out),
+        AcmeCommand::UseIssuer { name } => {
+            let issuer = block_on(acmed.use_issuer(name))?;
+            if out.json {
+                out.json(&json!({"issuer": issuer}));
+            } else {
+                outln!("acmed issues from `{issuer}`");
+            }
+        }
         AcmeCommand::Eab(EabCommand::Create { key_id, note }) => {
             let k = block_on(acmed.eab_create(key_id.as_deref().unwrap_or(""), note))?;
             created(&k, out);

@@ -37,6 +37,49 @@ pub enum CaCommand {
     /// kept there, then ocspd switched to it. signd keeps signing for the
     /// previous responder meanwhile, so no OCSP request fails.
     RotateResponder(RotateResponderArgs),
+    /// A new issuing CA for the CA (`--issuer`), with no downtime: its key and
+    /// its OCSP responder's generated in signd, its certificate signed there by
+    /// the root key and kept there as a new issuer (`--new-name`) with the
+    /// current one's profile and roles. The current issuer stays: it keeps
+    /// signing CRLs and OCSP for what it issued.
+    RotateIssuer(RotateIssuerArgs),
+}
+
+/// `signetctl ca rotate-issuer`.
+#[derive(Args)]
+pub struct RotateIssuerArgs {
+    /// The new issuer's name (default: the current one's, with the Unix time).
+    #[arg(long)]
+    pub(crate) new_name: Option<String>,
+    /// The new CA key's algorithm (default: the current CA key's).
+    #[arg(long)]
+    pub(crate) algorithm: Option<KeyAlgorithm>,
+    /// The new OCSP responder key's algorithm (default: the current responder key's).
+    #[arg(long)]
+    pub(crate) responder_algorithm: Option<KeyAlgorithm>,
+    /// signd backend for the new keys (default: signd's first; e.g. "nss").
+    #[arg(long, default_value = "")]
+    pub(crate) backend: String,
+    /// The root key in signd (default: the one that signed the current CA certificate).
+    #[arg(long)]
+    pub(crate) root_key: Option<String>,
+    /// The new CA's subject (default: the current one's, the new name added to its first attribute).
+    #[arg(long)]
+    pub(crate) subject: Option<String>,
+    /// The new issuer's CRL URL, `{shard}` for the shard (default: the current
+    /// one's, `/crl/<issuer>` in it replaced by `/crl/<new name>`).
+    #[arg(long)]
+    pub(crate) crl_url: Option<String>,
+    /// Validity of the new CA certificate, in days.
+    #[arg(long, default_value_t = 3650)]
+    pub(crate) days: u32,
+    /// Also write the new CA certificate (PEM) here.
+    #[arg(long)]
+    pub(crate) out: Option<PathBuf>,
+    /// Leave acmed issuing from the current issuer (no acmed here, or switch
+    /// it later with `signetctl acme use-issuer`).
+    #[arg(long)]
+    pub(crate) no_acmed: bool,
 }
 
 /// `signetctl ca rotate-responder`.
@@ -195,16 +238,8 @@ pub fn parse_serial(s: &str) -> Result<Vec<u8>, Failure> {
 }
 
 fn ca_request(subject: &str, spki: Vec<u8>, years: u64, path_len: Option<u8>) -> Result<CaRequest, Failure> {
-    Ok(CaRequest {
-        subject: Name::from_str(subject).map_err(|e| fail(2, format!("subject {subject:?}: {e}")))?,
-        spki_der: spki,
-        validity: Duration::from_secs(years * 365 * 86_400),
-        backdate: Duration::from_secs(3600),
-        path_len,
-        ocsp_urls: vec![],
-        ca_issuers_url: None,
-        crl_url: None,
-    })
+    let subject = Name::from_str(subject).map_err(|e| fail(2, format!("subject {subject:?}: {e}")))?;
+    Ok(CaRequest::new(subject, spki, Duration::from_secs(years * 365 * 86_400), path_len))
 }
 
 /// Signs `tbs` with `key` through the raw Signer (the ceremony) and assembles the certificate.
@@ -449,6 +484,174 @@ pub fn rotate_responder(
         return Err(fail(1, format!("ocspd still names another responder for issuer `{name}`")));
     }
     Ok(())
+}
+
+/// `ca rotate-issuer`: the keys in signd, the new CA from signd's
+/// `issueIssuingCa`, then ocspd's `addSuccessor`, then acmed's `useIssuer`.
+pub fn rotate_issuer(
+    signd: &SigndClient,
+    ocspd: &OcspdClient,
+    acmed: &signet_ipc::AcmedClient,
+    issuer: &str,
+    a: &RotateIssuerArgs,
+    out: &Printer,
+) -> Result<(), Failure> {
+    // ocspd first: it must serve the CA and admit us before anything is made.
+    let before = block_on(ocspd.issuer_info(issuer))?;
+    let name = before.name.clone();
+    let keys = block_on(signd.admin_list_keys())?;
+    let spki_of = |der: &[u8], what: &str| -> Result<Vec<u8>, Failure> {
+        let cert = Certificate::from_der(der).map_err(|e| fail(1, format!("ocspd's {what} certificate: {e}")))?;
+        signet_ca::der::Encode::to_der(&cert.tbs_certificate.subject_public_key_info)
+            .map_err(|e| fail(1, format!("ocspd's {what} certificate: {e}")))
+    };
+    let ca_spki = spki_of(&before.ca_certificate, "CA")?;
+    let responder_spki = spki_of(&before.responder_certificate, "responder")?;
+    let current = keys.iter().find(|k| k.spki == ca_spki);
+    let algorithm = match (a.algorithm, current) {
+        (Some(alg), _) => alg,
+        (None, Some(k)) => k.algorithm,
+        (None, None) => return Err(fail(2, format!("signd has no key for issuer `{name}`'s CA; give --algorithm"))),
+    };
+    let responder_algorithm = a
+        .responder_algorithm
+        .or_else(|| keys.iter().find(|k| k.spki == responder_spki).map(|k| k.algorithm))
+        .unwrap_or(algorithm);
+    let root_key = match &a.root_key {
+        Some(k) => k.clone(),
+        None => signer_of(&before.ca_certificate, &keys)?.ok_or_else(|| {
+            fail(2, format!("signd has no key that signed issuer `{name}`'s CA certificate; give --root-key"))
+        })?,
+    };
+    let secs = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let new_name = a.new_name.clone().unwrap_or_else(|| format!("{}-{secs}", without_time_suffix(&name)));
+    let subject = match &a.subject {
+        Some(s) => s.clone(),
+        None => {
+            let cert = Certificate::from_der(&before.ca_certificate)
+                .map_err(|e| fail(1, format!("ocspd's CA certificate: {e}")))?;
+            with_name_added(&cert.tbs_certificate.subject.to_string(), &new_name)
+        }
+    };
+    // A rerun with the same --new-name (after a failure past this point) takes the keys it made.
+    let mut made = Vec::new();
+    for (id, alg) in [(format!("{new_name}-issuing"), algorithm), (format!("{new_name}-ocsp"), responder_algorithm)] {
+        let key = match existing_key(signd, &id)? {
+            Some(k) if k.algorithm == alg => k,
+            Some(k) => {
+                return Err(fail(2, format!("key `{id}` exists with algorithm {}, not {alg}", k.algorithm.name())))
+            }
+            None => {
+                block_on(signd.generate_key(KeySpec { id, algorithm: alg, roles: vec![], backend: a.backend.clone() }))?
+            }
+        };
+        made.push(key);
+    }
+    let spec = signet_ipc::IssuingCaSpec {
+        issuer: name.clone(),
+        new_name: new_name.clone(),
+        key_id: made[0].id.clone(),
+        root_key_id: root_key.clone(),
+        responder_key_id: made[1].id.clone(),
+        subject,
+        validity_days: a.days,
+        crl_url: a.crl_url.clone().unwrap_or_default(),
+    };
+    let der = block_on(signd.issue_issuing_ca(spec)).map_err(|e| {
+        let mut f = Failure::from(e);
+        f.message = format!(
+            "keys {} and {} were generated in signd, but no CA certificate was issued: {}",
+            made[0].id, made[1].id, f.message
+        );
+        f
+    })?;
+    if let Some(path) = &a.out {
+        write_file_atomic(path, cert_pem(&der).as_bytes())?;
+    }
+    let served = block_on(ocspd.add_successor(&name, &new_name)).map_err(|e| {
+        let mut f = Failure::from(e);
+        f.message = format!(
+            "signd serves the new issuer `{new_name}`, but ocspd does not ({}); running this again with \
+             --new-name {new_name} finishes it",
+            f.message
+        );
+        f
+    })?;
+    let acmed_issuer = if a.no_acmed {
+        None
+    } else {
+        Some(block_on(acmed.use_issuer(&new_name)).map_err(|e| {
+            let mut f = Failure::from(e);
+            f.message = format!(
+                "signd and ocspd serve the new issuer `{new_name}`, but acmed still issues from `{name}` ({}); \
+                 `signetctl acme use-issuer {new_name}` switches it",
+                f.message
+            );
+            f
+        })?)
+    };
+    let cert = Certificate::from_der(&der).map_err(|e| fail(1, format!("signd returned a bad certificate: {e}")))?;
+    let serial = hex::encode(cert.tbs_certificate.serial_number.as_bytes());
+    let not_after = unix(&cert.tbs_certificate.validity.not_after);
+    if out.json {
+        out.json(&json!({
+            "issuer": name,
+            "new_issuer": new_name,
+            "key_id": made[0].id,
+            "algorithm": made[0].algorithm.name(),
+            "responder_key_id": made[1].id,
+            "root_key_id": root_key,
+            "subject": cert.tbs_certificate.subject.to_string(),
+            "serial": serial,
+            "not_after": not_after,
+            "certificate": cert_pem(&der),
+            "ocspd_crl_url": served.crl_url,
+            "acmed_issuer": acmed_issuer,
+        }));
+    } else {
+        outln!(
+            "issuer `{new_name}` beside `{name}`: CA key {} ({}), responder key {} in signd",
+            made[0].id,
+            made[0].algorithm,
+            made[1].id
+        );
+        outln!("CA certificate serial {serial} signed by {root_key}, valid until {}", rfc3339_secs(not_after));
+        outln!("ocspd serves it (CRL {}); `{name}` keeps answering for what it issued", served.crl_url);
+        match &acmed_issuer {
+            Some(i) => outln!("acmed issues from `{i}`"),
+            None => outln!("acmed not switched (--no-acmed)"),
+        }
+    }
+    Ok(())
+}
+
+/// The key of `keys` whose public key verifies `cert_der`'s signature.
+fn signer_of(cert_der: &[u8], keys: &[KeyInfo]) -> Result<Option<String>, Failure> {
+    let cert = openssl::x509::X509::from_der(cert_der).map_err(|e| fail(1, format!("CA certificate: {e}")))?;
+    Ok(keys
+        .iter()
+        .find(|k| openssl::pkey::PKey::public_key_from_der(&k.spki).is_ok_and(|p| cert.verify(&p).unwrap_or(false)))
+        .map(|k| k.id.clone()))
+}
+
+/// An issuer name without the `-<unix time>` an earlier rotation gave it.
+fn without_time_suffix(name: &str) -> &str {
+    match name.rsplit_once('-') {
+        Some((base, t)) if t.len() >= 9 && t.bytes().all(|b| b.is_ascii_digit()) => base,
+        _ => name,
+    }
+}
+
+/// `subject` (RFC 4514) with ` <name>` added to its first attribute's value
+/// (replacing what an earlier rotation added).
+fn with_name_added(subject: &str, name: &str) -> String {
+    let end = subject.find(',').unwrap_or(subject.len());
+    let (first, rest) = subject.split_at(end);
+    let first = match first.rsplit_once(' ') {
+        Some((head, tail)) if tail != without_time_suffix(tail) => head,
+        _ => first,
+    };
+    format!("{first} {name}{rest}")
 }
 
 fn unix(t: &signet_ca::x509_cert::time::Time) -> i64 {

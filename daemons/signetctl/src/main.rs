@@ -324,6 +324,11 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             let ocspd = signet_ipc::OcspdClient::new(&cli.ocspd_socket).per_thread();
             ca::rotate_responder(&client, &ocspd, &cli.issuer, args, &out)?;
         }
+        Command::Ca(ca::CaCommand::RotateIssuer(args)) => {
+            let ocspd = signet_ipc::OcspdClient::new(&cli.ocspd_socket).per_thread();
+            let acmed = signet_ipc::AcmedClient::new(&cli.acmed_socket).per_thread();
+            ca::rotate_issuer(&client, &ocspd, &acmed, &cli.issuer, args, &out)?;
+        }
         Command::Cert(cmd) => {
             let ocspd = signet_ipc::OcspdClient::new(&cli.ocspd_socket).per_thread();
             ca::cert(&client, &ocspd, &cli.issuer, cmd, &out)?;

@@ -27,6 +27,7 @@ pub(crate) enum Request {
     EabList,
     EabShow { key_id: String },
     EabDelete { key_id: String },
+    UseIssuer { name: String },
 }
 
 #[derive(Debug)]
@@ -34,6 +35,7 @@ pub(crate) enum Response {
     Health(AcmedHealth),
     Key(EabKey),
     Keys(Vec<EabKey>),
+    Issuer(String),
 }
 
 impl AcmedClient {
@@ -86,6 +88,15 @@ impl AcmedClient {
     pub async fn eab_delete(&self, key_id: &str) -> Result<EabKey, IpcError> {
         self.key(Request::EabDelete { key_id: key_id.into() }).await
     }
+
+    /// Admin: acmed issues from CA `name` (the successor signd made of the
+    /// issuer in use) from now on; the name of the issuer in use.
+    pub async fn use_issuer(&self, name: &str) -> Result<String, IpcError> {
+        match self.0.call(Request::UseIssuer { name: name.into() }).await? {
+            Response::Issuer(n) => Ok(n),
+            other => Err(unexpected(&other)),
+        }
+    }
 }
 
 /// acmed's calls, as the [`Connection`] carries them.
@@ -136,6 +147,11 @@ impl Protocol for Acmed {
                 let mut req = conn.acme_admin().await?.eab_delete_request();
                 conv::write_eab_delete(req.get(), key_id);
                 Response::Key(req.send().promise.await?.get()?.read_outcome()?)
+            }
+            Request::UseIssuer { name } => {
+                let mut req = conn.acme_admin().await?.use_issuer_request();
+                conv::write_use_issuer(req.get(), name);
+                Response::Issuer(req.send().promise.await?.get()?.read_outcome()?)
             }
         })
     }
@@ -234,6 +250,9 @@ mod tests {
         fn eab_delete(&self, key_id: String) -> LocalResult<EabKey> {
             futures::future::ready(Err(IpcError::new(ErrorKind::AlreadyExists, format!("{key_id} is bound"))))
                 .boxed_local()
+        }
+        fn use_issuer(&self, name: String) -> LocalResult<String> {
+            futures::future::ready(Ok(name)).boxed_local()
         }
     }
 

@@ -101,6 +101,16 @@ impl OcspdClient {
             other => Err(unexpected(&other)),
         }
     }
+
+    /// Has ocspd serve issuer `name`, the successor signd made of `issuer`
+    /// (after signd's `issue_issuing_ca`), with `issuer`'s settings and
+    /// registrars; the new issuer's certificates and URLs.
+    pub async fn add_successor(&self, issuer: &str, name: &str) -> Result<IssuerInfo, IpcError> {
+        match self.0.call(Request::AddSuccessor { issuer: issuer.into(), name: name.into() }).await? {
+            Response::IssuerInfo(i) => Ok(i),
+            other => Err(unexpected(&other)),
+        }
+    }
 }
 
 /// ocspd's calls, as the [`Connection`] carries them.
@@ -120,6 +130,7 @@ pub(crate) enum Request {
     Crl { issuer: String, which: CrlSelector },
     IssuerInfo { issuer: String },
     RefreshResponder { issuer: String },
+    AddSuccessor { issuer: String, name: String },
 }
 
 #[derive(Debug)]
@@ -184,6 +195,11 @@ impl Protocol for Ocspd {
             }
             Request::RefreshResponder { issuer } => {
                 let req = conn.registry(issuer).await?.refresh_responder_request();
+                Response::IssuerInfo(req.send().promise.await?.get()?.read_outcome()?)
+            }
+            Request::AddSuccessor { issuer, name } => {
+                let mut req = conn.registry(issuer).await?.add_successor_request();
+                conv::write_add_successor(req.get(), name);
                 Response::IssuerInfo(req.send().promise.await?.get()?.read_outcome()?)
             }
         })

@@ -186,6 +186,12 @@ impl SigndClient {
         self.der(request).await
     }
 
+    /// Admin: a new issuing CA beside `spec.issuer`, signed by the root key,
+    /// served by signd as issuer `spec.new_name` at once; its certificate, DER.
+    pub async fn issue_issuing_ca(&self, spec: IssuingCaSpec) -> Result<Vec<u8>, IpcError> {
+        self.der(Request::IssueIssuingCa(spec)).await
+    }
+
     async fn der(&self, request: Request) -> Result<Vec<u8>, IpcError> {
         match self.0.call(request).await? {
             Response::Der(d) => Ok(d),
@@ -339,6 +345,7 @@ pub(crate) enum Request {
         key_id: String,
         validity_days: u32,
     },
+    IssueIssuingCa(IssuingCaSpec),
     SignCertificate {
         issuer: String,
         tbs: Vec<u8>,
@@ -620,6 +627,11 @@ async fn attempt(conn: &Conn<Signd>, request: &Request) -> Result<Response, Call
         Request::IssueOcspResponder { issuer, key_id, validity_days } => {
             let mut req = conn.admin().await?.issue_ocsp_responder_request();
             conv::write_issue_ocsp_responder(req.get(), issuer, key_id, *validity_days);
+            Response::Der(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::IssueIssuingCa(spec) => {
+            let mut req = conn.admin().await?.issue_issuing_ca_request();
+            conv::write_issue_issuing_ca(req.get(), spec);
             Response::Der(req.send().promise.await?.get()?.read_outcome()?)
         }
         Request::SignCertificate { issuer, tbs } => {

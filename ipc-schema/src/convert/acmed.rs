@@ -1,6 +1,8 @@
 //! acmed's admin interface (`acmed.capnp`): its structs, each method's Params and Results.
 
-use super::{data, malformed, outcome, read_error, read_union, text, write_error, CallError};
+use super::{
+    data, malformed, outcome, read_error, read_text_result, read_union, text, write_error, write_text_result, CallError,
+};
 use crate::acmed_capnp as wire;
 use crate::types::*;
 
@@ -98,6 +100,7 @@ outcome!(acme_admin::eab_create_results: EabKey, write_key_result, read_key_resu
 outcome!(acme_admin::eab_list_results: Vec<EabKey>, write_key_list_result, read_key_list_result);
 outcome!(acme_admin::eab_show_results: EabKey, write_key_result, read_key_result);
 outcome!(acme_admin::eab_delete_results: EabKey, write_key_result, read_key_result);
+outcome!(acme_admin::use_issuer_results: String, write_text_result, |r| read_text_result(r, "issuer name"));
 
 /// Server: fills `health`'s Results (anyone may ask; it has no error).
 pub(crate) fn write_health_results(mut r: wire::acmed::health_results::Builder<'_>, h: &AcmedHealth) {
@@ -141,4 +144,14 @@ pub(crate) fn read_eab_delete(
     p: capnp::Result<wire::acme_admin::eab_delete_params::Reader<'_>>,
 ) -> Result<String, IpcError> {
     p.map_err(|e| malformed("EAB delete request", e)).and_then(|p| text(p.get_key_id(), "key id"))
+}
+
+pub(crate) fn write_use_issuer(mut p: wire::acme_admin::use_issuer_params::Builder<'_>, name: &str) {
+    p.set_name(name);
+}
+
+pub(crate) fn read_use_issuer(
+    p: capnp::Result<wire::acme_admin::use_issuer_params::Reader<'_>>,
+) -> Result<String, IpcError> {
+    p.map_err(|e| malformed("use issuer request", e)).and_then(|p| text(p.get_name(), "issuer name"))
 }

@@ -200,6 +200,7 @@ outcome!(registry::release_hold_results: CertStatus, write_status_result, read_s
 outcome!(registry::crl_results: Vec<u8>, write_der_result, |r| read_der_result(r, "CRL"));
 outcome!(registry::info_results: IssuerInfo, write_info_result, read_info_result);
 outcome!(registry::refresh_responder_results: IssuerInfo, write_info_result, read_info_result);
+outcome!(registry::add_successor_results: IssuerInfo, write_info_result, read_info_result);
 
 /// Server: fills `health`'s Results (anyone may ask; it has no error).
 pub(crate) fn write_health_results(mut r: wire::ocspd::health_results::Builder<'_>, h: &OcspdHealth) {
@@ -285,4 +286,14 @@ pub(crate) fn write_crl(p: wire::registry::crl_params::Builder<'_>, which: CrlSe
 
 pub(crate) fn read_crl(p: capnp::Result<wire::registry::crl_params::Reader<'_>>) -> Result<CrlSelector, IpcError> {
     p.map_err(|e| malformed("CRL request", e)).and_then(|p| read_selector(p.get_which()))
+}
+
+pub(crate) fn write_add_successor(mut p: wire::registry::add_successor_params::Builder<'_>, name: &str) {
+    p.set_name(name);
+}
+
+pub(crate) fn read_add_successor(
+    p: capnp::Result<wire::registry::add_successor_params::Reader<'_>>,
+) -> Result<String, IpcError> {
+    p.map_err(|e| malformed("request", e)).and_then(|p| text(p.get_name(), "issuer name"))
 }

@@ -394,6 +394,7 @@ outcome!(admin::audit_results: Vec<AuditRecord>, write_audit_result, read_audit_
 outcome!(admin::issue_ocsp_responder_results: Vec<u8>, write_der_result, |r| {
     read_der_result(r, "responder certificate")
 });
+outcome!(admin::issue_issuing_ca_results: Vec<u8>, write_der_result, |r| read_der_result(r, "CA certificate"));
 
 outcome!(issuer::sign_tbs_certificate_results: Vec<u8>, write_der_result, |r| read_der_result(r, "certificate"));
 outcome!(issuer::ca_certificate_results: Vec<u8>, write_der_result, |r| read_der_result(r, "CA certificate"));
@@ -613,6 +614,33 @@ pub(crate) fn read_issue_ocsp_responder(
 ) -> Result<(String, String, u32), IpcError> {
     p.map_err(|e| malformed("request", e))
         .and_then(|p| Ok((text(p.get_issuer(), "issuer")?, text(p.get_key_id(), "key id")?, p.get_validity_days())))
+}
+
+pub(crate) fn write_issue_issuing_ca(mut p: wire::admin::issue_issuing_ca_params::Builder<'_>, spec: &IssuingCaSpec) {
+    p.set_issuer(&spec.issuer);
+    p.set_new_name(&spec.new_name);
+    p.set_key_id(&spec.key_id);
+    p.set_root_key_id(&spec.root_key_id);
+    p.set_responder_key_id(&spec.responder_key_id);
+    p.set_subject(&spec.subject);
+    p.set_validity_days(spec.validity_days);
+    p.set_crl_url(&spec.crl_url);
+}
+
+pub(crate) fn read_issue_issuing_ca(
+    p: capnp::Result<wire::admin::issue_issuing_ca_params::Reader<'_>>,
+) -> Result<IssuingCaSpec, IpcError> {
+    let p = p.map_err(|e| malformed("request", e))?;
+    Ok(IssuingCaSpec {
+        issuer: text(p.get_issuer(), "issuer")?,
+        new_name: text(p.get_new_name(), "new name")?,
+        key_id: text(p.get_key_id(), "key id")?,
+        root_key_id: text(p.get_root_key_id(), "root key id")?,
+        responder_key_id: text(p.get_responder_key_id(), "responder key id")?,
+        subject: text(p.get_subject(), "subject")?,
+        validity_days: p.get_validity_days(),
+        crl_url: text(p.get_crl_url(), "CRL URL")?,
+    })
 }
 
 pub(crate) fn write_sign_tbs_certificate(mut p: wire::issuer::sign_tbs_certificate_params::Builder<'_>, tbs: &[u8]) {

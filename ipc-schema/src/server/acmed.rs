@@ -40,6 +40,9 @@ pub trait AcmeAdminService: 'static {
     fn eab_show(&self, key_id: String) -> LocalResult<EabKey>;
     /// Deletes a key that has not bound an account; answers with the key as it was.
     fn eab_delete(&self, key_id: String) -> LocalResult<EabKey>;
+    /// Issues from CA `name` (a successor of the one in use) from now on;
+    /// the name of the issuer in use.
+    fn use_issuer(&self, name: String) -> LocalResult<String>;
 }
 
 /// Serves acmed's admin interface on `listener` until `shutdown` is cancelled;
@@ -134,5 +137,13 @@ impl wire::acme_admin::Server for AcmeAdminServer {
         results: wire::acme_admin::EabDeleteResults,
     ) -> capnp::Result<()> {
         handle(&self.in_flight, params, results, conv::read_eab_delete, |k| self.inner.eab_delete(k)).await
+    }
+
+    async fn use_issuer(
+        self: CapRc<Self>,
+        params: wire::acme_admin::UseIssuerParams,
+        results: wire::acme_admin::UseIssuerResults,
+    ) -> capnp::Result<()> {
+        handle(&self.in_flight, params, results, conv::read_use_issuer, |n| self.inner.use_issuer(n)).await
     }
 }

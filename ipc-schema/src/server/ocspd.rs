@@ -46,6 +46,9 @@ pub trait RegistryService: 'static {
     /// Fetches the CA's OCSP responder certificate from signd again and
     /// signs with it from then on; the CA's certificates and URLs after.
     fn refresh_responder(&self) -> LocalResult<IssuerInfo>;
+    /// Serves issuer `name`, this one's successor in signd, from then on
+    /// (recorded before it answers); its certificates and URLs.
+    fn add_successor(&self, name: String) -> LocalResult<IssuerInfo>;
 }
 
 /// Serves ocspd's interface on `listener` until `shutdown` is cancelled; see [`super::serve`].
@@ -154,5 +157,13 @@ impl wire::registry::Server for RegistryServer {
         results: wire::registry::RefreshResponderResults,
     ) -> capnp::Result<()> {
         handle(&self.in_flight, params, results, |_| Ok(()), |()| self.inner.refresh_responder()).await
+    }
+
+    async fn add_successor(
+        self: CapRc<Self>,
+        params: wire::registry::AddSuccessorParams,
+        results: wire::registry::AddSuccessorResults,
+    ) -> capnp::Result<()> {
+        handle(&self.in_flight, params, results, conv::read_add_successor, |name| self.inner.add_successor(name)).await
     }
 }

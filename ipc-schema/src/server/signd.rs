@@ -135,6 +135,10 @@ pub trait AdminService: 'static {
     /// the key `key_id`, valid `validity_days` (0: the default), and makes it
     /// the issuer's responder; the certificate, DER.
     fn issue_ocsp_responder(&self, issuer: String, key_id: String, validity_days: u32) -> LocalResult<Vec<u8>>;
+    /// Issues a new issuing CA beside an issuer (signed by the root key),
+    /// with its OCSP responder, and serves it under a new name from then on;
+    /// the CA certificate, DER.
+    fn issue_issuing_ca(&self, spec: IssuingCaSpec) -> LocalResult<Vec<u8>>;
 }
 
 /// Serves `service` on `listener` until `shutdown` is cancelled, then stops
@@ -441,6 +445,15 @@ impl wire::admin::Server for AdminServer {
             self.inner.issue_ocsp_responder(issuer, key_id, days)
         })
         .await
+    }
+
+    async fn issue_issuing_ca(
+        self: CapRc<Self>,
+        params: wire::admin::IssueIssuingCaParams,
+        results: wire::admin::IssueIssuingCaResults,
+    ) -> capnp::Result<()> {
+        handle(&self.in_flight, params, results, conv::read_issue_issuing_ca, |spec| self.inner.issue_issuing_ca(spec))
+            .await
     }
 }
 

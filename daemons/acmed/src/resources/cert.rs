@@ -31,7 +31,9 @@ impl Acme {
         if rec.account != acct.id {
             return Err(forbidden("certificate"));
         }
-        let chain = self.ca.chains.get(alt).ok_or_else(|| not_found("certificate chain"))?;
+        // The chain of the CA that signed it (an earlier one's, after `useIssuer`).
+        let ca = self.cas.of_certificate(&rec.der);
+        let chain = ca.chains.get(alt).ok_or_else(|| not_found("certificate chain"))?;
         let mut pem = crate::issue::pem_cert(&rec.der);
         pem.push_str(chain);
         let mut r = Reply {
@@ -40,7 +42,7 @@ impl Acme {
             ..Reply::empty(StatusCode::OK)
         };
         let base = format!("{}/acme/cert/{serial}", self.base);
-        for i in (0..self.ca.chains.len()).filter(|i| *i != alt) {
+        for i in (0..ca.chains.len()).filter(|i| *i != alt) {
             r.links.push(if i == 0 {
                 format!("<{base}>;rel=\"alternate\"")
             } else {
@@ -114,7 +116,9 @@ impl Acme {
                 .unwrap_or(signet_ipc::RevocationReason::Unspecified),
             revoked_unix_secs: 0,
         };
-        let status = self.ocspd.revoke(&self.cfg.issuer, rev).await.map_err(|e| match e.kind {
+        // To the issuer that signed it (an earlier one's, after `useIssuer`).
+        let issuer = self.cas.of_certificate(&der).name.clone();
+        let status = self.ocspd.revoke(&issuer, rev).await.map_err(|e| match e.kind {
             ErrorKind::AlreadyRevoked => already_revoked(),
             _ => ipc_failure("recording the revocation in ocspd", e),
         })?;
@@ -177,7 +181,7 @@ impl Acme {
     /// renewalInfo (RFC 9773 §4.1).
     pub fn renewal_info(&self, cert_id: &str) -> Answer {
         let (aki, serial) = types::parse_renewal_cert_id(cert_id)?;
-        if aki != self.ca.ski {
+        if self.cas.by_ski(&aki).is_none() {
             return Err(problem_with_status(ProblemType::Malformed, 404, "not a certificate of this CA"));
         }
         let db = &self.db;

@@ -61,7 +61,7 @@ impl Acme {
         let db = &self.db;
         if let Some(replaces) = &p.replaces {
             let (aki, serial) = types::parse_renewal_cert_id(replaces)?;
-            if aki != self.ca.ski {
+            if self.cas.by_ski(&aki).is_none() {
                 return Err(Problem::new(ProblemType::Malformed, "replaces names a certificate of another CA"));
             }
             let old = db
@@ -308,7 +308,7 @@ impl Acme {
                 "the CSR's names differ from the order's: not ordered {extra:?}, missing {missing:?}"
             )));
         }
-        if !self.ca.profile.allows_key(csr.key_algorithm) {
+        if !self.ca().profile.allows_key(csr.key_algorithm) {
             return Err(bad(format!("{} keys are not issued for", csr.key_algorithm.name())));
         }
         if let Some(allowed) = self.cfg.profiles.get(&order.profile).and_then(|p| p.key_algorithms.as_ref()) {

@@ -36,7 +36,7 @@ impl Acme {
             (Method::GET, "/acme/new-nonce") => Ok(Reply::empty(StatusCode::NO_CONTENT)),
             (Method::GET | Method::HEAD, "/acme/issuer-cert") => Ok(Reply {
                 content_type: Some("application/pkix-cert"),
-                body: Bytes::from(self.ca.ca_der.clone()),
+                body: Bytes::from(self.ca().ca_der.clone()),
                 ..Reply::empty(StatusCode::OK)
             }),
             (Method::GET | Method::HEAD, p) if p.starts_with("/acme/renewal-info/") => {

@@ -35,8 +35,16 @@
 //! put ahead of the configured one ([`Issuers::apply_installed`]). Every
 //! responder an issuer has had stays accepted: a ResponseData is signed with
 //! the key of the responder it names.
+//!
+//! **Issuing CA rotation.** `Admin.issueIssuingCa` ([`rollover`]) adds an
+//! issuer beside a configured one: a new CA key's intermediate certificate,
+//! signed by the root key in signd, with its own OCSP responder, the old
+//! issuer's profile and roles, kept in signd's store (table `issuing_cas`)
+//! and added to the configured issuers at every start
+//! ([`Issuers::apply_installed_cas`]). The old issuer stays.
 
 mod caps;
+pub mod rollover;
 pub mod rotate;
 
 use std::collections::BTreeMap;
@@ -55,7 +63,7 @@ use crate::policy::valid_role_name;
 pub(crate) use caps::{crl_signer, issuer, ocsp_signer};
 
 /// The configured CAs, checked against the key ring.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Issuers {
     by_name: BTreeMap<String, std::sync::Arc<CaIssuer>>,
 }
