@@ -275,6 +275,9 @@ impl AdminService for StandIn {
     fn issue_ocsp_responder(&self, _: String, _: String, _: u32) -> LocalResult<Vec<u8>> {
         ready(Err(IpcError::invalid("stand-in")))
     }
+    fn add_ct_log(&self, _: String, _: String, _: Vec<String>) -> LocalResult<Vec<u8>> {
+        ready(Err(IpcError::invalid("stand-in")))
+    }
 }
 
 #[cfg(test)]

@@ -124,7 +124,8 @@ pub fn open_state(config: &Config, clock: Clock) -> Result<State, SigndError> {
     let audit = audit::AuditLog::open(&store, mode, clock).map_err(store_err)?;
     let pool = pool::Pool::new(config.workers).map_err(|e| SigndError::Startup(format!("signing threads: {e}")))?;
     let responders = issuers::rotate::ResponderStore::open(&store).map_err(store_err)?;
-    Ok(State { keys, audit, pool, responders })
+    let added_logs = logs::added::LogStore::open(&store).map_err(store_err)?;
+    Ok(State { keys, audit, pool, responders, added_logs })
 }
 
 /// Serves the keys named in `[[nss.keys]]`. A key that cannot be found or
@@ -153,7 +154,10 @@ pub fn run(config_path: &Path, config: Checked<Config>) -> Result<(), SigndError
     issuers
         .apply_installed(&state.responders, &state.keys)
         .map_err(|source| SigndError::Store { path: config.state_dir.join("db"), source })?;
-    let logs = Logs::load(&config.logs, &state.keys).map_err(cfg_err)?;
+    let logs = Logs::load(&config.logs, &state.keys)
+        .map_err(cfg_err)?
+        .with_stored(&state.added_logs, &state.keys)
+        .map_err(|source| SigndError::Store { path: config.state_dir.join("db"), source })?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

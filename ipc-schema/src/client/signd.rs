@@ -186,6 +186,13 @@ impl SigndClient {
         self.der(request).await
     }
 
+    /// Admin: adds CT log `name` with log key `key_id` (ECDSA P-256), its
+    /// LogSigner for holders of `roles` (empty: the configured logs' roles),
+    /// kept in signd's store; the log key's SubjectPublicKeyInfo, DER.
+    pub async fn add_ct_log(&self, name: &str, key_id: &str, roles: &[String]) -> Result<Vec<u8>, IpcError> {
+        self.der(Request::AddCtLog { name: name.into(), key_id: key_id.into(), roles: roles.to_vec() }).await
+    }
+
     async fn der(&self, request: Request) -> Result<Vec<u8>, IpcError> {
         match self.0.call(request).await? {
             Response::Der(d) => Ok(d),
@@ -338,6 +345,11 @@ pub(crate) enum Request {
         issuer: String,
         key_id: String,
         validity_days: u32,
+    },
+    AddCtLog {
+        name: String,
+        key_id: String,
+        roles: Vec<String>,
     },
     SignCertificate {
         issuer: String,
@@ -620,6 +632,11 @@ async fn attempt(conn: &Conn<Signd>, request: &Request) -> Result<Response, Call
         Request::IssueOcspResponder { issuer, key_id, validity_days } => {
             let mut req = conn.admin().await?.issue_ocsp_responder_request();
             conv::write_issue_ocsp_responder(req.get(), issuer, key_id, *validity_days);
+            Response::Der(req.send().promise.await?.get()?.read_outcome()?)
+        }
+        Request::AddCtLog { name, key_id, roles } => {
+            let mut req = conn.admin().await?.add_ct_log_request();
+            conv::write_add_ct_log(req.get(), name, key_id, roles);
             Response::Der(req.send().promise.await?.get()?.read_outcome()?)
         }
         Request::SignCertificate { issuer, tbs } => {

@@ -394,6 +394,7 @@ outcome!(admin::audit_results: Vec<AuditRecord>, write_audit_result, read_audit_
 outcome!(admin::issue_ocsp_responder_results: Vec<u8>, write_der_result, |r| {
     read_der_result(r, "responder certificate")
 });
+outcome!(admin::add_ct_log_results: Vec<u8>, write_der_result, |r| read_der_result(r, "log key"));
 
 outcome!(issuer::sign_tbs_certificate_results: Vec<u8>, write_der_result, |r| read_der_result(r, "certificate"));
 outcome!(issuer::ca_certificate_results: Vec<u8>, write_der_result, |r| read_der_result(r, "CA certificate"));
@@ -613,6 +614,24 @@ pub(crate) fn read_issue_ocsp_responder(
 ) -> Result<(String, String, u32), IpcError> {
     p.map_err(|e| malformed("request", e))
         .and_then(|p| Ok((text(p.get_issuer(), "issuer")?, text(p.get_key_id(), "key id")?, p.get_validity_days())))
+}
+
+pub(crate) fn write_add_ct_log(
+    mut p: wire::admin::add_ct_log_params::Builder<'_>,
+    name: &str,
+    key_id: &str,
+    roles: &[String],
+) {
+    p.set_name(name);
+    p.set_key_id(key_id);
+    set_text_list(p.init_roles(roles.len() as u32), roles);
+}
+
+pub(crate) fn read_add_ct_log(
+    p: capnp::Result<wire::admin::add_ct_log_params::Reader<'_>>,
+) -> Result<(String, String, Vec<String>), IpcError> {
+    let p = p.map_err(|e| malformed("request", e))?;
+    Ok((text(p.get_name(), "log name")?, text(p.get_key_id(), "key id")?, text_list(p.get_roles(), "roles")?))
 }
 
 pub(crate) fn write_sign_tbs_certificate(mut p: wire::issuer::sign_tbs_certificate_params::Builder<'_>, tbs: &[u8]) {

@@ -135,6 +135,10 @@ pub trait AdminService: 'static {
     /// the key `key_id`, valid `validity_days` (0: the default), and makes it
     /// the issuer's responder; the certificate, DER.
     fn issue_ocsp_responder(&self, issuer: String, key_id: String, validity_days: u32) -> LocalResult<Vec<u8>>;
+    /// Adds CT log `name` with log key `key_id`, its LogSigner for holders of
+    /// `roles` (empty: the configured logs' roles), kept in signd's store; the
+    /// log key's SubjectPublicKeyInfo, DER.
+    fn add_ct_log(&self, name: String, key_id: String, roles: Vec<String>) -> LocalResult<Vec<u8>>;
 }
 
 /// Serves `service` on `listener` until `shutdown` is cancelled, then stops
@@ -439,6 +443,17 @@ impl wire::admin::Server for AdminServer {
     ) -> capnp::Result<()> {
         handle(&self.in_flight, params, results, conv::read_issue_ocsp_responder, |(issuer, key_id, days)| {
             self.inner.issue_ocsp_responder(issuer, key_id, days)
+        })
+        .await
+    }
+
+    async fn add_ct_log(
+        self: CapRc<Self>,
+        params: wire::admin::AddCtLogParams,
+        results: wire::admin::AddCtLogResults,
+    ) -> capnp::Result<()> {
+        handle(&self.in_flight, params, results, conv::read_add_ct_log, |(name, key_id, roles)| {
+            self.inner.add_ct_log(name, key_id, roles)
         })
         .await
     }
