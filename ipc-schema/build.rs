@@ -8,6 +8,7 @@ fn main() {
         .file("schema/ocspd.capnp")
         .file("schema/acmed.capnp")
         .file("schema/tokend.capnp")
+        .file("schema/ctlogd.capnp")
         .run()
     {
         // A build script reports failure by exiting non-zero; say what is missing.

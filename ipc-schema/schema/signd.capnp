@@ -240,6 +240,16 @@ interface Admin {
   # CA's certificate, DER.
   issueIssuingCa @6 (issuer :Text, newName :Text, keyId :Text, rootKeyId :Text, responderKeyId :Text,
                      subject :Text, validityDays :UInt32, crlUrl :Text) -> (result :DerResult);
+  # A new CT log (a temporal shard) named `name` whose log key is `keyId`
+  # (an ECDSA P-256 key signd holds that no other log and no issuer uses),
+  # with no restart: signd keeps it in its store (fsynced before the answer;
+  # audited "add-ct-log") and serves its LogSigner at once and after a
+  # restart, under the same rule as a log of the config: holders of one of
+  # `roles` may obtain it. Empty `roles`: the roles of the configured logs.
+  # A name the config or an earlier call gave another key: alreadyExists;
+  # the same name and key again returns the key, as the first call did (a
+  # resent call adds nothing). Returns the log key's SubjectPublicKeyInfo, DER.
+  addCtLog @7 (name :Text, keyId :Text, roles :List(Text)) -> (result :DerResult);
 }
 
 # Certificate issuance for one CA. signd parses every TBSCertificate and

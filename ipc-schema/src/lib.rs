@@ -2,7 +2,7 @@
 //!
 //! This is the only crate that knows capnp types. Daemons see [`types`] (plain
 //! Rust values and the typed [`IpcError`]), implement the [`server`] traits, and
-//! call signd, ocspd, acmed and tokend through the [`client`]. The schemas are in
+//! call signd, ocspd, acmed, tokend and ctlogd through the [`client`]. The schemas are in
 //! `schema/`; their evolution rules are in `schema/signd.capnp`.
 #![forbid(unsafe_code)]
 
@@ -30,6 +30,12 @@ mod tokend_capnp {
     pub use tokend_capnp::*;
 }
 
+#[allow(dead_code, missing_docs, unused_qualifications, clippy::all, clippy::unwrap_used, clippy::expect_used)]
+mod ctlogd_capnp {
+    capnp::generated_code!(pub mod ctlogd_capnp);
+    pub use ctlogd_capnp::*;
+}
+
 pub mod client;
 mod convert;
 #[doc(hidden)]
@@ -38,7 +44,7 @@ pub mod server;
 pub mod types;
 
 pub use client::{
-    block_on, AcmedClient, OcspdClient, SigndClient, TokendClient, DEFAULT_ACMED_SOCKET, DEFAULT_OCSPD_SOCKET,
-    DEFAULT_SOCKET, DEFAULT_TOKEND_SOCKET,
+    block_on, AcmedClient, CtlogdClient, OcspdClient, SigndClient, TokendClient, DEFAULT_ACMED_SOCKET,
+    DEFAULT_CTLOGD_SOCKET, DEFAULT_OCSPD_SOCKET, DEFAULT_SOCKET, DEFAULT_TOKEND_SOCKET,
 };
 pub use types::*;

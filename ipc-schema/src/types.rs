@@ -456,6 +456,57 @@ pub struct AcmedHealth {
     pub external_account_required: bool,
 }
 
+// --- ctlogd -----------------------------------------------------------------
+
+/// A temporal shard to add to ctlogd (`CtAdmin.addShard`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CtShardSpec {
+    /// Its name, the URL path segment it is served under.
+    pub name: String,
+    /// Its log in signd (`Admin.addCtLog`); empty: `name`.
+    pub signd_log: String,
+    /// Start of its NotAfter window (inclusive), Unix seconds.
+    pub not_after_start_unix_secs: i64,
+    /// End of its NotAfter window (exclusive), Unix seconds.
+    pub not_after_end_unix_secs: i64,
+    /// Its description in the log list; empty: the default.
+    pub description: String,
+}
+
+/// A log ctlogd serves, as its admin interface shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CtShard {
+    /// Its name.
+    pub name: String,
+    /// Its log ID (SHA-256 of the public key).
+    pub log_id: Vec<u8>,
+    /// Its public key, DER SubjectPublicKeyInfo.
+    pub public_key: Vec<u8>,
+    /// Its NotAfter window, Unix seconds `[start, end)`, if it is a temporal shard.
+    pub window: Option<(i64, i64)>,
+    /// Its submission and monitoring prefix URL, ending in `/`.
+    pub url: String,
+    /// The size of its published tree.
+    pub tree_size: u64,
+    /// Added through the admin interface (kept in ctlogd's store), not configured.
+    pub added_at_run_time: bool,
+    /// Its `log.v3.json`: a log-list v3 entry, JSON.
+    pub log_list_entry: String,
+}
+
+/// ctlogd's health.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CtlogdHealth {
+    /// Serving.
+    pub ok: bool,
+    /// ctlogd's version.
+    pub version: String,
+    /// Seconds since start.
+    pub uptime_secs: u64,
+    /// Logs served.
+    pub logs: u32,
+}
+
 // --- tokend -----------------------------------------------------------------
 
 /// A registered OAuth 2.0 client, as tokend's admin interface shows it.

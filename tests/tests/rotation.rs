@@ -21,6 +21,12 @@
 //! the CRLs of each CA answer for what it issued, an old certificate revoked
 //! through ACME shows in the old CA's OCSP and CRL, and a restart of signd,
 //! ocspd and acmed keeps it all.
+//! A new temporal shard of the CT log added with `signetctl ct shard add`
+//! while writers submit to the existing shard and readers ask for its tree
+//! head: no request fails, the new shard serves at once under its own key
+//! (its SCTs verify with it, its tree grows), overlapping windows and taken
+//! names are refused with exit code 7, both trees verify, and after signd and
+//! ctlogd restart the shard is still served with the same log ID and entries.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -585,4 +591,222 @@ fn issuing_ca_rotates_under_acme_and_ocsp_load_without_a_failed_request() {
 fn owner_cert_url(stack: &AcmeStack, chain: &str) -> String {
     let serial = openssl::x509::X509::from_pem(pems(chain)[0].as_bytes()).unwrap().serial_number().to_bn().unwrap();
     stack.url(&format!("/acme/cert/{}", serial.to_hex_str().unwrap().to_lowercase()))
+/// `signetctl` against the CT test's signd and ctlogd.
+fn ct_signetctl(signd: &SigndProcess, ctlogd: &signet_tests::ctlog::Ctlogd) -> std::process::Command {
+    let mut c = signet_tests::signetctl(&signd.socket);
+    c.env("SIGNET_CTLOGD_SOCKET", ctlogd.home().join("db").join("admin.sock"));
+    c
+}
+
+#[test]
+fn ct_shard_added_under_load_without_a_failed_request() {
+    use signet_tests::ctlog::{rfc3339, unix_now, CtPki, Ctlogd, LogInfo, LogSpec, TEST_SEQUENCING};
+    const DAY: i64 = 86_400;
+    let pki = CtPki::new("ct shard rotation root");
+    let mut signd = SigndProcess::start("");
+    let dir = signd.dir.path().to_path_buf();
+    let roots = pki.write_root(&dir.join("root.pem"));
+    let now = unix_now();
+    let d = now - now % DAY;
+    let (old, new) = ((d, d + 30 * DAY), (d + 30 * DAY, d + 60 * DAY));
+    let mut ctlogd =
+        Ctlogd::start_logs(&mut signd, &dir, &roots, &[LogSpec::new("old").window(old.0, old.1)], TEST_SEQUENCING);
+
+    // Load on the existing shard: writers submitting, readers asking for its tree head.
+    let stop = AtomicBool::new(false);
+    let serial = std::sync::atomic::AtomicU32::new(1000);
+    let (failures, acked_old, added): (Vec<String>, Vec<(signet_tests::ctlog::TestEntry, signet_ct::Sct)>, Value) =
+        std::thread::scope(|s| {
+            let (ctlogd_ref, pki, stop, serial) = (&ctlogd, &pki, &stop, &serial);
+            let writers: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(move || {
+                        let (mut failures, mut acked) = (Vec::new(), Vec::new());
+                        while !stop.load(Ordering::Relaxed) {
+                            let n = serial.fetch_add(1, Ordering::Relaxed);
+                            let e = pki.cert(n, now + 10 * DAY);
+                            let (status, body) = ctlogd_ref.submit("old", &e);
+                            if status != 200 {
+                                failures.push(format!("add-chain: {status} {}", String::from_utf8_lossy(&body)));
+                                continue;
+                            }
+                            let sct = serde_json::from_slice::<signet_ct::rfc6962::api::AddChainResponse>(&body)
+                                .unwrap()
+                                .to_sct()
+                                .unwrap();
+                            acked.push((e, sct));
+                        }
+                        (failures, acked)
+                    })
+                })
+                .collect();
+            let readers: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(move || {
+                        let mut failures = Vec::new();
+                        while !stop.load(Ordering::Relaxed) {
+                            for path in ["/old/ct/v1/get-sth", "/logs.json"] {
+                                let (status, body) = ctlogd_ref.http_get(path);
+                                if status != 200 {
+                                    failures.push(format!("{path}: {status} {}", String::from_utf8_lossy(&body)));
+                                }
+                            }
+                        }
+                        failures
+                    })
+                })
+                .collect();
+            std::thread::sleep(Duration::from_secs(1));
+
+            // Refused before anything is made: a window overlapping the old shard's.
+            let keys_before = signet_tests::run(ct_signetctl(&signd, ctlogd_ref).args(["--json", "key", "list"])).1;
+            let (st, out, err) = signet_tests::run(ct_signetctl(&signd, ctlogd_ref).args([
+                "ct",
+                "shard",
+                "add",
+                "--name",
+                "overlap",
+                "--not-after-start",
+                &rfc3339(old.1 - DAY),
+                "--not-after-end",
+                &rfc3339(new.1),
+            ]));
+            assert_eq!(st.code(), Some(7), "{out}{err}");
+            assert!(err.contains("overlaps log `old`"), "{err}");
+            assert_eq!(
+                signet_tests::run(ct_signetctl(&signd, ctlogd_ref).args(["--json", "key", "list"])).1,
+                keys_before
+            );
+
+            let (st, out, err) = signet_tests::run(ct_signetctl(&signd, ctlogd_ref).args([
+                "--json",
+                "ct",
+                "shard",
+                "add",
+                "--name",
+                "new",
+                "--not-after-start",
+                &rfc3339(new.0),
+                "--not-after-end",
+                &rfc3339(new.1),
+            ]));
+            assert!(st.success(), "{out}{err}\n{}", ctlogd_ref.log());
+            let added: Value = serde_json::from_str(&out).unwrap();
+            // Submissions to the new shard while the load goes on.
+            std::thread::sleep(Duration::from_secs(1));
+            stop.store(true, Ordering::Relaxed);
+            let mut failures = Vec::new();
+            let mut acked = Vec::new();
+            for w in writers {
+                let (f, a) = w.join().unwrap();
+                failures.extend(f);
+                acked.extend(a);
+            }
+            for r in readers {
+                failures.extend(r.join().unwrap());
+            }
+            (failures, acked, added)
+        });
+    assert!(failures.is_empty(), "{} failed requests while the shard was added: {failures:#?}", failures.len());
+    assert!(acked_old.len() >= 20, "only {} submissions under load", acked_old.len());
+
+    // The new shard's key is the one signd holds for its log; its log ID is that key's hash.
+    let key = signet_ipc::block_on(signd.client().ct_log_public_key("new")).unwrap();
+    let log_id = STANDARD.decode(added["log_id"].as_str().unwrap()).unwrap();
+    assert_eq!(log_id, signet_ct::LogKey::from_spki_der(&key).unwrap().log_id().to_vec(), "{added}");
+    assert_eq!(added["log_list_entry"]["key"].as_str().unwrap(), STANDARD.encode(&key), "{added}");
+    assert_eq!(added["not_after_start"].as_str().unwrap(), rfc3339(new.0));
+    ctlogd.logs.push(LogInfo { name: "new".into(), public_key: key.clone() });
+
+    // It takes certificates of its window, with SCTs under its key; the old shard refuses them.
+    let mine: Vec<_> = (0..12).map(|i| pki.cert(5000 + i, now + 45 * DAY)).collect();
+    let mut acked_new = Vec::new();
+    for (i, e) in mine.iter().enumerate() {
+        let sct = ctlogd.submit_ok("new", e);
+        assert!(ctlogd.key("old").verify_sct(&sct, &e.entry).is_err());
+        acked_new.push((i, sct));
+        if i == 5 {
+            ctlogd.wait_for_size("new", 6);
+        }
+    }
+    assert_eq!(ctlogd.submit("old", &mine[0]).0, 400);
+    assert_eq!(ctlogd.submit("new", &pki.cert(6000, now + 10 * DAY)).0, 400);
+    // Its tree head grows.
+    let grown = ctlogd.wait_for_size("new", mine.len() as u64);
+    assert_eq!(grown.tree_size, mine.len() as u64);
+
+    // Sent again: the same shard back; a taken name with another window: refused.
+    let (st, out, err) = signet_tests::run(ct_signetctl(&signd, &ctlogd).args([
+        "--json",
+        "ct",
+        "shard",
+        "add",
+        "--name",
+        "new",
+        "--not-after-start",
+        &rfc3339(new.0),
+        "--not-after-end",
+        &rfc3339(new.1),
+    ]));
+    assert!(st.success(), "{out}{err}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["log_id"], added["log_id"]);
+    let (st, out, err) = signet_tests::run(ct_signetctl(&signd, &ctlogd).args([
+        "ct",
+        "shard",
+        "add",
+        "--name",
+        "new",
+        "--not-after-start",
+        &rfc3339(new.1),
+        "--not-after-end",
+        &rfc3339(new.1 + 30 * DAY),
+    ]));
+    assert_eq!(st.code(), Some(7), "{out}{err}");
+    assert!(err.contains("served already"), "{err}");
+
+    // logs.json and the metrics name it.
+    let (_, body) = ctlogd.http_get("/logs.json");
+    let list: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(list["logs"].as_array().unwrap().len(), 2, "{list}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, body) = ctlogd.http_get("/metrics");
+        let text = String::from_utf8_lossy(&body).into_owned();
+        if text.contains(&format!("ct_tree_size{{daemon=\"ctlogd\",log=\"new\"}} {}", mine.len())) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no ct_tree_size for the new shard:\n{text}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Both shards: every acknowledged entry at its SCT's index, every tree verified.
+    let old_entries: Vec<_> = acked_old.iter().map(|(e, _)| e.clone()).collect();
+    let old_acked: Vec<_> = acked_old.iter().enumerate().map(|(i, (_, sct))| (i, sct.clone())).collect();
+    let old_head = ctlogd.check_acknowledged("old", &old_entries, &old_acked);
+    ctlogd.check_acknowledged("new", &mine, &acked_new);
+    assert!(ctlogd.verify_tree("old") >= old_acked.len() as u64);
+    assert_eq!(ctlogd.verify_tree("new"), mine.len() as u64);
+
+    // signd and ctlogd restarted, with no config edited: the shard is served
+    // with the same log ID and entries, and takes more.
+    assert!(ctlogd.terminate().success(), "{}", ctlogd.log());
+    signd.restart();
+    ctlogd.spawn();
+    let (status, body) = ctlogd.log_get("new", "log.v3.json");
+    assert_eq!(status, 200);
+    let meta: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(meta["log_id"], added["log_id"], "{meta}");
+    ctlogd.check_acknowledged("new", &mine, &acked_new);
+    ctlogd.check_acknowledged("old", &old_entries, &old_acked);
+    let more = pki.cert(7000, now + 50 * DAY);
+    ctlogd.submit_ok("new", &more);
+    ctlogd.wait_for_size("new", mine.len() as u64 + 1);
+    assert_eq!(ctlogd.verify_tree("new"), mine.len() as u64 + 1);
+    assert!(ctlogd.sth("old").0.tree_size >= old_head.tree_size);
+    let (st, out, err) = signet_tests::run(ct_signetctl(&signd, &ctlogd).args(["--json", "ct", "shard", "list"]));
+    assert!(st.success(), "{out}{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let new_listed = listed["logs"].as_array().unwrap().iter().find(|l| l["name"] == "new").unwrap().clone();
+    assert_eq!(new_listed["added"], true, "{listed}");
+    assert_eq!(new_listed["log_id"], added["log_id"], "{listed}");
 }

@@ -6,6 +6,14 @@
 //! listen = "127.0.0.1:8090"                 # HTTP, unless socket-activated as `ctlogd-http`
 //! public_url = "https://ct.example.net"     # default: http://<listen>
 //! roots = ["/etc/signet/ct-roots.pem"]      # accepted roots (PEM), re-read on SIGHUP
+//! admin_socket = "/run/signet/ctlogd.sock"  # the admin interface (signetctl ct shard), unless
+//!                                           # socket-activated as `ctlogd-admin`;
+//!                                           # default <state_dir>/admin.sock
+//! admin_socket_mode = "0660"
+//!
+//! [admin]                                   # who may add shards; default: ctlogd's own uid and
+//! users = ["root"]                          # root; re-read on SIGHUP
+//! groups = ["signet-admin"]
 //!
 //! [sequencing]                              # optional; these are the defaults
 //! max_batch = 256                           # entries per batch (and per signd call)
@@ -38,7 +46,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
-use signet_runtime::config::DaemonConfig;
+use signet_runtime::config::{DaemonConfig, SocketMode};
+use signet_runtime::principals::{Principal, Principals, ResolvedPrincipals};
 use time::OffsetDateTime;
 
 use crate::chain::{Roots, TemporalWindow};
@@ -70,8 +79,20 @@ pub struct Config {
     /// HTTP worker threads (default: the number of CPUs).
     #[serde(default)]
     pub http_threads: Option<usize>,
-    /// The logs, by name (the name is their URL path segment).
+    /// The logs, by name (the name is their URL path segment). Shards added
+    /// through the admin interface are kept in the store, not here.
     pub logs: BTreeMap<String, LogSettings>,
+    /// The admin socket (Cap'n Proto, `ctlogd.capnp`), unless socket-activated
+    /// as `ctlogd-admin`. Default: `admin.sock` in `state_dir`.
+    #[serde(default)]
+    pub admin_socket: Option<PathBuf>,
+    /// Mode of the admin socket when ctlogd binds it (octal, default "0660").
+    #[serde(default)]
+    pub admin_socket_mode: SocketMode,
+    /// `[admin]`: who may use the admin interface. Default: the uid ctlogd
+    /// runs as, and root; when present, exactly those listed.
+    #[serde(default)]
+    pub admin: Option<Principals>,
 }
 
 /// `[sequencing]`.
@@ -274,7 +295,8 @@ impl LogSettings {
         }
     }
 
-    fn check(&self, name: &str) -> Result<(), String> {
+    /// Checks the settings of log `name` (also a shard's, before it is added).
+    pub fn check(&self, name: &str) -> Result<(), String> {
         let bad = |what: String| Err(format!("log `{name}`: {what}"));
         if !valid_log_name(name) {
             return bad(
@@ -326,6 +348,27 @@ impl Config {
         rest.trim_end_matches('/').to_owned()
     }
 
+    /// Where the admin socket is bound when it is not socket-activated.
+    pub fn admin_socket_path(&self) -> PathBuf {
+        self.admin_socket.clone().unwrap_or_else(|| self.state_dir.join("admin.sock"))
+    }
+
+    /// Who may use the admin interface, resolved: `[admin]`, or else the uid
+    /// ctlogd runs as and root.
+    pub fn admins(&self) -> Result<ResolvedPrincipals, String> {
+        let own = nix::unistd::getuid().as_raw();
+        let p = self
+            .admin
+            .clone()
+            .unwrap_or_else(|| Principals { users: vec![Principal::Id(own), Principal::Id(0)], groups: Vec::new() });
+        p.resolve().map_err(|e| format!("[admin]: {e}"))
+    }
+
+    /// The storage directory of a shard added through the admin interface.
+    pub fn shard_dir(&self, name: &str) -> PathBuf {
+        self.state_dir.join("shards").join(name)
+    }
+
     /// The roots of every configured file, as one PEM text.
     pub fn read_roots(&self) -> Result<Vec<u8>, String> {
         let mut pem = Vec::new();
@@ -364,6 +407,7 @@ impl DaemonConfig for Config {
         if matches!(self.http_threads, Some(0)) {
             return Err("http_threads must be at least 1".into());
         }
+        self.admins()?;
         Ok(())
     }
 }

@@ -30,20 +30,30 @@ use signet_runtime::http::{text_response, Handler};
 
 use crate::chain::Submission;
 use crate::log::{Log, LogError};
+use crate::shards::{LogSet, Served};
 use crate::storage::{ObjectKey, CACHE_SHORT};
 
 /// The HTTP handler of one or more logs, each under its own path prefix.
+/// The set of logs may grow while it serves (a shard added).
 #[derive(Clone, Debug)]
 pub struct CtHttp {
-    logs: Arc<Vec<(String, Arc<Log>)>>,
+    logs: LogSet,
 }
 
 impl CtHttp {
     /// Serves each log under its prefix (`/` or `/2026h1/`: starting and
     /// ending with `/`). Longer prefixes are matched first.
-    pub fn new(mut logs: Vec<(String, Arc<Log>)>) -> Self {
-        logs.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
-        Self { logs: Arc::new(logs) }
+    pub fn new(logs: Vec<(String, Arc<Log>)>) -> Self {
+        let set = LogSet::default();
+        for (prefix, log) in logs {
+            set.add(Served { name: prefix.trim_matches('/').to_owned(), prefix, log, added: false });
+        }
+        Self { logs: set }
+    }
+
+    /// Serves the logs of `set`, as it is at each request.
+    pub fn over(set: LogSet) -> Self {
+        Self { logs: set }
     }
 
     /// Answers one request, given its method, path, query and body.
@@ -54,7 +64,8 @@ impl CtHttp {
             }
             return self.log_list();
         }
-        let Some((log, rest)) = self.logs.iter().find_map(|(p, l)| path.strip_prefix(p.as_str()).map(|r| (l, r)))
+        let logs = self.logs.snapshot();
+        let Some((log, rest)) = logs.iter().find_map(|s| path.strip_prefix(s.prefix.as_str()).map(|r| (&s.log, r)))
         else {
             return text_response(StatusCode::NOT_FOUND, "no such log\n");
         };
@@ -121,9 +132,10 @@ impl CtHttp {
     /// `GET /logs.json`: every log's metadata (as in its `log.v3.json`), in
     /// the order of their prefixes.
     fn log_list(&self) -> Response<Full<Bytes>> {
-        let mut logs: Vec<&(String, Arc<Log>)> = self.logs.iter().collect();
-        logs.sort_by(|a, b| a.0.cmp(&b.0));
-        let list = serde_json::json!({ "logs": logs.iter().map(|(_, l)| l.metadata()).collect::<Vec<_>>() });
+        let all = self.logs.snapshot();
+        let mut logs: Vec<&Served> = all.iter().collect();
+        logs.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+        let list = serde_json::json!({ "logs": logs.iter().map(|s| s.log.metadata()).collect::<Vec<_>>() });
         let mut r = bytes_response(Bytes::from(list.to_string()), "application/json");
         r.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static(CACHE_SHORT));
         r
@@ -135,7 +147,7 @@ impl Handler for CtHttp {
         let this = self.clone();
         async move {
             let (parts, body) = req.into_parts();
-            let limit = this.logs.iter().map(|(_, l)| l.config().limits.max_body).max().unwrap_or(0);
+            let limit = this.logs.snapshot().iter().map(|s| s.log.config().limits.max_body).max().unwrap_or(0);
             let declared = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
             if declared.is_some_and(|n| n > limit) {
                 return text_response(StatusCode::BAD_REQUEST, format!("body larger than {limit} bytes\n"));

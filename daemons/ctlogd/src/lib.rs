@@ -19,11 +19,15 @@
 //!   precertificates, validity and the temporal window.
 //! - [`log`]: one log: submissions and every read of both APIs, from the tiles.
 //! - [`http`]: the HTTP handler for signet-runtime's scaffold.
+//! - [`shards`]: the set of logs served, which grows while ctlogd serves (a
+//!   temporal shard added), and the `ct_shards` table that keeps the added ones.
+//! - [`admin`]: the admin interface (`ctlogd.capnp`) on its Unix socket.
 //! - [`config`], [`daemon`], [`metrics`]: the daemon around them: its TOML,
 //!   start-up (keys from signd, storage, crash repair), SIGHUP, stop, `/metrics`.
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod admin;
 pub mod chain;
 pub mod config;
 pub mod daemon;
@@ -32,6 +36,7 @@ pub mod http;
 pub mod log;
 pub mod metrics;
 pub mod sequencer;
+pub mod shards;
 pub mod signer;
 pub mod storage;
 

@@ -104,6 +104,11 @@ impl Log {
         Self { config, log_id, roots, sequencer, storage, issuers: Mutex::new(HashMap::new()) }
     }
 
+    /// The log ID (SHA-256 of its public key).
+    pub fn log_id(&self) -> LogId {
+        self.log_id
+    }
+
     /// The configuration.
     pub fn config(&self) -> &LogConfig {
         &self.config

@@ -1,10 +1,10 @@
 //! ctlogd's own metrics, per log (label `log`): tree size, backlog, the age
 //! of the published tree head, and the sequencer's counters. Read from each
-//! sequencer once a second.
+//! sequencer once a second; a log added while ctlogd
+//! serves is in them from the next second.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -15,6 +15,7 @@ use signet_runtime::metrics::Metrics;
 use tokio_util::sync::CancellationToken;
 
 use crate::log::Log;
+use crate::shards::LogSet;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LogLabel {
@@ -94,7 +95,7 @@ impl LogMetrics {
     }
 
     /// Copies each log's state into the metrics every `period` until `stop`.
-    pub async fn update_every(self, logs: Vec<(String, Arc<Log>)>, period: Duration, stop: CancellationToken) {
+    pub async fn update_every(self, logs: LogSet, period: Duration, stop: CancellationToken) {
         let mut seen: HashMap<String, [u64; 8]> = HashMap::new();
         let mut tick = tokio::time::interval(period);
         loop {
@@ -102,8 +103,9 @@ impl LogMetrics {
                 _ = tick.tick() => {}
                 () = stop.cancelled() => return,
             }
-            for (name, log) in &logs {
-                self.update(name, log, seen.entry(name.clone()).or_default());
+            // Logs added while ctlogd serves join at the next tick.
+            for s in logs.snapshot().iter() {
+                self.update(&s.name, &s.log, seen.entry(s.name.clone()).or_default());
             }
         }
     }

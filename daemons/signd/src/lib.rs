@@ -125,7 +125,8 @@ pub fn open_state(config: &Config, clock: Clock) -> Result<State, SigndError> {
     let pool = pool::Pool::new(config.workers).map_err(|e| SigndError::Startup(format!("signing threads: {e}")))?;
     let responders = issuers::rotate::ResponderStore::open(&store).map_err(store_err)?;
     let issuing_cas = issuers::rollover::IssuingCaStore::open(&store).map_err(store_err)?;
-    Ok(State { keys, audit, pool, responders, issuing_cas })
+    let added_logs = logs::added::LogStore::open(&store).map_err(store_err)?;
+    Ok(State { keys, audit, pool, responders, issuing_cas, added_logs })
 }
 
 /// Serves the keys named in `[[nss.keys]]`. A key that cannot be found or
@@ -154,7 +155,8 @@ pub fn run(config_path: &Path, config: Checked<Config>) -> Result<(), SigndError
     let store_err = |source| SigndError::Store { path: config.state_dir.join("db"), source };
     issuers.apply_installed_cas(&state.issuing_cas, &state.keys).map_err(store_err)?;
     issuers.apply_installed(&state.responders, &state.keys).map_err(store_err)?;
-    let logs = Logs::load(&config.logs, &state.keys).map_err(cfg_err)?;
+    let logs =
+        Logs::load(&config.logs, &state.keys).map_err(cfg_err)?.with_stored(&state.added_logs, &state.keys).map_err(store_err)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

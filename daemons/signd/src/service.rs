@@ -37,6 +37,8 @@ pub struct State {
     pub responders: crate::issuers::rotate::ResponderStore,
     /// The issuing CAs made by rotation.
     pub issuing_cas: crate::issuers::rollover::IssuingCaStore,
+    /// The CT logs added at run time.
+    pub added_logs: crate::logs::added::LogStore,
 }
 
 impl Workers for State {
@@ -580,4 +582,45 @@ fn certificate_serial(der: &[u8]) -> String {
     signet_ca::x509_cert::Certificate::from_der(der)
         .map(|c| hex::encode(c.tbs_certificate.serial_number.as_bytes()))
         .unwrap_or_default()
+    /// See `crate::logs::added`: the key checked and the log recorded on a
+    /// signing thread, audited, and only then among the logs.
+    fn add_ct_log(&self, name: String, key_id: String, roles: Vec<String>) -> LocalResult<Vec<u8>> {
+        use crate::logs::added::{self, Target};
+        const OPERATION: &str = "add-ct-log";
+        let caller = self.caller.clone();
+        let role = self.role.clone();
+        let logs = caller.shared.logs.borrow().clone();
+        let issuers = caller.shared.issuers.borrow().clone();
+        let target = self
+            .still_admin()
+            .and_then(|()| added::target(&logs, &issuers, &name, &key_id, roles, std::time::SystemTime::now()));
+        async move {
+            let stored = match target {
+                Ok(Target::Current(spki)) => return Ok(spki),
+                Ok(Target::Add(stored)) => stored,
+                Err(e) => return caller.refuse(&role, OPERATION, &key_id, e).await,
+            };
+            let state = caller.shared.state.clone();
+            let (worker_state, worker_name, worker_stored) = (state.clone(), name.clone(), stored.clone());
+            let outcome = state
+                .pool
+                .run(move || added::add(&worker_name, &worker_stored, &worker_state.keys, &worker_state.added_logs))
+                .await
+                .unwrap_or_else(|| Err(IpcError::internal("signing thread stopped")));
+            let mut entry = state.audit.entry(&caller.peer, &role, OPERATION, &key_id);
+            match &outcome {
+                Ok(_) => entry.outcome = format!("ok log={name} roles={}", stored.roles.join(",")),
+                Err(e) => entry = entry.failed(e),
+            }
+            state.audit.append_wait(vec![entry]).await?;
+            let log = outcome?;
+            let spki = log.spki.clone();
+            // Another call may have added logs meanwhile: add to the current set.
+            let now = caller.shared.logs.borrow().clone();
+            *caller.shared.logs.borrow_mut() = std::sync::Arc::new(now.with(log));
+            tracing::info!(log = %name, key = %key_id, uid = caller.peer.uid, "CT log added");
+            Ok(spki)
+        }
+        .boxed_local()
+    }
 }

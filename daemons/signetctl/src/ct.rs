@@ -11,6 +11,7 @@
 //! log cannot be reached or answers 5xx.
 
 mod check;
+pub mod shard;
 mod source;
 #[cfg(test)]
 mod tests;
@@ -88,6 +89,9 @@ pub enum CtCommand {
         #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=64))]
         concurrency: u16,
     },
+    /// Add a temporal shard to the running log (signd and ctlogd's admin interfaces), or list them.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Shard(shard::ShardCommand),
 }
 
 /// Which log, and how to know its signatures.
@@ -212,6 +216,8 @@ async fn run_async(cmd: &CtCommand, out: &Printer) -> Result<(), CtError> {
             }
             Ok(())
         }
+        // main.rs runs it over the admin sockets.
+        CtCommand::Shard(_) => Err(CtError::Usage("ct shard goes through signd's and ctlogd's admin sockets".into())),
         CtCommand::Inclusion { log, index, size, concurrency } => {
             let (src, cp) = open(&http, log).await?;
             let size = size.unwrap_or(cp.checkpoint.size);

@@ -37,7 +37,7 @@ use signet_ipc::{block_on, AuditQuery, ErrorKind, IpcError, KeyAlgorithm, KeySpe
 
 pub(crate) const EXIT_CODES: &str = "Exit codes: 0 ok; 1 failure (ct: a check failed; restore: the backup does not \
 verify); 2 bad arguments or request (backup, restore: a target that is not empty); 3 permission denied; 4 unknown key, serial, EAB key id, OAuth client or user; 5 signd, ocspd, acmed, tokend or the CT log \
-unavailable.";
+unavailable; 7 ct shard add: ctlogd refuses the shard (a name served already, an overlapping window).";
 
 /// Administer Signet: setup, keys, signing, the audit log, certificates, acmed, tokend, CT logs, probes, backups.
 #[derive(Parser)]
@@ -52,6 +52,9 @@ struct Cli {
     /// acmed's admin socket (for acme).
     #[arg(long, global = true, env = "SIGNET_ACMED_SOCKET", default_value = signet_ipc::DEFAULT_ACMED_SOCKET)]
     acmed_socket: PathBuf,
+    /// ctlogd's admin socket (for ct shard).
+    #[arg(long, global = true, env = "SIGNET_CTLOGD_SOCKET", default_value = signet_ipc::DEFAULT_CTLOGD_SOCKET)]
+    ctlogd_socket: PathBuf,
     /// tokend's admin socket (for oauth).
     #[arg(long, global = true, env = "SIGNET_TOKEND_SOCKET", default_value = signet_ipc::DEFAULT_TOKEND_SOCKET)]
     tokend_socket: PathBuf,
@@ -344,6 +347,10 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Oauth(cmd) => {
             let tokend = signet_ipc::TokendClient::new(&cli.tokend_socket).per_thread();
             oauth::run(&tokend, &client, cmd, &out)?;
+        }
+        Command::Ct(ct::CtCommand::Shard(cmd)) => {
+            let ctlogd = signet_ipc::CtlogdClient::new(&cli.ctlogd_socket).per_thread();
+            ct::shard::run(&client, &ctlogd, cmd, &out)?;
         }
         // HTTP only: the signd client above is never connected.
         Command::Ct(cmd) => ct::run(cmd, &out)?,

@@ -359,11 +359,13 @@ fn ocspd_toml(p: &Plan<'_>) -> String {
 
 fn ctlogd_toml(p: &Plan<'_>) -> String {
     format!(
-        "state_dir = {}\nsignd_socket = {}\nlisten = {}\n# Chains to the CA's root.\nroots = [{}]\n\n\
+        "state_dir = {}\nsignd_socket = {}\nlisten = {}\n# signetctl ct shard ...\nadmin_socket = {}\n\
+         # Chains to the CA's root.\nroots = [{}]\n\n\
          [logs.{name}]\ndescription = {}\nstorage = {{ dir = {} }}\n",
         qp(&p.state.join("ctlogd").join("db")),
         qp(&p.sock("signd")),
         p.listen(p.a.ct_port),
+        qp(&p.sock("ctlogd")),
         qp(&p.ca("root.pem")),
         q(format!("{} log", p.a.subject)),
         qp(&p.state.join("ctlogd").join(&p.a.name)),

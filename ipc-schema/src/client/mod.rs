@@ -1,5 +1,5 @@
-//! The clients: [`SigndClient`], [`OcspdClient`], [`AcmedClient`] and
-//! [`TokendClient`], each a `Send + Sync` handle usable from any thread or
+//! The clients: [`SigndClient`], [`OcspdClient`], [`AcmedClient`],
+//! [`TokendClient`] and [`CtlogdClient`], each a `Send + Sync` handle usable from any thread or
 //! runtime, over one generic transport (`conn::Connection`): one module per
 //! service beside it.
 //!
@@ -20,11 +20,13 @@
 
 mod acmed;
 mod conn;
+mod ctlogd;
 mod ocspd;
 mod signd;
 mod tokend;
 
 pub use acmed::{AcmedClient, DEFAULT_ACMED_SOCKET};
+pub use ctlogd::{CtlogdClient, DEFAULT_CTLOGD_SOCKET};
 pub use ocspd::{OcspdClient, DEFAULT_OCSPD_SOCKET};
 pub use signd::{SigndClient, DEFAULT_SOCKET};
 pub use tokend::{TokendClient, DEFAULT_TOKEND_SOCKET};

@@ -6,6 +6,7 @@
 //! ([`WriteOutcome`]).
 
 pub(crate) mod acmed;
+pub(crate) mod ctlogd;
 pub(crate) mod ocspd;
 pub(crate) mod signd;
 pub(crate) mod tokend;

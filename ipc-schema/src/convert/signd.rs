@@ -395,6 +395,7 @@ outcome!(admin::issue_ocsp_responder_results: Vec<u8>, write_der_result, |r| {
     read_der_result(r, "responder certificate")
 });
 outcome!(admin::issue_issuing_ca_results: Vec<u8>, write_der_result, |r| read_der_result(r, "CA certificate"));
+outcome!(admin::add_ct_log_results: Vec<u8>, write_der_result, |r| read_der_result(r, "log key"));
 
 outcome!(issuer::sign_tbs_certificate_results: Vec<u8>, write_der_result, |r| read_der_result(r, "certificate"));
 outcome!(issuer::ca_certificate_results: Vec<u8>, write_der_result, |r| read_der_result(r, "CA certificate"));
@@ -641,6 +642,22 @@ pub(crate) fn read_issue_issuing_ca(
         validity_days: p.get_validity_days(),
         crl_url: text(p.get_crl_url(), "CRL URL")?,
     })
+pub(crate) fn write_add_ct_log(
+    mut p: wire::admin::add_ct_log_params::Builder<'_>,
+    name: &str,
+    key_id: &str,
+    roles: &[String],
+) {
+    p.set_name(name);
+    p.set_key_id(key_id);
+    set_text_list(p.init_roles(roles.len() as u32), roles);
+}
+
+pub(crate) fn read_add_ct_log(
+    p: capnp::Result<wire::admin::add_ct_log_params::Reader<'_>>,
+) -> Result<(String, String, Vec<String>), IpcError> {
+    let p = p.map_err(|e| malformed("request", e))?;
+    Ok((text(p.get_name(), "log name")?, text(p.get_key_id(), "key id")?, text_list(p.get_roles(), "roles")?))
 }
 
 pub(crate) fn write_sign_tbs_certificate(mut p: wire::issuer::sign_tbs_certificate_params::Builder<'_>, tbs: &[u8]) {

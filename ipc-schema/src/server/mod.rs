@@ -1,5 +1,5 @@
 //! The server half: traits the daemons implement with plain types, one
-//! module per service (signd, ocspd, acmed, tokend), and the capnp adapters that
+//! module per service (signd, ocspd, acmed, tokend, ctlogd), and the capnp adapters that
 //! serve them over a Unix socket through one accept loop (`accept`).
 //!
 //! capnp-rpc is `!Send`, so everything here runs on a tokio `LocalSet`; the
@@ -13,6 +13,7 @@ use crate::types::IpcError;
 
 mod accept;
 mod acmed;
+mod ctlogd;
 mod ocspd;
 mod signd;
 mod tokend;
@@ -22,6 +23,7 @@ pub(crate) use accept::serve_on_thread;
 pub(crate) use accept::vat_network;
 pub use accept::{InFlight, ServeOptions, DEFAULT_BUSY_POLL, DRAIN_TIMEOUT};
 pub use acmed::{serve_acmed, AcmeAdminService, AcmedService, AcmedSession};
+pub use ctlogd::{serve_ctlogd, CtAdminService, CtlogdService, CtlogdSession};
 pub use ocspd::{serve_ocspd, OcspdService, OcspdSession, RegistryService};
 pub use signd::{
     serve, serve_connection, AdminService, CrlSignerService, IssuerService, LogSignerService, OcspSignerService,

@@ -139,6 +139,10 @@ pub trait AdminService: 'static {
     /// with its OCSP responder, and serves it under a new name from then on;
     /// the CA certificate, DER.
     fn issue_issuing_ca(&self, spec: IssuingCaSpec) -> LocalResult<Vec<u8>>;
+    /// Adds CT log `name` with log key `key_id`, its LogSigner for holders of
+    /// `roles` (empty: the configured logs' roles), kept in signd's store; the
+    /// log key's SubjectPublicKeyInfo, DER.
+    fn add_ct_log(&self, name: String, key_id: String, roles: Vec<String>) -> LocalResult<Vec<u8>>;
 }
 
 /// Serves `service` on `listener` until `shutdown` is cancelled, then stops
@@ -454,6 +458,15 @@ impl wire::admin::Server for AdminServer {
     ) -> capnp::Result<()> {
         handle(&self.in_flight, params, results, conv::read_issue_issuing_ca, |spec| self.inner.issue_issuing_ca(spec))
             .await
+    async fn add_ct_log(
+        self: CapRc<Self>,
+        params: wire::admin::AddCtLogParams,
+        results: wire::admin::AddCtLogResults,
+    ) -> capnp::Result<()> {
+        handle(&self.in_flight, params, results, conv::read_add_ct_log, |(name, key_id, roles)| {
+            self.inner.add_ct_log(name, key_id, roles)
+        })
+        .await
     }
 }
 

@@ -154,7 +154,7 @@ impl CaIssuer {
     }
 
     /// The CA key and every responder key.
-    fn key_ids(&self) -> Vec<String> {
+    pub(crate) fn key_ids(&self) -> Vec<String> {
         let responders = self.ocsp.iter().flat_map(|o| o.all()).map(|k| k.key_id.clone());
         std::iter::once(self.key_id.clone()).chain(responders).collect()
     }

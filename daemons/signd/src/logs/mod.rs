@@ -27,7 +27,12 @@
 //! exist, be available and be ECDSA P-256. As for issuers, SIGHUP reloads
 //! roles, not logs: which roles a log admits is re-read only on restart, but
 //! whether a caller holds those roles follows the reloaded policy.
+//!
+//! **Logs added at run time.** `Admin.addCtLog` ([`added`]) adds a log (a new
+//! temporal shard) with no restart: kept in signd's store, loaded after the
+//! configured logs at start, under the same rules.
 
+pub mod added;
 mod cap;
 pub mod input;
 
@@ -43,7 +48,7 @@ use crate::policy::valid_role_name;
 pub(crate) use cap::log_signer;
 
 /// The configured CT logs, checked against the key ring.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Logs {
     by_name: BTreeMap<String, Arc<CtLog>>,
 }

@@ -123,6 +123,7 @@ pub fn plan(name: &'static str, config_dir: &Path, private_keys: bool) -> Result
     }
     if name == "ctlogd" {
         ctlogd_storage(&table, &mut p);
+        ctlogd_shards(&state_dir, &mut p)?;
     }
 
     let mut strings = Vec::new();
@@ -180,6 +181,27 @@ fn ctlogd_storage(table: &toml::Table, p: &mut DaemonPlan) {
             ));
         }
     }
+}
+
+/// The shards added through ctlogd's admin interface (`signetctl ct shard
+/// add`): each in `shards/<name>` under its state_dir, defined in its store.
+fn ctlogd_shards(state_dir: &Path, p: &mut DaemonPlan) -> Result<(), BackupError> {
+    let dir = state_dir.join("shards");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(BackupError::io(&dir, e)),
+    };
+    let mut shards = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| BackupError::io(&dir, e))?;
+        if entry.file_type().map_err(|e| BackupError::io(&entry.path(), e))?.is_dir() {
+            shards.push((entry.file_name().to_string_lossy().into_owned(), entry.path()));
+        }
+    }
+    shards.sort();
+    p.tile_dirs.extend(shards);
+    Ok(())
 }
 
 /// Every string in a TOML value, with its dotted key (array items by index).

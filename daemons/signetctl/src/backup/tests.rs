@@ -102,6 +102,16 @@ fn plans_follow_the_configs_and_leave_private_material_out_unless_asked() {
     assert_eq!(ctlogd.tile_dirs, vec![("local".to_string(), r.join("state/tiles"))]);
     assert!(ctlogd.notes.iter().any(|n| n.contains("log remote") && n.contains("bucket ct")), "{:?}", ctlogd.notes);
     assert!(ctlogd.left_out.iter().any(|l| l.path == r.join("etc/s3.secret")), "{:?}", ctlogd.left_out);
+    // A shard added through ctlogd's admin interface: its tiles under state_dir/shards.
+    std::fs::create_dir_all(r.join("state/ctlogd/shards/2027h1/tile")).unwrap();
+    let ctlogd = plan("ctlogd", &etc, false).unwrap().unwrap();
+    assert_eq!(
+        ctlogd.tile_dirs,
+        vec![
+            ("local".to_string(), r.join("state/tiles")),
+            ("2027h1".to_string(), r.join("state/ctlogd/shards/2027h1"))
+        ]
+    );
 
     // Keys on an NSS token: the flag is refused, saying what to do instead.
     let toml = std::fs::read_to_string(etc.join("signd.toml")).unwrap();
