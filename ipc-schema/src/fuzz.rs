@@ -276,6 +276,8 @@ impl AdminService for StandIn {
         ready(Err(IpcError::invalid("stand-in")))
     }
     fn issue_issuing_ca(&self, _: IssuingCaSpec) -> LocalResult<Vec<u8>> {
+        ready(Err(IpcError::invalid("stand-in")))
+    }
     fn add_ct_log(&self, _: String, _: String, _: Vec<String>) -> LocalResult<Vec<u8>> {
         ready(Err(IpcError::invalid("stand-in")))
     }

@@ -591,6 +591,8 @@ fn issuing_ca_rotates_under_acme_and_ocsp_load_without_a_failed_request() {
 fn owner_cert_url(stack: &AcmeStack, chain: &str) -> String {
     let serial = openssl::x509::X509::from_pem(pems(chain)[0].as_bytes()).unwrap().serial_number().to_bn().unwrap();
     stack.url(&format!("/acme/cert/{}", serial.to_hex_str().unwrap().to_lowercase()))
+}
+
 /// `signetctl` against the CT test's signd and ctlogd.
 fn ct_signetctl(signd: &SigndProcess, ctlogd: &signet_tests::ctlog::Ctlogd) -> std::process::Command {
     let mut c = signet_tests::signetctl(&signd.socket);

@@ -574,14 +574,7 @@ impl AdminService for Admin {
         }
         .boxed_local()
     }
-}
 
-/// A certificate's serial number, hex (empty when it does not parse).
-fn certificate_serial(der: &[u8]) -> String {
-    use signet_ca::der::Decode;
-    signet_ca::x509_cert::Certificate::from_der(der)
-        .map(|c| hex::encode(c.tbs_certificate.serial_number.as_bytes()))
-        .unwrap_or_default()
     /// See `crate::logs::added`: the key checked and the log recorded on a
     /// signing thread, audited, and only then among the logs.
     fn add_ct_log(&self, name: String, key_id: String, roles: Vec<String>) -> LocalResult<Vec<u8>> {
@@ -623,4 +616,12 @@ fn certificate_serial(der: &[u8]) -> String {
         }
         .boxed_local()
     }
+}
+
+/// A certificate's serial number, hex (empty when it does not parse).
+fn certificate_serial(der: &[u8]) -> String {
+    use signet_ca::der::Decode;
+    signet_ca::x509_cert::Certificate::from_der(der)
+        .map(|c| hex::encode(c.tbs_certificate.serial_number.as_bytes()))
+        .unwrap_or_default()
 }

@@ -190,6 +190,8 @@ impl SigndClient {
     /// served by signd as issuer `spec.new_name` at once; its certificate, DER.
     pub async fn issue_issuing_ca(&self, spec: IssuingCaSpec) -> Result<Vec<u8>, IpcError> {
         self.der(Request::IssueIssuingCa(spec)).await
+    }
+
     /// Admin: adds CT log `name` with log key `key_id` (ECDSA P-256), its
     /// LogSigner for holders of `roles` (empty: the configured logs' roles),
     /// kept in signd's store; the log key's SubjectPublicKeyInfo, DER.
@@ -642,6 +644,8 @@ async fn attempt(conn: &Conn<Signd>, request: &Request) -> Result<Response, Call
         Request::IssueIssuingCa(spec) => {
             let mut req = conn.admin().await?.issue_issuing_ca_request();
             conv::write_issue_issuing_ca(req.get(), spec);
+            Response::Der(req.send().promise.await?.get()?.read_outcome()?)
+        }
         Request::AddCtLog { name, key_id, roles } => {
             let mut req = conn.admin().await?.add_ct_log_request();
             conv::write_add_ct_log(req.get(), name, key_id, roles);

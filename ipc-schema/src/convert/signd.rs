@@ -642,6 +642,8 @@ pub(crate) fn read_issue_issuing_ca(
         validity_days: p.get_validity_days(),
         crl_url: text(p.get_crl_url(), "CRL URL")?,
     })
+}
+
 pub(crate) fn write_add_ct_log(
     mut p: wire::admin::add_ct_log_params::Builder<'_>,
     name: &str,

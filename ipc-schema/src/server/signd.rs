@@ -458,6 +458,8 @@ impl wire::admin::Server for AdminServer {
     ) -> capnp::Result<()> {
         handle(&self.in_flight, params, results, conv::read_issue_issuing_ca, |spec| self.inner.issue_issuing_ca(spec))
             .await
+    }
+
     async fn add_ct_log(
         self: CapRc<Self>,
         params: wire::admin::AddCtLogParams,
