@@ -155,8 +155,10 @@ pub fn run(config_path: &Path, config: Checked<Config>) -> Result<(), SigndError
     let store_err = |source| SigndError::Store { path: config.state_dir.join("db"), source };
     issuers.apply_installed_cas(&state.issuing_cas, &state.keys).map_err(store_err)?;
     issuers.apply_installed(&state.responders, &state.keys).map_err(store_err)?;
-    let logs =
-        Logs::load(&config.logs, &state.keys).map_err(cfg_err)?.with_stored(&state.added_logs, &state.keys).map_err(store_err)?;
+    let logs = Logs::load(&config.logs, &state.keys)
+        .map_err(cfg_err)?
+        .with_stored(&state.added_logs, &state.keys)
+        .map_err(store_err)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
