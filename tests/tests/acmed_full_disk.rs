@@ -4,7 +4,9 @@
 //!
 //! And on a filesystem that fails (issue 23 item 6: a loop-mounted ext4 turned read-only as
 //! on a disk error): the same refusals, an issued certificate still served; checked,
-//! mounted again and acmed restarted, the account and the certificate are there.
+//! mounted again and acmed restarted, the account and the certificate are there. Restarted
+//! on the failed filesystem before that, acmed starts on its store opened read-only,
+//! serves the certificate and refuses writes.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -86,6 +88,18 @@ fn a_failed_disk_refuses_writes_serves_what_was_issued_and_keeps_it() {
     assert_eq!((r.status, &r.body), (200, &chain));
     assert_eq!(stack.log().matches(REFUSED_LINE).count(), 1, "logged once:\n{}", stack.log());
     assert!(!stack.log().contains("panicked"), "{}", stack.log());
+
+    // Restarted on the failed filesystem, still read-only: acmed starts on its store
+    // opened read-only, serves the certificate and refuses writes the same way.
+    let (key, kid) = (client.key, client.kid);
+    stack.kill9_acmed();
+    stack.start_acmed();
+    let mut client = Client::new(&stack);
+    (client.key, client.kid) = (key, kid);
+    let r = client.post(&cert_url, None);
+    assert_eq!((r.status, &r.body), (200, &chain));
+    new_accounts_refused(&stack, &["storage is read-only"]);
+    assert!(stack.log().contains("the store cannot be written"), "{}", stack.log());
 
     // Checked, mounted again, acmed restarted: the account and its certificate are
     // there, and it orders again.

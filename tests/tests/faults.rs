@@ -14,6 +14,9 @@
 //!   discovery and introspection served, an earlier revocation kept; once space returns
 //!   the refused revocation succeeds, and survives a `kill -9`; once the failed
 //!   filesystem is checked and mounted again, tokend restarted has everything acknowledged.
+//! - Each of them, and acmed, ocspd and signd (in their own suites), restarted on the
+//!   failed filesystem before it is repaired: the store is opened read-only, and the
+//!   daemon serves reads and refuses writes as above.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -125,7 +128,17 @@ fn ctlogd_on_a_full_read_only_or_failed_disk_refuses_submissions_serves_reads_an
     ct_refused(&ctlogd, &entries, 45..50, "the log's storage is read-only; try again later");
     ct_reads_served(&ctlogd, &entries, &acked);
     assert!(!ctlogd.log().contains("panicked"), "{}", ctlogd.log());
+    // Restarted on it, the tiles read-only too: ctlogd starts on its store opened
+    // read-only, serves reads and refuses submissions the same way.
     ctlogd.kill9();
+    tiles_fs.read_only();
+    ctlogd.spawn();
+    ct_refused(&ctlogd, &entries, 45..50, "the log's storage is read-only; try again later");
+    ct_reads_served(&ctlogd, &entries, &acked);
+    assert!(ctlogd.log().contains(STORE_READ_ONLY_START_LINE), "{}", ctlogd.log());
+    assert!(!ctlogd.log().contains("panicked"), "{}", ctlogd.log());
+    ctlogd.kill9();
+    tiles_fs.writable();
     db_fs.repair();
     ctlogd.spawn();
     ct_accept(&ctlogd, &entries, 45..55, &mut acked);
@@ -137,6 +150,7 @@ fn ctlogd_on_a_full_read_only_or_failed_disk_refuses_submissions_serves_reads_an
 const STORE_FULL_LINE: &str = "the store refuses writes for lack of space";
 const STORE_WRITABLE_LINE: &str = "the store accepts writes again";
 const STORE_READ_ONLY_LINE: &str = "the store refuses writes because its filesystem is read-only";
+const STORE_READ_ONLY_START_LINE: &str = "the store cannot be written";
 
 fn json_of(body: &str) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
@@ -249,6 +263,18 @@ fn tokend_on_a_full_or_failed_disk_refuses_writes_with_temporarily_unavailable_a
     assert!(active(&t, &svc, &access_token(&t, &svc)));
     assert_eq!(t.get("/jwks").0, 200);
     assert_eq!(t.log().matches(STORE_READ_ONLY_LINE).count(), 1, "logged once:\n{}", t.log());
+    assert!(!t.log().contains("panicked"), "{}", t.log());
+
+    // Restarted on the failed filesystem, still read-only: tokend starts on its store
+    // opened read-only; the same refusals, the same answers.
+    t.kill9();
+    t.spawn();
+    tokend_writes_refused(&t, &svc, &later, "later", "storage is read-only");
+    assert!(!active(&t, &svc, &kept) && !active(&t, &svc, &refused));
+    assert!(active(&t, &svc, &later) && active(&t, &svc, &fresh));
+    assert!(active(&t, &svc, &access_token(&t, &svc)));
+    assert_eq!(t.get("/jwks").0, 200);
+    assert!(t.log().contains(STORE_READ_ONLY_START_LINE), "{}", t.log());
     assert!(!t.log().contains("panicked"), "{}", t.log());
 
     // Checked, mounted again and tokend restarted: everything acknowledged is there, and

@@ -362,8 +362,9 @@ fn ocsp_says(pki: &Pki, cert: &Path, status: &str) {
 /// loop-mounted ext4, as on a disk error): registry writes and revocations refused with
 /// `unavailable` naming the cause, logged once; OCSP answers and the last CRL still
 /// served (a new one cannot be stored, and its number must never repeat).
-/// Checked, mounted again and ocspd restarted, every acknowledged record and revocation
-/// is there.
+/// Restarted on it before the repair, ocspd starts on its store opened read-only and
+/// answers as before. Checked, mounted again and ocspd restarted, every acknowledged
+/// record and revocation is there.
 #[test]
 fn a_failed_filesystem_refuses_writes_serves_answers_and_keeps_what_was_acknowledged() {
     let mut pki = Pki::start();
@@ -401,6 +402,19 @@ fn a_failed_filesystem_refuses_writes_serves_answers_and_keeps_what_was_acknowle
     ocsp_says(&pki, &later, "good");
     assert_eq!(pki.full_crl_reason(&revoked_serial).as_deref(), Some("Key Compromise"));
     assert_eq!(pki.log().matches("the store refuses writes").count(), 1, "logged once:\n{}", pki.log());
+    assert!(!pki.log().contains("panicked"), "{}", pki.log());
+
+    // Restarted on the failed filesystem, still read-only: ocspd starts on its store
+    // opened read-only, answers and serves the CRL as before, and refuses writes.
+    pki.kill9_ocspd();
+    pki.start_ocspd();
+    ocsp_says(&pki, &good, "good");
+    ocsp_says(&pki, &revoked, "revoked");
+    ocsp_says(&pki, &later, "good");
+    assert_eq!(pki.full_crl_reason(&revoked_serial).as_deref(), Some("Key Compromise"));
+    let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", &later_serial, "--reason", "superseded"]));
+    assert!(!st.success() && format!("{out}{err}").contains("read-only"), "{out}{err}");
+    assert!(pki.log().contains("the store cannot be written"), "{}", pki.log());
     assert!(!pki.log().contains("panicked"), "{}", pki.log());
 
     // Checked, mounted again, ocspd restarted: all of it is there, and it takes writes.

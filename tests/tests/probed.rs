@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use signet_tests::bin;
 use signet_tests::pki::free_port;
+use signet_tests::smallfs::SmallFs;
 
 /// nginx on a temp prefix: `http_port` plain, `https_port` TLS with HTTP/2.
 struct Nginx {
@@ -682,6 +683,86 @@ fn pem_b64(path: &Path) -> String {
         .collect();
     body
 }
+
+/// The time of each of `check`'s recent runs.
+fn recent_times(check: &Value) -> Vec<u64> {
+    check["recent"].as_array().unwrap().iter().map(|r| r["time_ms"].as_u64().unwrap()).collect()
+}
+
+/// Issue 23 item 6: probed's state on a full disk, then restarted on a read-only one. The
+/// check goes on running, changing state and alerting from memory; the refusal is logged
+/// once, not per result; results are stored again once space returns; restarted on the
+/// read-only directory, probed shows the state and history stored before.
+#[test]
+fn probed_on_a_full_or_read_only_disk_keeps_checking_and_alerting() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let server = TestServer::start();
+    let port = free_port();
+    let state = d.join("state");
+    let config = format!(
+        "state_dir = {state:?}\nlisten = \"127.0.0.1:{port}\"\n\
+         [defaults]\ninterval = \"200ms\"\ntimeout = \"2s\"\n\
+         [checks.switch]\nkind = \"http\"\nurl = \"{switch}\"\ndown_after = 2\nup_after = 2\n\
+         [[webhooks]]\nurl = \"{hook}\"\n",
+        switch = server.url("/switch"),
+        hook = server.url("/hook"),
+    );
+    let mut probed = Probed::start(d, &config, port);
+    wait_for(Duration::from_secs(20), "switch up", || probed.state("switch") == "up");
+    probed.kill9();
+    let Some(fs) = SmallFs::over(&state, "16m") else { return };
+    probed.spawn();
+    wait_for(Duration::from_secs(20), "switch up", || probed.state("switch") == "up");
+
+    // Full: results are not stored, which is logged once; the check still goes down and alerts.
+    fs.fill();
+    server.switch_on.store(false, Ordering::SeqCst);
+    wait_for(Duration::from_secs(20), "switch down", || probed.state("switch") == "down");
+    wait_for(Duration::from_secs(10), "the down alert", || server.events("switch") == ["down"]);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(probed.log().matches(STORE_FULL_LINE).count(), 1, "logged once:\n{}", probed.log());
+    assert!(!probed.log().contains("cannot store the result"), "{}", probed.log());
+
+    // Space returns: results are stored again, which is logged once.
+    fs.free();
+    wait_for(Duration::from_secs(10), "writes again", || probed.log().contains(STORE_WRITABLE_LINE));
+    // A result is committed within the store's 50 ms linger.
+    std::thread::sleep(Duration::from_millis(500));
+    let stored = probed.check("switch")["last"]["time_ms"].as_u64().unwrap();
+
+    // Restarted on a read-only state directory: the stored state and history are shown,
+    // the check goes on and alerts from memory, the refusal is logged once.
+    probed.kill9();
+    fs.read_only();
+    probed.spawn();
+    let after = probed.check("switch");
+    assert_eq!(after["state"], "down", "{after}");
+    assert!(recent_times(&after).contains(&stored), "{stored} not in {after}");
+    assert!(probed.log().contains(STORE_READ_ONLY_START_LINE), "{}", probed.log());
+    server.switch_on.store(true, Ordering::SeqCst);
+    wait_for(Duration::from_secs(20), "switch up", || probed.state("switch") == "up");
+    wait_for(Duration::from_secs(10), "the resolved alert", || server.events("switch") == ["down", "resolved"]);
+    assert_eq!(probed.log().matches(STORE_READ_ONLY_LINE).count(), 1, "logged once:\n{}", probed.log());
+    assert!(!probed.log().contains("cannot store the result"), "{}", probed.log());
+    assert!(!probed.log().contains("panicked"), "{}", probed.log());
+
+    // Writable again and restarted: results are stored.
+    probed.kill9();
+    fs.writable();
+    probed.spawn();
+    wait_for(Duration::from_secs(20), "switch up", || probed.state("switch") == "up");
+    std::thread::sleep(Duration::from_millis(500));
+    let stored = probed.check("switch")["last"]["time_ms"].as_u64().unwrap();
+    probed.kill9();
+    probed.spawn();
+    assert!(recent_times(&probed.check("switch")).contains(&stored), "{}", probed.log());
+}
+
+const STORE_FULL_LINE: &str = "the store refuses writes for lack of space";
+const STORE_WRITABLE_LINE: &str = "the store accepts writes again";
+const STORE_READ_ONLY_LINE: &str = "the store refuses writes because its filesystem is read-only";
+const STORE_READ_ONLY_START_LINE: &str = "the store cannot be written";
 
 #[test]
 fn probed_pki_checks_against_ocspd_and_ctlogd() {

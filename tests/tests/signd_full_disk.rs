@@ -8,7 +8,9 @@
 //! as on a disk error, issue 23 item 6): signing refused, named as read-only, the rest
 //! answered; once the filesystem is checked and mounted again, every signature
 //! acknowledged before the failure is in the audit log with `durability = "sync"`,
-//! and every one older than the flush interval with `durability = "process"`.
+//! and every one older than the flush interval with `durability = "process"`. Restarted
+//! on the failed filesystem before the repair, signd starts on its store opened
+//! read-only: it answers, the audit log included, and refuses to sign.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -25,6 +27,7 @@ use signet_tests::SigndProcess;
 const FULL_LINE: &str = "the store refuses writes for lack of space";
 const REFUSED_LINE: &str = "the store refuses writes";
 const WRITABLE_LINE: &str = "the store accepts writes again";
+const READ_ONLY_START_LINE: &str = "the store cannot be written";
 
 /// What the signing load has seen so far.
 #[derive(Default)]
@@ -183,6 +186,17 @@ fn failed_disk_run(durability: &str, old: Duration) -> Option<(usize, usize, usi
     let seen = load.finish();
     assert_eq!(signd.log().matches(REFUSED_LINE).count(), 1, "logged once:\n{}", signd.log());
     assert!(!signd.log().contains("panicked"), "{}", signd.log());
+
+    // Restarted on the failed filesystem, still read-only: signd comes up on its store
+    // opened read-only, answers what needs no write, the audit log included, and
+    // refuses to sign, named.
+    signd.restart();
+    reads_answered(&mut signd);
+    let e = block_on(signd.client().sign("", "k", SignatureScheme::Default, b"on a read-only disk".to_vec()))
+        .expect_err("signing needs an audit record");
+    assert!(e.detail.contains("is read-only"), "{}: {}", e.kind, e.detail);
+    assert!(!audited(&signd.client()).is_empty(), "the audit log is read");
+    assert!(signd.log().contains(READ_ONLY_START_LINE), "{}", signd.log());
 
     // Checked, mounted again, restarted: signing works, and the audit log has what it
     // must.

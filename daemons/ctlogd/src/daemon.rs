@@ -82,12 +82,21 @@ async fn serve(config_path: &Path, config: Config, store: Store) -> Result<(), C
     let mut act = activation::Activation::from_env();
     let http_listener = activation::tcp_listener(&mut act, "ctlogd-http", config.listen)?;
     // Bound now, so admin clients queue while ctlogd starts its logs.
-    let admin_listener = activation::unix_listener_std(
+    let admin_listener = match activation::unix_listener_std(
         &mut act,
         "ctlogd-admin",
         &config.admin_socket_path(),
         config.admin_socket_mode.bits(),
-    )?;
+    ) {
+        Ok(listener) => Some(listener),
+        // The default socket is in the state directory: read-only, the logs are still
+        // served, and the admin interface would only be refused its writes.
+        Err(e) if store.is_read_only() && e.io_kind() == Some(std::io::ErrorKind::ReadOnlyFilesystem) => {
+            tracing::error!(error = %e, "no admin socket on the read-only state directory: shards cannot be added until ctlogd restarts on a writable one");
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
     let admins = Arc::new(Admins::new(&config, Config::admins).map_err(CtlogdError::Config)?);
 
     let pem = config.read_roots().map_err(CtlogdError::Config)?;
@@ -137,13 +146,14 @@ async fn serve(config_path: &Path, config: Config, store: Store) -> Result<(), C
         tasks: tasks.clone(),
         adding: Arc::new(tokio::sync::Mutex::new(())),
     };
-    let admin_thread = {
+    if let Some(admin_listener) = admin_listener {
         let (admins, stop, runtime) = (admins.clone(), shutdown.clone(), tokio::runtime::Handle::current());
-        ServiceThread::spawn("ctlogd-admin", "admin", admin_listener, shutdown.clone(), move |listener| {
-            crate::admin::serve(listener, shards, admins, runtime, stop)
-        })?
-    };
-    life.on_stop(admin_thread.join());
+        let admin_thread =
+            ServiceThread::spawn("ctlogd-admin", "admin", admin_listener, shutdown.clone(), move |listener| {
+                crate::admin::serve(listener, shards, admins, runtime, stop)
+            })?;
+        life.on_stop(admin_thread.join());
+    }
     let names: Vec<String> = config.logs.keys().cloned().collect();
     life.on_stop(async move {
         if let Ok(Err(e)) = http.await {

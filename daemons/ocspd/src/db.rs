@@ -293,6 +293,10 @@ impl Db {
     /// The numeric id of issuer `name`, assigned on first use.
     pub fn issuer_id(&self, name: &str) -> Result<u32, StoreError> {
         let name = name.to_owned();
+        // Read first: a store opened read-only still knows its issuers.
+        if let Some(id) = self.store.read(|t| t.get(&self.issuer_ids, &name))? {
+            return Ok(id);
+        }
         self.write(|t| {
             if let Some(id) = t.get(&self.issuer_ids, &name)? {
                 return Ok(id);

@@ -88,7 +88,10 @@ async fn prune(history: Arc<History>, stop: tokio_util::sync::CancellationToken)
         let h = history.clone();
         match tokio::task::spawn_blocking(move || h.prune(unix_ms())).await {
             Ok(Ok(n)) if n > 0 => tracing::info!(rows = n, "history pruned"),
-            Ok(Err(e)) => tracing::warn!(error = %e, "history pruning failed"),
+            // A full or read-only disk is logged by the history, once.
+            Ok(Err(e)) if e.refuses_writes().is_none() || !history.refusing_writes() => {
+                tracing::warn!(error = %e, "history pruning failed")
+            }
             _ => {}
         }
         tokio::select! {

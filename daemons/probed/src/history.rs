@@ -18,7 +18,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use signet_store::{Durability, Store, StoreError, StoreOptions, Table};
+use std::sync::Arc;
+
+use signet_store::{Durability, SpaceWatch, Store, StoreError, StoreOptions, Table};
 
 /// The application name of probed's store.
 pub const STORE_APPLICATION: &str = "probed";
@@ -113,10 +115,16 @@ pub struct StoredState {
     pub memo: Option<Vec<u8>>,
 }
 
+/// What a store that refuses writes stops, for [`SpaceWatch`]'s log line.
+const FULL_CONSEQUENCE: &str = "check results are not stored until it takes writes again; checks, states, alerts and \
+     the status page go on from memory, with the history stored before";
+
 /// probed's store.
 #[derive(Debug)]
 pub struct History {
     store: Store,
+    /// Logs once when results cannot be stored (a full or read-only disk), and when they can again.
+    space: Arc<SpaceWatch>,
     ids: Mutex<HashMap<String, u64>>,
     check_ids: Table<String, u64>,
     raw: Table<(u64, u64), RawResult>,
@@ -142,6 +150,7 @@ impl History {
             hours: store.table("hours")?,
             states: store.table("states")?,
             ids: Mutex::new(HashMap::new()),
+            space: Arc::new(SpaceWatch::new(store.path(), FULL_CONSEQUENCE)),
             store,
         })
     }
@@ -184,7 +193,8 @@ impl History {
     ) -> Result<(), StoreError> {
         let (raw, minutes, hours, states) = (self.raw, self.minutes, self.hours, self.states);
         let name = name.to_owned();
-        self.store
+        let out = self
+            .store
             .write_grouped(move |t| {
                 // Two results in one millisecond: the later one moves up a millisecond.
                 let mut at = at_ms;
@@ -201,7 +211,9 @@ impl History {
                 t.put(&states, &name, &state)?;
                 Ok::<_, StoreError>(())
             })
-            .await
+            .await;
+        self.space.note(&out);
+        out
     }
 
     /// The latest `n` results of check `id`, oldest first.
@@ -262,6 +274,11 @@ impl History {
             deleted += prune_table(&self.store, self.hours, id, now_ms.saturating_sub(HOUR_RETENTION_MS))?;
         }
         Ok(deleted)
+    }
+
+    /// Whether the store refuses writes for now (a full or read-only disk, already logged).
+    pub fn refusing_writes(&self) -> bool {
+        self.space.is_full() || self.store.is_read_only()
     }
 
     /// Forgets check `name`'s state (its history stays until retention removes it).

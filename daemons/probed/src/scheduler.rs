@@ -234,8 +234,12 @@ impl Scheduler {
             next.recent.pop_front();
         }
         next.gauges.clone_from(&outcome.gauges);
-        if let Err(e) = self.history.record(check.id, &check.name, now_ms, raw, next.stored.clone()).await {
-            tracing::error!(check = %check.name, error = %e, "cannot store the result");
+        match self.history.record(check.id, &check.name, now_ms, raw, next.stored.clone()).await {
+            // A full or read-only disk is logged once, by the history.
+            Err(e) if e.refuses_writes().is_none() => {
+                tracing::error!(check = %check.name, error = %e, "cannot store the result");
+            }
+            _ => {}
         }
         let (state, since_ms, last_alert_ms) = (next.stored.state, next.stored.since_ms, next.stored.last_alert_ms);
         *check.status() = next;

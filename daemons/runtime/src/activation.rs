@@ -101,6 +101,22 @@ pub enum ActivationError {
     NoRuntime(String),
 }
 
+impl ActivationError {
+    /// The kind of the underlying I/O error, for the errors that have one: lets a
+    /// daemon tell, say, a read-only directory from the rest.
+    pub fn io_kind(&self) -> Option<io::ErrorKind> {
+        match self {
+            Self::WrongType { source, .. }
+            | Self::CreateDir { source, .. }
+            | Self::RemoveStale { source, .. }
+            | Self::Bind { source, .. }
+            | Self::Chmod { source, .. }
+            | Self::Register { source, .. } => Some(source.kind()),
+            Self::Environment(_) | Self::NotASocket { .. } | Self::InUse { .. } | Self::NoRuntime(_) => None,
+        }
+    }
+}
+
 /// The sockets systemd passed to this process, by name.
 pub struct Activation {
     fds: ListenFd,

@@ -157,7 +157,8 @@ pub enum StoreError {
     /// ext4 makes itself after an I/O error (`errors=remount-ro`): the
     /// transaction was aborted and nothing of it is stored. Reads are not
     /// affected; writes succeed again once the filesystem is checked and
-    /// mounted read-write, and the daemon restarted.
+    /// mounted read-write, and the daemon restarted. Also every write to a
+    /// store [`Store::open`](crate::Store::open) could only open read-only.
     #[error("LMDB {operation}: the store's filesystem is read-only")]
     ReadOnly {
         /// What the store was doing.

@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::group::GroupWriter;
 use crate::reserve::Reserve;
 use crate::txn::{optional, ReadTxn, WriteTxn};
-use crate::{Key, StoreError, Table};
+use crate::{Key, StoreError, Table, DATA_FILE};
 
 /// Name of the table holding the store's identity; not available to callers.
 pub(crate) const META_TABLE: &str = "meta";
@@ -131,11 +131,24 @@ impl Store {
     /// fails with [`StoreError::WrongApplication`] or
     /// [`StoreError::SchemaVersion`]. A directory may be open only once per
     /// process ([`StoreError::AlreadyOpen`]).
+    ///
+    /// A store that exists but cannot be written, its filesystem read-only or its
+    /// files not writable by this process, is opened read-only: reads are served
+    /// from what is committed, every write is refused with
+    /// [`StoreError::ReadOnly`] (as a daemon restarted on a filesystem turned
+    /// read-only after an error needs, to go on answering what it can).
     pub fn open(dir: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
+        Self::open_with(dir, opts, false)
+    }
+
+    fn open_with(dir: &Path, opts: StoreOptions, force_read_only: bool) -> Result<Store, StoreError> {
         let dir_err = |source| StoreError::Directory { path: dir.to_path_buf(), source };
         DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(dir_err)?;
         let path = dir.canonicalize().map_err(dir_err)?;
         let registration = Registration::claim(path)?;
+        if force_read_only {
+            return Self::open_read_only(registration, opts);
+        }
 
         let mut flags = EnvironmentFlags::NO_TLS;
         if let Durability::Process { .. } = opts.durability {
@@ -148,9 +161,13 @@ impl Store {
             .set_max_dbs(opts.max_tables.saturating_add(1))
             .set_map_size(opts.map_size)
             .set_flags(flags)
-            .open_with_permissions(&registration.path, 0o600)
-            .map_err(StoreError::lmdb("open environment"))?;
-        let env = Arc::new(env);
+            .open_with_permissions(&registration.path, 0o600);
+        let env = match env {
+            Err(lmdb::Error::Other(code)) if cannot_write(code) && registration.path.join(DATA_FILE).exists() => {
+                return Self::open_read_only(registration, opts);
+            }
+            other => Arc::new(other.map_err(StoreError::lmdb("open environment"))?),
+        };
         check_meta(&env, &opts)?;
         let reserve = if opts.write_map { Some(Arc::new(Reserve::open(&registration.path, &env)?)) } else { None };
 
@@ -173,12 +190,46 @@ impl Store {
                 flusher,
                 failure,
                 fallback: OnceLock::new(),
+                read_only: false,
                 tables: Mutex::new(vec![(META_TABLE, meta)]),
                 map_size: opts.map_size,
                 max_dbs: opts.max_tables.saturating_add(1),
                 _registration: registration,
             }),
         })
+    }
+
+    /// Opens an existing store read-only: no lock file, no writer, no flusher, no
+    /// reserve; [`Inner::check_failed`] refuses every write.
+    fn open_read_only(registration: Registration, opts: StoreOptions) -> Result<Store, StoreError> {
+        let env = read_only_environment(&registration.path, opts.max_tables.saturating_add(1), opts.map_size)
+            .map_err(StoreError::lmdb("open environment read-only"))?;
+        verify_meta(&env, &opts)?;
+        let meta = env.open_db(Some(META_TABLE)).map_err(StoreError::lmdb("open meta table"))?;
+        tracing::error!(dir = %registration.path.display(), "the store cannot be written (its filesystem is read-only, or its files are not writable): reads are served from what is committed, writes are refused until the daemon restarts on a writable store");
+        Ok(Store {
+            inner: Arc::new(Inner {
+                id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
+                application: opts.application,
+                group_linger: opts.group_linger,
+                reserve: None,
+                env: Arc::new(env),
+                writer: OnceLock::new(),
+                flusher: None,
+                failure: Arc::new(OnceLock::new()),
+                fallback: OnceLock::new(),
+                read_only: true,
+                tables: Mutex::new(vec![(META_TABLE, meta)]),
+                map_size: opts.map_size,
+                max_dbs: opts.max_tables.saturating_add(1),
+                _registration: registration,
+            }),
+        })
+    }
+
+    /// Whether the store was opened read-only ([`Store::open`]): every write is refused.
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
     }
 
     /// The store's directory (canonical).
@@ -201,8 +252,14 @@ impl Store {
         if name == META_TABLE {
             return Err(StoreError::ReservedTableName { name });
         }
-        let db =
-            self.inner.env.create_db(Some(name), DatabaseFlags::empty()).map_err(StoreError::lmdb("create table"))?;
+        let db = if self.inner.read_only {
+            match self.inner.env.open_db(Some(name)) {
+                Err(lmdb::Error::NotFound) => return Err(StoreError::ReadOnly { operation: "create table" }),
+                other => other.map_err(StoreError::lmdb("open table"))?,
+            }
+        } else {
+            self.inner.env.create_db(Some(name), DatabaseFlags::empty()).map_err(StoreError::lmdb("create table"))?
+        };
         let mut tables = self.inner.tables.lock().unwrap_or_else(|p| p.into_inner());
         if !tables.iter().any(|(n, _)| *n == name) {
             tables.push((name, db));
@@ -272,22 +329,10 @@ impl Store {
         R: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        let inner = &self.inner;
-        let failed = inner.check_failed().err();
-        let writer = inner.writer.get_or_init(|| {
-            GroupWriter::start(
-                Arc::clone(&inner.env),
-                inner.id,
-                inner.reserve.clone(),
-                inner.group_linger,
-                Arc::clone(&inner.failure),
-            )
-            .map_err(|e| e.to_string())
-        });
-        let submitted = match (failed, writer) {
-            (Some(failed), _) => Err(failed),
-            (None, Ok(writer)) => Ok(writer.submit(f)),
-            (None, Err(e)) => Err(StoreError::WriterThread(std::io::Error::other(e.clone()))),
+        let submitted = match self.inner.check_failed().map(|()| self.inner.writer()) {
+            Err(refused) => Err(refused),
+            Ok(Ok(writer)) => Ok(writer.submit(f)),
+            Ok(Err(e)) => Err(StoreError::WriterThread(std::io::Error::other(e.to_owned()))),
         };
         async move {
             match submitted {
@@ -341,6 +386,8 @@ pub(crate) struct Inner {
     failure: Arc<OnceLock<String>>,
     /// After `MDB_PANIC`: the same file opened read-only, for reads (or why it could not be).
     fallback: OnceLock<Result<Environment, String>>,
+    /// Opened read-only ([`Store::open`] on a store it cannot write): `env` is read-only.
+    read_only: bool,
     /// Every table's handle, in the order LMDB assigned them, the meta table first:
     /// the read-only environment must give each table the same handle.
     tables: Mutex<Vec<(&'static str, Database)>>,
@@ -353,6 +400,9 @@ pub(crate) struct Inner {
 impl Inner {
     /// `Err(StoreError::Failed)` once the store has stopped taking writes.
     fn check_failed(&self) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly { operation: "write" });
+        }
         match self.failure.get() {
             Some(detail) => Err(StoreError::Failed { detail: detail.clone() }),
             None => Ok(()),
@@ -383,14 +433,25 @@ impl Inner {
         }
     }
 
+    /// The group writer, started on first use.
+    fn writer(&self) -> Result<&GroupWriter, &str> {
+        let writer = self.writer.get_or_init(|| {
+            GroupWriter::start(
+                Arc::clone(&self.env),
+                self.id,
+                self.reserve.clone(),
+                self.group_linger,
+                Arc::clone(&self.failure),
+            )
+            .map_err(|e| e.to_string())
+        });
+        writer.as_ref().map_err(String::as_str)
+    }
+
     /// Opens the store's file again, read-only and without LMDB's lock file (nothing
     /// writes to it any more), giving every table the handle it has.
     fn open_read_only(&self) -> Result<Environment, String> {
-        let env = Environment::new()
-            .set_max_dbs(self.max_dbs)
-            .set_map_size(self.map_size)
-            .set_flags(EnvironmentFlags::NO_TLS | EnvironmentFlags::READ_ONLY | EnvironmentFlags::NO_LOCK)
-            .open(&self._registration.path)
+        let env = read_only_environment(&self._registration.path, self.max_dbs, self.map_size)
             .map_err(|e| format!("the environment failed, and opening it read-only failed too: {e}"))?;
         let tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
         for (name, db) in tables.iter() {
@@ -411,6 +472,11 @@ impl Inner {
 
 #[cfg(test)]
 impl Store {
+    /// [`Store::open`] as on a store it cannot write: opened read-only.
+    pub(crate) fn open_read_only_for_test(dir: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
+        Self::open_with(dir, opts, true)
+    }
+
     /// What `MDB_PANIC` leads to, for tests: the store fails and reads move to the
     /// read-only environment.
     pub(crate) fn fail_for_test(&self, detail: &str) {
@@ -509,35 +575,84 @@ impl Drop for Flusher {
     }
 }
 
+/// Whether an `open(2)` error code says this process may not write the store.
+fn cannot_write(code: i32) -> bool {
+    matches!(
+        std::io::Error::from_raw_os_error(code).kind(),
+        std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied
+    )
+}
+
+/// The environment in `path` opened read-only, without LMDB's lock file: nothing writes
+/// to it (the filesystem is read-only, or this process is the only user of the file).
+fn read_only_environment(path: &Path, max_dbs: u32, map_size: usize) -> Result<Environment, lmdb::Error> {
+    Environment::new()
+        .set_max_dbs(max_dbs)
+        .set_map_size(map_size)
+        .set_flags(EnvironmentFlags::NO_TLS | EnvironmentFlags::READ_ONLY | EnvironmentFlags::NO_LOCK)
+        .open(path)
+}
+
 /// Records or verifies the application name and schema version.
 fn check_meta(env: &Environment, opts: &StoreOptions) -> Result<(), StoreError> {
     let meta =
         env.create_db(Some(META_TABLE), DatabaseFlags::empty()).map_err(StoreError::lmdb("create meta table"))?;
     let mut txn = env.begin_rw_txn().map_err(StoreError::lmdb("begin write"))?;
+    let recorded = meta_record(&txn, meta)?;
+    if recorded.is_some() {
+        return check_recorded(recorded, opts);
+    }
+    txn.put(meta, &META_APPLICATION, &opts.application, WriteFlags::empty()).map_err(StoreError::lmdb("write meta"))?;
+    txn.put(meta, &META_SCHEMA_VERSION, &opts.schema_version.to_be_bytes(), WriteFlags::empty())
+        .map_err(StoreError::lmdb("write meta"))?;
+    txn.commit().map_err(StoreError::lmdb("commit meta"))
+}
+
+/// Verifies the application name and schema version of a store opened read-only.
+fn verify_meta(env: &Environment, opts: &StoreOptions) -> Result<(), StoreError> {
+    let meta = match env.open_db(Some(META_TABLE)) {
+        // Never written: a store cannot be created read-only.
+        Err(lmdb::Error::NotFound) => return Err(StoreError::ReadOnly { operation: "create the store" }),
+        other => other.map_err(StoreError::lmdb("open meta table"))?,
+    };
+    let txn = env.begin_ro_txn().map_err(StoreError::lmdb("begin read"))?;
+    match meta_record(&txn, meta)? {
+        None => Err(StoreError::ReadOnly { operation: "create the store" }),
+        recorded => check_recorded(recorded, opts),
+    }
+}
+
+/// A store's identity as recorded in its `meta` table: the application name and the
+/// schema version, as stored.
+type MetaRecord = (Vec<u8>, Vec<u8>);
+
+/// The application name and schema version recorded, `None` if neither is.
+fn meta_record(txn: &impl Transaction, meta: Database) -> Result<Option<MetaRecord>, StoreError> {
     let application = optional(txn.get(meta, &META_APPLICATION), "read meta")?.map(<[u8]>::to_vec);
     let version = optional(txn.get(meta, &META_SCHEMA_VERSION), "read meta")?.map(<[u8]>::to_vec);
-    let corrupt = |detail: String| StoreError::Corrupt { table: META_TABLE, detail };
     match (application, version) {
-        (None, None) => {
-            txn.put(meta, &META_APPLICATION, &opts.application, WriteFlags::empty())
-                .map_err(StoreError::lmdb("write meta"))?;
-            txn.put(meta, &META_SCHEMA_VERSION, &opts.schema_version.to_be_bytes(), WriteFlags::empty())
-                .map_err(StoreError::lmdb("write meta"))?;
-            txn.commit().map_err(StoreError::lmdb("commit meta"))
-        }
-        (Some(app), Some(version)) => {
-            let found = String::from_utf8(app).map_err(|e| corrupt(format!("application is not UTF-8: {e}")))?;
-            if found != opts.application {
-                return Err(StoreError::WrongApplication { found, expected: opts.application.to_owned() });
-            }
-            let found = <[u8; 4]>::try_from(version.as_slice())
-                .map(u32::from_be_bytes)
-                .map_err(|_| corrupt(format!("schema_version is {} bytes, not 4", version.len())))?;
-            if found != opts.schema_version {
-                return Err(StoreError::SchemaVersion { found, expected: opts.schema_version });
-            }
-            Ok(())
-        }
-        _ => Err(corrupt("only one of application and schema_version is recorded".into())),
+        (None, None) => Ok(None),
+        (Some(app), Some(version)) => Ok(Some((app, version))),
+        _ => Err(StoreError::Corrupt {
+            table: META_TABLE,
+            detail: "only one of application and schema_version is recorded".into(),
+        }),
     }
+}
+
+/// Checks a recorded application name and schema version against `opts`.
+fn check_recorded(recorded: Option<MetaRecord>, opts: &StoreOptions) -> Result<(), StoreError> {
+    let Some((app, version)) = recorded else { return Ok(()) };
+    let corrupt = |detail: String| StoreError::Corrupt { table: META_TABLE, detail };
+    let found = String::from_utf8(app).map_err(|e| corrupt(format!("application is not UTF-8: {e}")))?;
+    if found != opts.application {
+        return Err(StoreError::WrongApplication { found, expected: opts.application.to_owned() });
+    }
+    let found = <[u8; 4]>::try_from(version.as_slice())
+        .map(u32::from_be_bytes)
+        .map_err(|_| corrupt(format!("schema_version is {} bytes, not 4", version.len())))?;
+    if found != opts.schema_version {
+        return Err(StoreError::SchemaVersion { found, expected: opts.schema_version });
+    }
+    Ok(())
 }

@@ -733,6 +733,51 @@ fn a_failed_environment_refuses_writes_and_reads_from_a_read_only_one() {
 }
 
 #[test]
+fn a_store_it_cannot_write_is_opened_read_only_serves_reads_and_refuses_writes() {
+    for write_map in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = StoreOptions { write_map, ..StoreOptions::new("testd", 3) };
+        let store = Store::open(dir.path(), opts.clone()).expect("open");
+        assert!(!store.is_read_only());
+        let records = store.table::<u64, Record>("records").expect("table");
+        for id in 0..5 {
+            store.write(|txn| txn.insert_new(&records, &id, &Record::new(id))).expect("write");
+        }
+        drop(store);
+
+        let store = Store::open_read_only_for_test(dir.path(), opts.clone()).expect("open read-only");
+        assert!(store.is_read_only());
+        let records = store.table::<u64, Record>("records").expect("an existing table");
+        assert_eq!(store.read(|txn| txn.len(&records)).expect("read"), 5);
+        assert_eq!(store.read(|txn| txn.get(&records, &4)).expect("read"), Some(Record::new(4)));
+        // Every kind of write refused as read-only, a new table too.
+        let e = store.write(|txn| txn.insert_new(&records, &9, &Record::new(9))).expect_err("refused");
+        assert!(matches!(e, StoreError::ReadOnly { operation: "write" }), "{e}");
+        assert_eq!(e.refuses_writes(), Some("is read-only"));
+        let e = futures::executor::block_on(store.write_grouped(move |txn| txn.put(&records, &9, &Record::new(9))))
+            .expect_err("refused");
+        assert_eq!(e.refuses_writes(), Some("is read-only"), "{e}");
+        assert!(matches!(store.sync(), Err(StoreError::ReadOnly { .. })));
+        let e = store.table::<u64, u64>("new").expect_err("no new table");
+        assert_eq!(e.refuses_writes(), Some("is read-only"), "{e}");
+        assert_eq!(store.read(|txn| txn.len(&records)).expect("read"), 5, "nothing refused was written");
+        // Its identity is checked as on a writable open.
+        drop(store);
+        let e = Store::open_read_only_for_test(dir.path(), StoreOptions::new("otherd", 3)).expect_err("not ours");
+        assert!(matches!(e, StoreError::WrongApplication { .. }), "{e}");
+
+        // Opened writable again, it takes writes.
+        let store = Store::open(dir.path(), opts).expect("open again");
+        let records = store.table::<u64, Record>("records").expect("table");
+        store.write(|txn| txn.insert_new(&records, &9, &Record::new(9))).expect("write");
+        assert_eq!(store.read(|txn| txn.len(&records)).expect("read"), 6);
+    }
+    // A store that was never created cannot be opened read-only.
+    let dir = tempfile::tempdir().expect("tempdir");
+    assert!(Store::open_read_only_for_test(dir.path(), StoreOptions::new("testd", 1)).is_err());
+}
+
+#[test]
 fn a_group_linger_gathers_writes_that_arrive_within_it_into_one_commit() {
     use futures::FutureExt;
     let dir = tempfile::tempdir().expect("tempdir");

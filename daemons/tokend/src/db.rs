@@ -503,6 +503,12 @@ impl Db {
     /// tokend's own random key called `name` (32 bytes), made on first use.
     pub fn secret(&self, name: &str) -> Result<[u8; 32], StoreError> {
         let name = name.to_owned();
+        // Read first: a store opened read-only still has its secrets.
+        if let Some(k) = self.store.read(|txn| txn.get(&self.secrets, &name))? {
+            if let Ok(k) = <[u8; 32]>::try_from(k.as_slice()) {
+                return Ok(k);
+            }
+        }
         self.write(|txn| {
             if let Some(k) = txn.get(&self.secrets, &name)? {
                 if let Ok(k) = <[u8; 32]>::try_from(k.as_slice()) {

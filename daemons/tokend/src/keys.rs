@@ -138,21 +138,19 @@ impl Keys {
     }
 }
 
-/// The rotation rules over signd's list, recorded in LMDB (first sight,
-/// supersession), giving the new view.
-fn plan(
-    db: &Db,
-    listed: Vec<KeyInfo>,
-    alg: Algorithm,
-    publish: u64,
-    token_seconds: u64,
-    now: u64,
-) -> Result<KeyView, KeyError> {
-    let usable: Vec<KeyInfo> = listed.into_iter().filter(|k| k.available).collect();
-    let recs = db.write(|txn| {
+/// When each of `usable` was first seen, recorded on first sight. A store that
+/// refuses writes (full, read-only; logged once) records nothing: a key it does not
+/// know counts as first seen `now`, so it waits out its publication delay before it
+/// signs, and is recorded at a later refresh.
+fn first_sight(db: &Db, usable: &[KeyInfo], publish: u64, now: u64) -> Result<Vec<KeyRec>, StoreError> {
+    let known: Vec<Option<KeyRec>> = db.store.read(|txn| usable.iter().map(|k| txn.get(&db.keys, &k.id)).collect())?;
+    if known.iter().all(Option::is_some) {
+        return Ok(known.into_iter().flatten().collect());
+    }
+    let recorded = db.write(|txn| {
         let any_known = !txn.range(&db.keys, None, 1)?.is_empty();
         let mut recs = Vec::new();
-        for k in &usable {
+        for k in usable {
             let rec = match txn.get(&db.keys, &k.id)? {
                 Some(r) => r,
                 None => {
@@ -166,7 +164,27 @@ fn plan(
             recs.push(rec);
         }
         Ok(recs)
-    })?;
+    });
+    match recorded {
+        Err(e) if e.refuses_writes().is_some() => {
+            Ok(known.into_iter().map(|r| r.unwrap_or(KeyRec { first_seen: now, superseded: None })).collect())
+        }
+        other => other,
+    }
+}
+
+/// The rotation rules over signd's list, recorded in LMDB (first sight,
+/// supersession), giving the new view.
+fn plan(
+    db: &Db,
+    listed: Vec<KeyInfo>,
+    alg: Algorithm,
+    publish: u64,
+    token_seconds: u64,
+    now: u64,
+) -> Result<KeyView, KeyError> {
+    let usable: Vec<KeyInfo> = listed.into_iter().filter(|k| k.available).collect();
+    let recs = first_sight(db, &usable, publish, now)?;
     // The signer: the newest key of `alg` past its publication delay.
     let signer_idx = usable
         .iter()
@@ -187,12 +205,18 @@ fn plan(
         }
     }
     if !updates.is_empty() {
-        db.write(|txn| {
+        let recorded = db.write(|txn| {
             for (kid, rec) in &updates {
                 txn.put(&db.keys, kid, rec)?;
             }
             Ok(())
-        })?;
+        });
+        // A store that refuses writes (logged once): the supersession holds in memory,
+        // and is recorded at a later refresh.
+        match recorded {
+            Err(e) if e.refuses_writes().is_some() => {}
+            other => other?,
+        }
     }
     let mut entries = Vec::new();
     let mut published = Vec::new();
