@@ -10,7 +10,8 @@
 //! entry acknowledged before the backup began is at its SCT's index, and new
 //! entries are accepted), tokens (one minted before still introspects active
 //! and verifies against the restored JWKS; those revoked stay revoked), the
-//! ACME account and certificate. A backup without `--include-private-keys`
+//! ACME account and certificate, and the issuing CA rotated before the backup (the new
+//! CA's certificate answered by OCSP, new certificates issued by it). A backup without `--include-private-keys`
 //! holds no private key; restore refuses a target that is not empty and a
 //! backup with a flipped byte; private keys on an NSS token are refused.
 #![forbid(unsafe_code)]
@@ -170,6 +171,24 @@ fn a_backup_taken_under_load_restores_an_appliance_that_answers_as_before() {
     };
     let acme_cert = dir.join("acme-issued.pem");
     std::fs::write(&acme_cert, &acme_pem).unwrap();
+    // The issuing CA rotated: acmed issues from the new one (demo-2), the old one
+    // keeps answering for what it issued.
+    let new_ca = work.path().join("demo-2.pem");
+    let (st, out, err) =
+        run(a.stack.signetctl().args(["ca", "rotate-issuer", "--new-name", "demo-2", "--out", path_str(&new_ca)]));
+    assert!(st.success(), "rotate-issuer: {out}{err}");
+    let new_ca_subject = subject_of(&std::fs::read_to_string(&new_ca).unwrap());
+    // The root, public: kept aside to verify OCSP answers with after the restore.
+    let root_pem = work.path().join("root.pem");
+    std::fs::copy(a.stack.pki.ca("root.pem"), &root_pem).unwrap();
+    let rotated_cert = work.path().join("rotated-issued.pem");
+    {
+        let mut c = Client::new(&a.stack);
+        c.register();
+        let chain = c.issue(&["rotated.backup.test"]);
+        assert_eq!(issuer_of(&chain), new_ca_subject, "issued after the rotation");
+        std::fs::write(&rotated_cert, chain).unwrap();
+    }
     let (good, _) = a.stack.pki.issue("good.backup.test");
     let (revoked, revoked_serial) = a.stack.pki.issue("revoked.backup.test");
     let (st, out, err) = run(a.stack.pki.signetctl().args(["cert", "revoke", &revoked_serial]));
@@ -385,6 +404,12 @@ fn a_backup_taken_under_load_restores_an_appliance_that_answers_as_before() {
     assert_eq!(ocsp_status(pki, &good, &["-no_nonce"]), "good");
     assert_eq!(ocsp_status(pki, &revoked, &["-no_nonce"]), "revoked");
     assert_eq!(ocsp_status(pki, &acme_cert, &["-no_nonce"]), "good");
+    // The rotated issuing CA's certificate too, answered by its own responder.
+    let (_, out, err) = run(Command::new("openssl")
+        .args(["ocsp", "-no_nonce", "-issuer", path_str(&new_ca), "-cert", path_str(&rotated_cert)])
+        .args(["-url", &pki.url("/ocsp"), "-CAfile", path_str(&root_pem)]));
+    assert!(out.contains("Response verify OK") || err.contains("Response verify OK"), "{out}{err}");
+    assert!(out.contains(&format!("{}: good", rotated_cert.display())), "{out}{err}");
     let before: Vec<_> = revocations.iter().filter(|r| r.2 < t_backup).collect();
     assert!(!before.is_empty());
     for (cert, serial, _) in &before {
@@ -456,6 +481,22 @@ fn a_backup_taken_under_load_restores_an_appliance_that_answers_as_before() {
     let r = c.post(&acme_cert_url, None);
     assert_eq!(r.status, 200);
     assert_eq!(String::from_utf8(r.body).unwrap(), acme_pem);
+    // ... and the rotation: a new certificate is the new issuing CA's.
+    assert_eq!(issuer_of(&c.issue(&["after-restore.backup.test"])), new_ca_subject);
+}
+
+/// The subject of the first certificate in `pem`, one line.
+fn subject_of(pem: &str) -> String {
+    one_line(openssl::x509::X509::from_pem(pem.as_bytes()).unwrap().subject_name())
+}
+
+/// The issuer of the first certificate in `pem`, one line.
+fn issuer_of(pem: &str) -> String {
+    one_line(openssl::x509::X509::from_pem(pem.as_bytes()).unwrap().issuer_name())
+}
+
+fn one_line(name: &openssl::x509::X509NameRef) -> String {
+    name.entries().fold(String::new(), |acc, e| format!("{acc}/{}", String::from_utf8_lossy(e.data().as_slice())))
 }
 
 #[test]
