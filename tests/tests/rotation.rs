@@ -26,7 +26,8 @@
 //! head: no request fails, the new shard serves at once under its own key
 //! (its SCTs verify with it, its tree grows), overlapping windows and taken
 //! names are refused with exit code 7, both trees verify, and after signd and
-//! ctlogd restart the shard is still served with the same log ID and entries.
+//! ctlogd restart the shard is still served with the same log ID and entries. With
+//! `--backend nss` the shard's key is made on an NSS token (SoftHSM2) and signs there.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -811,4 +812,60 @@ fn ct_shard_added_under_load_without_a_failed_request() {
     let new_listed = listed["logs"].as_array().unwrap().iter().find(|l| l["name"] == "new").unwrap().clone();
     assert_eq!(new_listed["added"], true, "{listed}");
     assert_eq!(new_listed["log_id"], added["log_id"], "{listed}");
+}
+
+/// The new shard's key on an NSS token (SoftHSM2 through NSS): `ct shard add --backend
+/// nss` makes it there, the shard signs with it at once, and after signd and ctlogd
+/// restart it still does.
+#[test]
+fn ct_shard_added_with_its_key_on_an_nss_token() {
+    use signet_tests::ctlog::{rfc3339, unix_now, CtPki, Ctlogd, LogInfo, LogSpec, TEST_SEQUENCING};
+    const DAY: i64 = 86_400;
+    let pki = CtPki::new("ct shard on a token root");
+    let mut signd = SigndProcess::start_backend(signet_tests::Backend::NssSofthsm, "");
+    let dir = signd.dir.path().to_path_buf();
+    let roots = pki.write_root(&dir.join("root.pem"));
+    let now = unix_now();
+    let d = now - now % DAY;
+    let (old, new) = ((d, d + 30 * DAY), (d + 30 * DAY, d + 60 * DAY));
+    let mut ctlogd =
+        Ctlogd::start_logs(&mut signd, &dir, &roots, &[LogSpec::new("old").window(old.0, old.1)], TEST_SEQUENCING);
+
+    let (st, out, err) = signet_tests::run(ct_signetctl(&signd, &ctlogd).args([
+        "--json",
+        "ct",
+        "shard",
+        "add",
+        "--name",
+        "new",
+        "--not-after-start",
+        &rfc3339(new.0),
+        "--not-after-end",
+        &rfc3339(new.1),
+        "--backend",
+        "nss",
+    ]));
+    assert!(st.success(), "{out}{err}\n{}", ctlogd.log());
+    let added: Value = serde_json::from_str(&out).unwrap();
+    let keys = signet_ipc::block_on(signd.client().admin_list_keys()).unwrap();
+    let key = keys.iter().find(|k| k.id == added["key"]).unwrap_or_else(|| panic!("{added}: {keys:?}"));
+    assert_eq!((key.backend.as_str(), key.available), ("nss", true), "{key:?}");
+    let public = signet_ipc::block_on(signd.client().ct_log_public_key("new")).unwrap();
+    assert_eq!(public, key.spki);
+    ctlogd.logs.push(LogInfo { name: "new".into(), public_key: public });
+
+    // SCTs under the token's key, a tree that grows and verifies; the same after a restart.
+    let mine: Vec<_> = (0..6).map(|i| pki.cert(100 + i, now + 45 * DAY)).collect();
+    let acked: Vec<_> = mine.iter().enumerate().map(|(i, e)| (i, ctlogd.submit_ok("new", e))).collect();
+    ctlogd.wait_for_size("new", mine.len() as u64);
+    ctlogd.check_acknowledged("new", &mine, &acked);
+    assert_eq!(ctlogd.verify_tree("new"), mine.len() as u64);
+    assert!(ctlogd.terminate().success(), "{}", ctlogd.log());
+    signd.restart();
+    ctlogd.spawn();
+    let more = pki.cert(200, now + 50 * DAY);
+    let sct = ctlogd.submit_ok("new", &more);
+    ctlogd.key("new").verify_sct(&sct, &more.entry).unwrap();
+    ctlogd.wait_for_size("new", mine.len() as u64 + 1);
+    assert_eq!(ctlogd.verify_tree("new"), mine.len() as u64 + 1);
 }
