@@ -11,6 +11,10 @@
 #    and recorded in ocspd, then ocsp-load against ocspd: pre-signed
 #    responses over GET and POST, and requests with a nonce (each one a fresh
 #    P-256 signature from signd).
+# 3. The limit: nginx (Debian's, as many workers as CPUs) serving one of those
+#    pre-signed responses as a static file for every GET under /ocsp/, against
+#    ocspd answering that one request over GET: same generator, same
+#    connections, the same bytes on the wire.
 # Prints one line per run and a summary with the ratios.
 set -euo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
@@ -21,14 +25,15 @@ while [ $# -gt 0 ]; do
     --duration) duration="$2"; shift 2 ;;
     --connections) connections="$2"; shift 2 ;;
     --leaves) leaves="$2"; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ocsp-compare: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 
 BIN="$SIGNET_BIN_DIR"
 ensure_openssl
-(cd "$SIGNET_ROOT" && cargo build --release --locked -p signet-bench --bin ocsp-load -p ocspd -p signd -p signetctl >&2)
+# The one build every script and test shares (scripts/lib.sh): no second feature set.
+build_all >&2
 LOAD="$BIN/ocsp-load"
 work="$(mktemp -d)"
 PIDS=()
@@ -104,6 +109,40 @@ run_load signet-ocspd-get "http://127.0.0.1:$port/ocsp" "$work/req-cached" get
 run_load signet-ocspd-post "http://127.0.0.1:$port/ocsp" "$work/req-cached" post
 run_load signet-ocspd-nonce-post "http://127.0.0.1:$port/ocsp" "$work/req-nonce" post
 
+# --- the limit: nginx serving one pre-signed response as a static file ------
+mkdir -p "$work/req-one" "$work/nginx/logs" "$work/nginx/www"
+cp "$work/req-cached/1.der" "$work/req-one/1.der"
+curl -fs --data-binary @"$work/req-one/1.der" -H 'Content-Type: application/ocsp-request' \
+  "http://127.0.0.1:$port/ocsp" -o "$work/nginx/www/response.der"
+nport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+n="$work/nginx"
+# As root, nginx's workers would drop to `nobody`, who may not read the mode-0700 work dir.
+run_as=""; [ "$(id -u)" != 0 ] || run_as="user root;"
+cat > "$n/nginx.conf" <<CONF
+daemon off;
+$run_as
+worker_processes auto;
+pid $n/nginx.pid;
+error_log $n/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $n/cb; proxy_temp_path $n/px; fastcgi_temp_path $n/fc;
+  uwsgi_temp_path $n/uw; scgi_temp_path $n/sc;
+  keepalive_requests 1000000;
+  server {
+    listen 127.0.0.1:$nport;
+    root $n/www;
+    location /ocsp/ { default_type application/ocsp-response; try_files /response.der =404; }
+  }
+}
+CONF
+/usr/sbin/nginx -p "$n" -c "$n/nginx.conf" -e "$n/logs/error.log" & PIDS+=($!)
+for _ in $(seq 1 200); do curl -fs "http://127.0.0.1:$nport/ocsp/x" -o /dev/null && break; sleep 0.05; done
+cmp <(curl -fs "http://127.0.0.1:$nport/ocsp/x") "$n/www/response.der" || { echo "nginx does not serve the response" >&2; exit 1; }
+run_load signet-ocspd-get-one "http://127.0.0.1:$port/ocsp" "$work/req-one" get
+run_load nginx-static-get-one "http://127.0.0.1:$nport/ocsp" "$work/req-one" get
+
 python3 - "$results" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -120,4 +159,7 @@ for m in ("get", "post"):
     for base in (f"{b}-{m}" for b in bases):
         if s and base in by:
             print(f"ratio signet-ocspd-{m} / {base}: {rate(s) / rate(by[base]):.1f}x")
+s, n = by.get("signet-ocspd-get-one"), by.get("nginx-static-get-one")
+if s and n:
+    print(f"ratio signet-ocspd-get-one / nginx-static-get-one: {rate(s) / rate(n):.2f}x")
 PY
