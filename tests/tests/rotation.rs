@@ -594,6 +594,25 @@ fn owner_cert_url(stack: &AcmeStack, chain: &str) -> String {
     stack.url(&format!("/acme/cert/{}", serial.to_hex_str().unwrap().to_lowercase()))
 }
 
+/// `signetctl [--json] ct shard add --name NAME` for the NotAfter window `[start, end)`,
+/// with `extra` arguments: (status, stdout, stderr).
+fn shard_add(
+    signd: &SigndProcess,
+    ctlogd: &signet_tests::ctlog::Ctlogd,
+    json: bool,
+    name: &str,
+    (start, end): (i64, i64),
+    extra: &[&str],
+) -> (std::process::ExitStatus, String, String) {
+    use signet_tests::ctlog::rfc3339;
+    let mut c = ct_signetctl(signd, ctlogd);
+    if json {
+        c.arg("--json");
+    }
+    c.args(["ct", "shard", "add", "--name", name, "--not-after-start", &rfc3339(start), "--not-after-end"]);
+    signet_tests::run(c.arg(rfc3339(end)).args(extra))
+}
+
 /// `signetctl` against the CT test's signd and ctlogd.
 fn ct_signetctl(signd: &SigndProcess, ctlogd: &signet_tests::ctlog::Ctlogd) -> std::process::Command {
     let mut c = signet_tests::signetctl(&signd.socket);
@@ -663,17 +682,7 @@ fn ct_shard_added_under_load_without_a_failed_request() {
 
             // Refused before anything is made: a window overlapping the old shard's.
             let keys_before = signet_tests::run(ct_signetctl(&signd, ctlogd_ref).args(["--json", "key", "list"])).1;
-            let (st, out, err) = signet_tests::run(ct_signetctl(&signd, ctlogd_ref).args([
-                "ct",
-                "shard",
-                "add",
-                "--name",
-                "overlap",
-                "--not-after-start",
-                &rfc3339(old.1 - DAY),
-                "--not-after-end",
-                &rfc3339(new.1),
-            ]));
+            let (st, out, err) = shard_add(&signd, ctlogd_ref, false, "overlap", (old.1 - DAY, new.1), &[]);
             assert_eq!(st.code(), Some(7), "{out}{err}");
             assert!(err.contains("overlaps log `old`"), "{err}");
             assert_eq!(
@@ -681,18 +690,7 @@ fn ct_shard_added_under_load_without_a_failed_request() {
                 keys_before
             );
 
-            let (st, out, err) = signet_tests::run(ct_signetctl(&signd, ctlogd_ref).args([
-                "--json",
-                "ct",
-                "shard",
-                "add",
-                "--name",
-                "new",
-                "--not-after-start",
-                &rfc3339(new.0),
-                "--not-after-end",
-                &rfc3339(new.1),
-            ]));
+            let (st, out, err) = shard_add(&signd, ctlogd_ref, true, "new", (new.0, new.1), &[]);
             assert!(st.success(), "{out}{err}\n{}", ctlogd_ref.log());
             let added: Value = serde_json::from_str(&out).unwrap();
             // Submissions to the new shard while the load goes on.
@@ -739,31 +737,10 @@ fn ct_shard_added_under_load_without_a_failed_request() {
     assert_eq!(grown.tree_size, mine.len() as u64);
 
     // Sent again: the same shard back; a taken name with another window: refused.
-    let (st, out, err) = signet_tests::run(ct_signetctl(&signd, &ctlogd).args([
-        "--json",
-        "ct",
-        "shard",
-        "add",
-        "--name",
-        "new",
-        "--not-after-start",
-        &rfc3339(new.0),
-        "--not-after-end",
-        &rfc3339(new.1),
-    ]));
+    let (st, out, err) = shard_add(&signd, &ctlogd, true, "new", (new.0, new.1), &[]);
     assert!(st.success(), "{out}{err}");
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["log_id"], added["log_id"]);
-    let (st, out, err) = signet_tests::run(ct_signetctl(&signd, &ctlogd).args([
-        "ct",
-        "shard",
-        "add",
-        "--name",
-        "new",
-        "--not-after-start",
-        &rfc3339(new.1),
-        "--not-after-end",
-        &rfc3339(new.1 + 30 * DAY),
-    ]));
+    let (st, out, err) = shard_add(&signd, &ctlogd, false, "new", (new.1, new.1 + 30 * DAY), &[]);
     assert_eq!(st.code(), Some(7), "{out}{err}");
     assert!(err.contains("served already"), "{err}");
 
@@ -819,7 +796,7 @@ fn ct_shard_added_under_load_without_a_failed_request() {
 /// restart it still does.
 #[test]
 fn ct_shard_added_with_its_key_on_an_nss_token() {
-    use signet_tests::ctlog::{rfc3339, unix_now, CtPki, Ctlogd, LogInfo, LogSpec, TEST_SEQUENCING};
+    use signet_tests::ctlog::{unix_now, CtPki, Ctlogd, LogInfo, LogSpec, TEST_SEQUENCING};
     const DAY: i64 = 86_400;
     let pki = CtPki::new("ct shard on a token root");
     let mut signd = SigndProcess::start_backend(signet_tests::Backend::NssSofthsm, "");
@@ -831,20 +808,7 @@ fn ct_shard_added_with_its_key_on_an_nss_token() {
     let mut ctlogd =
         Ctlogd::start_logs(&mut signd, &dir, &roots, &[LogSpec::new("old").window(old.0, old.1)], TEST_SEQUENCING);
 
-    let (st, out, err) = signet_tests::run(ct_signetctl(&signd, &ctlogd).args([
-        "--json",
-        "ct",
-        "shard",
-        "add",
-        "--name",
-        "new",
-        "--not-after-start",
-        &rfc3339(new.0),
-        "--not-after-end",
-        &rfc3339(new.1),
-        "--backend",
-        "nss",
-    ]));
+    let (st, out, err) = shard_add(&signd, &ctlogd, true, "new", (new.0, new.1), &["--backend", "nss"]);
     assert!(st.success(), "{out}{err}\n{}", ctlogd.log());
     let added: Value = serde_json::from_str(&out).unwrap();
     let keys = signet_ipc::block_on(signd.client().admin_list_keys()).unwrap();
