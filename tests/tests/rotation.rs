@@ -594,6 +594,29 @@ fn owner_cert_url(stack: &AcmeStack, chain: &str) -> String {
     stack.url(&format!("/acme/cert/{}", serial.to_hex_str().unwrap().to_lowercase()))
 }
 
+/// A CT log `old` over signd, its NotAfter window the 30 days from today; `new` is the 30
+/// days after, for a shard the test adds.
+struct ShardLog {
+    pki: signet_tests::ctlog::CtPki,
+    ctlogd: signet_tests::ctlog::Ctlogd,
+    now: i64,
+    old: (i64, i64),
+    new: (i64, i64),
+}
+
+fn shard_log(signd: &mut SigndProcess, root_name: &str) -> ShardLog {
+    use signet_tests::ctlog::{unix_now, CtPki, Ctlogd, LogSpec, TEST_SEQUENCING};
+    const DAY: i64 = 86_400;
+    let pki = CtPki::new(root_name);
+    let dir = signd.dir.path().to_path_buf();
+    let roots = pki.write_root(&dir.join("root.pem"));
+    let now = unix_now();
+    let d = now - now % DAY;
+    let (old, new) = ((d, d + 30 * DAY), (d + 30 * DAY, d + 60 * DAY));
+    let ctlogd = Ctlogd::start_logs(signd, &dir, &roots, &[LogSpec::new("old").window(old.0, old.1)], TEST_SEQUENCING);
+    ShardLog { pki, ctlogd, now, old, new }
+}
+
 /// `signetctl [--json] ct shard add --name NAME` for the NotAfter window `[start, end)`,
 /// with `extra` arguments: (status, stdout, stderr).
 fn shard_add(
@@ -622,17 +645,10 @@ fn ct_signetctl(signd: &SigndProcess, ctlogd: &signet_tests::ctlog::Ctlogd) -> s
 
 #[test]
 fn ct_shard_added_under_load_without_a_failed_request() {
-    use signet_tests::ctlog::{rfc3339, unix_now, CtPki, Ctlogd, LogInfo, LogSpec, TEST_SEQUENCING};
+    use signet_tests::ctlog::{rfc3339, LogInfo};
     const DAY: i64 = 86_400;
-    let pki = CtPki::new("ct shard rotation root");
     let mut signd = SigndProcess::start("");
-    let dir = signd.dir.path().to_path_buf();
-    let roots = pki.write_root(&dir.join("root.pem"));
-    let now = unix_now();
-    let d = now - now % DAY;
-    let (old, new) = ((d, d + 30 * DAY), (d + 30 * DAY, d + 60 * DAY));
-    let mut ctlogd =
-        Ctlogd::start_logs(&mut signd, &dir, &roots, &[LogSpec::new("old").window(old.0, old.1)], TEST_SEQUENCING);
+    let ShardLog { pki, mut ctlogd, now, old, new } = shard_log(&mut signd, "ct shard rotation root");
 
     // Load on the existing shard: writers submitting, readers asking for its tree head.
     let stop = AtomicBool::new(false);
@@ -796,17 +812,10 @@ fn ct_shard_added_under_load_without_a_failed_request() {
 /// restart it still does.
 #[test]
 fn ct_shard_added_with_its_key_on_an_nss_token() {
-    use signet_tests::ctlog::{unix_now, CtPki, Ctlogd, LogInfo, LogSpec, TEST_SEQUENCING};
+    use signet_tests::ctlog::LogInfo;
     const DAY: i64 = 86_400;
-    let pki = CtPki::new("ct shard on a token root");
     let mut signd = SigndProcess::start_backend(signet_tests::Backend::NssSofthsm, "");
-    let dir = signd.dir.path().to_path_buf();
-    let roots = pki.write_root(&dir.join("root.pem"));
-    let now = unix_now();
-    let d = now - now % DAY;
-    let (old, new) = ((d, d + 30 * DAY), (d + 30 * DAY, d + 60 * DAY));
-    let mut ctlogd =
-        Ctlogd::start_logs(&mut signd, &dir, &roots, &[LogSpec::new("old").window(old.0, old.1)], TEST_SEQUENCING);
+    let ShardLog { pki, mut ctlogd, now, new, .. } = shard_log(&mut signd, "ct shard on a token root");
 
     let (st, out, err) = shard_add(&signd, &ctlogd, true, "new", (new.0, new.1), &["--backend", "nss"]);
     assert!(st.success(), "{out}{err}\n{}", ctlogd.log());
