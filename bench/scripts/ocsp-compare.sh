@@ -3,6 +3,7 @@
 # same machine, same run. For docs/performance.md.
 #
 #   bench/scripts/ocsp-compare.sh [--duration S] [--connections N] [--leaves N]
+#                                 [--only-nonce] [--rounds N] [--signd "BIN..."]
 #
 # 1. The baseline: bench/scripts/ocsp-baseline.sh (openssl ocsp, single
 #    process and -multi 2, in its own network namespace), GET and POST.
@@ -16,16 +17,24 @@
 #    ocspd answering that one request over GET: same generator, same
 #    connections, the same bytes on the wire.
 # Prints one line per run and a summary with the ratios.
+#
+# --only-nonce runs the nonce requests alone (no baseline, no nginx), --rounds
+# times; --signd names signd binaries to take turns in each round (signd is
+# restarted on the same state, ocspd reconnects): an A/B of two builds of
+# signd in one window, e.g. --signd "/tmp/signd-main $SIGNET_BIN_DIR/signd".
 set -euo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
 
-duration=10 connections=64 leaves=100
+duration=10 connections=64 leaves=100 only_nonce=0 rounds=1 signds=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --duration) duration="$2"; shift 2 ;;
     --connections) connections="$2"; shift 2 ;;
     --leaves) leaves="$2"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --only-nonce) only_nonce=1; shift ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --signd) signds="$2"; shift 2 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ocsp-compare: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -50,7 +59,7 @@ run_load() { # label url dir method
 }
 
 # --- the baseline -------------------------------------------------------------
-for m in get post; do
+[ "$only_nonce" = 1 ] || for m in get post; do
   bash "$SIGNET_ROOT/bench/scripts/ocsp-baseline.sh" --duration "$duration" --connections "$connections" \
     --leaves "$leaves" --method "$m" --json --ocsp-load "$LOAD" \
     | while read -r line; do
@@ -105,11 +114,42 @@ for i in $(seq 1 "$leaves"); do
   openssl ocsp -issuer "$work/ca/issuing.pem" -cert "$work/leaf.pem" -reqout "$work/req-nonce/$i.der"
 done
 
-run_load signet-ocspd-get "http://127.0.0.1:$port/ocsp" "$work/req-cached" get
-run_load signet-ocspd-post "http://127.0.0.1:$port/ocsp" "$work/req-cached" post
-run_load signet-ocspd-nonce-post "http://127.0.0.1:$port/ocsp" "$work/req-nonce" post
+if [ "$only_nonce" = 1 ]; then
+  for r in $(seq 1 "$rounds"); do
+    for b in ${signds:-$BIN/signd}; do
+      if [ -n "$signds" ]; then
+        kill "${PIDS[0]}"; wait "${PIDS[0]}" 2>/dev/null || true
+        rm -f "$work/run/signd.sock"
+        "$b" --config "$work/signd.toml" 2>>"$work/signd.log" & PIDS[0]=$!
+        wait_for "$work/run/signd.sock"
+        # ocspd reconnects on its next signature; let it before the clock starts.
+        for _ in 1 2 3; do
+          curl -s --data-binary @"$work/req-nonce/1.der" -H 'Content-Type: application/ocsp-request' \
+            "http://127.0.0.1:$port/ocsp" -o /dev/null; sleep 0.5
+        done
+      fi
+      run_load "signet-ocspd-nonce-post-$(basename "$(dirname "$b")")-$(basename "$b")" \
+        "http://127.0.0.1:$port/ocsp" "$work/req-nonce" post
+    done
+  done
+else
+  run_load signet-ocspd-get "http://127.0.0.1:$port/ocsp" "$work/req-cached" get
+  run_load signet-ocspd-post "http://127.0.0.1:$port/ocsp" "$work/req-cached" post
+  run_load signet-ocspd-nonce-post "http://127.0.0.1:$port/ocsp" "$work/req-nonce" post
+fi
 
 # --- the limit: nginx serving one pre-signed response as a static file ------
+if [ "$only_nonce" = 1 ]; then
+  python3 - "$results" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    x = r["load"]
+    rate, p99 = float(x["responses_per_sec"]), x["p99_us"] / 1000
+    print(f"{r['label']:60} {rate:10.0f} resp/s  p99 {p99:.2f} ms  errors {x['errors']}")
+PY
+  exit 0
+fi
 mkdir -p "$work/req-one" "$work/nginx/logs" "$work/nginx/www"
 cp "$work/req-cached/1.der" "$work/req-one/1.der"
 curl -fs --data-binary @"$work/req-one/1.der" -H 'Content-Type: application/ocsp-request' \

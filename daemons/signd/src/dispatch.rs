@@ -1,21 +1,29 @@
-//! Where a single `sign` call is signed.
+//! Where a single call is signed: a `Signer.sign`, or an Issuer's, CrlSigner's
+//! or OcspSigner's (validated, signed and assembled in one piece of work).
 //!
 //! Calls are gathered on the capnp thread until it has handled everything that
 //! arrived together (one read of a socket, or several connections ready at
 //! once), then:
-//! - **alone, with the pool idle**: signed right here on the capnp thread.
+//! - **alone, with the pool idle**: signed right here on the capnp thread
+//!   (unless its input is large: a CRL of many serials goes to the pool).
 //!   Handing one signature to a signing thread and back costs two thread
-//!   wake-ups, more than a P-256 signature. While the
-//!   thread then waits for the next call, that key prepares its next
-//!   signatures (ECDSA nonces, `backend/nonces.rs`);
-//! - **otherwise**: split into one share per signing thread (one per core);
-//!   for quick algorithms the capnp thread signs the last share itself, and
-//!   the pool the others. Each share is signed and its audit records committed in one
-//!   transaction, so a burst of calls costs one hand-off and one commit per
-//!   share, not per call. Signing a share here rather than sleeping until the
-//!   pool answers saves the wake-ups that cost more than the signatures on
-//!   this virtual machine; the client sends calls that queue up together in
-//!   one `signEach` message, so a burst usually arrives whole.
+//!   wake-ups, more than a P-256 signature. While the thread then waits for
+//!   the next call, that key prepares its next signatures (ECDSA nonces,
+//!   `backend/nonces.rs`);
+//! - **otherwise**, `sign` calls are split into one share per signing thread
+//!   (one per core); for quick algorithms and small inputs the capnp thread
+//!   signs the last share itself, and the pool the others. Each share is
+//!   signed and its audit records committed in one transaction, so a burst of
+//!   calls costs one hand-off and one commit per share, not per call. Signing
+//!   a share here rather than sleeping until the pool answers saves the
+//!   wake-ups that cost more than the signatures on this virtual machine; the
+//!   client sends calls that queue up together in one `signEach` message, so
+//!   a burst usually arrives whole;
+//! - **otherwise**, issuer calls go to the pool one by one, each answered as
+//!   soon as it is signed: validating and assembling OCSP responses in
+//!   shares, or a share of them on this thread, kept it from reading the next
+//!   calls and cost ocspd's nonce throughput (docs/performance-log.md, "signd:
+//!   issuer calls through the dispatcher").
 //!
 //! Either way the answer goes out only after its audit record is committed.
 
@@ -39,13 +47,82 @@ pub(crate) trait Workers: Send + Sync + 'static {
     fn audit(&self) -> &AuditLog;
 }
 
-/// One `sign` call, checked and ready to sign.
+/// One call, checked and ready to sign.
 pub(crate) struct SignJob {
     pub(crate) key: Arc<dyn SigningKey>,
-    pub(crate) scheme: SignatureScheme,
-    pub(crate) message: Vec<u8>,
+    pub(crate) task: Task,
     pub(crate) entry: Entry,
-    pub(crate) reply: oneshot::Sender<Result<Vec<u8>, IpcError>>,
+    pub(crate) reply: Reply,
+}
+
+/// Where a call's answer goes.
+pub(crate) type Reply = oneshot::Sender<Result<Vec<u8>, IpcError>>;
+
+/// What a [`SignJob`] signs.
+pub(crate) enum Task {
+    /// A `Signer.sign` call: the message, signed as the scheme says.
+    Sign { scheme: SignatureScheme, message: Vec<u8> },
+    /// An Issuer, CrlSigner or OcspSigner call: `work` validates the DER,
+    /// signs it and assembles the signed object; its note completes the
+    /// audit outcome ("ok <note>").
+    Assemble { der: Vec<u8>, work: Work },
+}
+
+/// What a signing thread does with an issuer capability's DER: validate
+/// (refusals are `IpcError`s), then sign with the key; returns the object and
+/// an audit note.
+pub(crate) type Work = Box<dyn FnOnce(&dyn SigningKey, &[u8]) -> Result<(Vec<u8>, String), IpcError> + Send>;
+
+/// Inputs larger than this (a CRL of many serials) are never signed on the
+/// capnp thread: validating and hashing them would hold up every other
+/// caller. A certificate or an OCSP ResponseData is a few hundred bytes.
+const LARGE_INPUT: usize = 64 * 1024;
+
+impl SignJob {
+    fn input(&self) -> &[u8] {
+        match &self.task {
+            Task::Sign { message, .. } => message,
+            Task::Assemble { der, .. } => der,
+        }
+    }
+
+    /// Whether the capnp thread may sign this one alone: any key, unless the
+    /// input is large.
+    fn fits_here(&self) -> bool {
+        self.input().len() <= LARGE_INPUT
+    }
+
+    /// Whether the capnp thread may sign a share of these (see [`quick`]).
+    fn quick(&self) -> bool {
+        quick(self.key.algorithm()) && self.fits_here()
+    }
+
+    /// Signs (or validates, signs and assembles); returns where the answer
+    /// goes, the answer, and the audit entry that records it.
+    fn sign(self) -> (Reply, Result<Vec<u8>, IpcError>, Entry) {
+        let sha256 = crate::audit::message_sha256(self.input());
+        let mut entry = self.entry;
+        entry.message_sha256 = sha256;
+        let signed = match self.task {
+            Task::Sign { scheme, message } => self.key.sign(scheme, &message),
+            Task::Assemble { der, work } => match work(self.key.as_ref(), &der) {
+                Ok((object, note)) => {
+                    entry.outcome = format!("ok {note}");
+                    Ok(object)
+                }
+                Err(e) => {
+                    // What a CA refuses to sign is worth a line in the log.
+                    tracing::info!(uid = entry.uid, pid = entry.pid, role = %entry.role,
+                        operation = %entry.operation, key = %entry.key_id, error = %e, "refused");
+                    Err(e)
+                }
+            },
+        };
+        if let Err(e) = &signed {
+            entry = entry.failed(e);
+        }
+        (self.reply, signed, entry)
+    }
 }
 
 /// The calls gathered so far; lives on the capnp thread.
@@ -86,14 +163,24 @@ impl<W: Workers> Dispatcher<W> {
         if jobs.is_empty() {
             return;
         }
-        if jobs.len() == 1 && self.state.pool().idle() {
+        if jobs.len() == 1 && jobs[0].fits_here() && self.state.pool().idle() {
             // Lone calls are where work done ahead pays: the caller waits
             // for every microsecond of its signature.
             self.lone_key.replace(Some(jobs[0].key.clone()));
             sign_and_record(jobs, self.state.audit());
             return;
         }
-        let sign_here = jobs.iter().all(|job| quick(job.key.algorithm()));
+        // Issuer calls one by one (see the module's documentation).
+        let (jobs, assembled): (Vec<_>, Vec<_>) =
+            jobs.into_iter().partition(|job| matches!(job.task, Task::Sign { .. }));
+        for job in assembled {
+            let audit = self.state.audit().clone();
+            self.state.pool().spawn(move || sign_and_record(vec![job], &audit));
+        }
+        if jobs.is_empty() {
+            return;
+        }
+        let sign_here = jobs.iter().all(SignJob::quick);
         let shares = self.state.pool().threads().clamp(1, jobs.len());
         let per_share = jobs.len().div_ceil(shares);
         let mut jobs = jobs.into_iter();
@@ -129,14 +216,9 @@ fn sign_and_record(jobs: Vec<SignJob>, audit: &AuditLog) {
     let mut entries = Vec::with_capacity(jobs.len());
     let mut answers = Vec::with_capacity(jobs.len());
     for job in jobs {
-        let signed = job.key.sign(job.scheme, &job.message);
-        let mut entry = job.entry;
-        entry.message_sha256 = crate::audit::message_sha256(&job.message);
-        if let Err(e) = &signed {
-            entry = entry.failed(e);
-        }
+        let (reply, signed, entry) = job.sign();
         entries.push(entry);
-        answers.push((job.reply, signed));
+        answers.push((reply, signed));
     }
     audit.append(
         entries,

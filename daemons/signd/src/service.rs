@@ -18,7 +18,7 @@ use signet_ipc::{
 
 use crate::audit::{AuditLog, Entry};
 use crate::config::Operation;
-use crate::dispatch::{Dispatcher, SignJob, Workers};
+use crate::dispatch::{Dispatcher, SignJob, Task, Workers};
 use crate::issuers::Issuers;
 use crate::keys::KeyRing;
 use crate::logs::Logs;
@@ -62,7 +62,7 @@ pub(crate) struct Shared {
     policy: RefCell<Arc<Policy>>,
     pub(crate) issuers: RefCell<Arc<Issuers>>,
     pub(crate) logs: RefCell<Arc<Logs>>,
-    dispatch: Rc<Dispatcher<State>>,
+    pub(crate) dispatch: Rc<Dispatcher<State>>,
     started: Instant,
 }
 
@@ -322,7 +322,7 @@ impl SignerService for Signer {
                 Err(e) => return caller.refuse(&entry.role, "sign", &key_id, e).await,
             };
             let (reply, rx) = tokio::sync::oneshot::channel();
-            caller.shared.dispatch.submit(SignJob { key: handle, scheme, message, entry, reply });
+            caller.shared.dispatch.submit(SignJob { key: handle, task: Task::Sign { scheme, message }, entry, reply });
             rx.await.map_err(|_| IpcError::internal("signing thread stopped"))?
         }
         .boxed_local()

@@ -16,6 +16,7 @@ use signet_ipc::{ErrorKind, IpcError, SignatureScheme};
 
 use super::CaIssuer;
 use crate::backend::SigningKey;
+use crate::dispatch::{SignJob, Task, Work};
 use crate::service::Caller;
 
 /// Which capability, for role lists, audit names and errors.
@@ -116,10 +117,6 @@ async fn obtain(caller: Caller, name: String, kind: Kind) -> Result<Cap, IpcErro
     }
 }
 
-/// What the signing thread does with the caller's DER: validate (refusals are
-/// `IpcError`s), then sign with the key; returns the object and an audit note.
-type Work = Box<dyn FnOnce(&dyn SigningKey, &[u8]) -> Result<(Vec<u8>, String), IpcError> + Send>;
-
 impl Cap {
     /// The capability is still usable: the caller holds the role, and the role
     /// still admits it.
@@ -133,7 +130,7 @@ impl Cap {
         }
     }
 
-    /// Validates, signs and assembles on a signing thread, auditing the outcome
+    /// Validates, signs and assembles (see [`crate::dispatch`]), auditing the outcome
     /// as `operation`.
     fn sign(&self, operation: &'static str, der: Vec<u8>, work: Work) -> LocalResult<Vec<u8>> {
         self.sign_with_key(operation, self.kind.key_id(&self.ca), der, work)
@@ -149,23 +146,9 @@ impl Cap {
                 Ok(h) => h,
                 Err(e) => return caller.refuse(&role, operation, &key_id, e).await,
             };
-            let mut entry = caller.shared.state.audit.entry(&caller.peer, &role, operation, &key_id);
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            let audit = caller.shared.state.audit.clone();
-            let peer = caller.peer;
-            caller.shared.state.pool.spawn(move || {
-                entry.message_sha256 = crate::audit::message_sha256(&der);
-                let outcome = work(handle.as_ref(), &der);
-                match &outcome {
-                    Ok((_, note)) => entry.outcome = format!("ok {note}"),
-                    Err(e) => {
-                        tracing::info!(uid = peer.uid, pid = peer.pid, role = %entry.role, operation, key = %entry.key_id, error = %e, "refused");
-                        entry = entry.failed(e);
-                    }
-                }
-                let outcome = outcome.map(|(der, _)| der);
-                audit.append(vec![entry], Box::new(move |committed| drop(tx.send(committed.and(outcome)))));
-            });
+            let entry = caller.shared.state.audit.entry(&caller.peer, &role, operation, &key_id);
+            let (reply, rx) = tokio::sync::oneshot::channel();
+            caller.shared.dispatch.submit(SignJob { key: handle, task: Task::Assemble { der, work }, entry, reply });
             rx.await.map_err(|_| IpcError::internal("signing thread stopped"))?
         }
         .boxed_local()
