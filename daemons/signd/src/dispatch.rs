@@ -20,10 +20,11 @@
 //!   client sends calls that queue up together in one `signEach` message, so
 //!   a burst usually arrives whole;
 //! - **otherwise**, issuer calls go to the pool one by one, each answered as
-//!   soon as it is signed: validating and assembling OCSP responses in
-//!   shares, or a share of them on this thread, kept it from reading the next
-//!   calls and cost ocspd's nonce throughput (docs/performance-log.md, "signd:
-//!   issuer calls through the dispatcher").
+//!   soon as it is signed; while the pool is busy they go there as they
+//!   arrive, without waiting to be gathered. Validating and assembling OCSP
+//!   responses in shares, or on this thread under load, kept it from reading
+//!   the next calls and cost ocspd's nonce throughput (docs/performance-log.md,
+//!   "signd: issuer calls through the dispatcher").
 //!
 //! Either way the answer goes out only after its audit record is committed.
 
@@ -142,6 +143,12 @@ impl<W: Workers> Dispatcher<W> {
     /// Queues `job`; it is signed once the capnp thread has handled what
     /// arrived with it. Must be called inside the `LocalSet`.
     pub(crate) fn submit(self: &Rc<Self>, job: SignJob) {
+        if matches!(job.task, Task::Assemble { .. }) && !self.state.pool().idle() {
+            // Not a lone call: straight to the pool (see the module's documentation).
+            let audit = self.state.audit().clone();
+            self.state.pool().spawn(move || sign_and_record(vec![job], &audit));
+            return;
+        }
         let mut gathered = self.gathered.borrow_mut();
         gathered.push(job);
         if gathered.len() == 1 {
