@@ -8,7 +8,8 @@
 //! (every revocation acknowledged before the backup began among them), the
 //! CT log (checkpoint and tiles verify with `signetctl ct verify`, every
 //! entry acknowledged before the backup began is at its SCT's index, and new
-//! entries are accepted), tokens (one minted before still introspects active
+//! entries are accepted), the temporal shard added while it ran (`signetctl
+//! ct shard add`: served again with its key, entries and tree), tokens (one minted before still introspects active
 //! and verifies against the restored JWKS; those revoked stay revoked), the
 //! ACME account and certificate, and the issuing CA rotated before the backup (the new
 //! CA's certificate answered by OCSP, new certificates issued by it). A backup without `--include-private-keys`
@@ -34,12 +35,13 @@ use signet_ipc::{block_on, KeyAlgorithm};
 use signet_jose::jwt::{verify_jwt, Validation};
 use signet_jose::Jwks;
 use signet_tests::acme::{AcmeStack, Client};
-use signet_tests::ctlog::{unix_now, CtPki, Ctlogd};
+use signet_tests::ctlog::{rfc3339, unix_now, CtPki, Ctlogd, LogInfo, LogSpec, TEST_SEQUENCING};
 use signet_tests::pki::Pki;
 use signet_tests::tokend::{signd_role, OauthClient, Tokend};
 use signet_tests::{bin, run, Backend, SigndProcess};
 
 const API: &str = "https://api.signet.test";
+const DAY: i64 = 86_400;
 
 /// The appliance: every daemon's config is `<dir>/<daemon>.toml`.
 struct Appliance {
@@ -47,8 +49,12 @@ struct Appliance {
     ct: Ctlogd,
     tokend: Tokend,
     dir: PathBuf,
+    /// The NotAfter window of the next CT shard, after the configured log's.
+    next_window: (i64, i64),
 }
 
+/// The CT log `demo` takes certificates expiring within a year (acmed's among
+/// them); a shard `next` is added for the year after.
 fn start_appliance(root: &CtPki) -> Appliance {
     let mut stack = AcmeStack::start("");
     let dir = stack.pki.dir.clone();
@@ -59,7 +65,10 @@ fn start_appliance(root: &CtPki) -> Appliance {
     let roots = dir.join("ct-roots.pem");
     let ca_root = std::fs::read_to_string(stack.pki.ca("root.pem")).unwrap();
     std::fs::write(&roots, format!("{ca_root}{}", String::from_utf8(root.root.to_pem().unwrap()).unwrap())).unwrap();
-    let mut ct = Ctlogd::start(&mut stack.pki.signd, &dir, "demo", &roots);
+    let today = unix_now() - unix_now() % DAY;
+    let (demo_window, next_window) = ((today - DAY, today + 365 * DAY), (today + 365 * DAY, today + 730 * DAY));
+    let demo = LogSpec::new("demo").window(demo_window.0, demo_window.1);
+    let mut ct = Ctlogd::start_logs(&mut stack.pki.signd, &dir, &roots, &[demo], TEST_SEQUENCING);
     std::fs::rename(&ct.config, dir.join("ctlogd.toml")).unwrap();
     ct.config = dir.join("ctlogd.toml");
     let tokend = Tokend::start(&stack.pki.signd, &dir, "tok-es256", "ecdsa-p256", "");
@@ -68,7 +77,14 @@ fn start_appliance(root: &CtPki) -> Appliance {
         ct.url(),
         ct.public_key_b64()
     ));
-    Appliance { stack, ct, tokend, dir }
+    Appliance { stack, ct, tokend, dir, next_window }
+}
+
+/// `signetctl` against the appliance in `dir` for ctlogd's admin interface.
+fn ct_admin(signd_socket: &Path, dir: &Path) -> Command {
+    let mut c = signet_tests::signetctl(signd_socket);
+    c.env("SIGNET_CTLOGD_SOCKET", dir.join("ctlogd-demo").join("db").join("admin.sock"));
+    c
 }
 
 fn json_of(text: &str) -> Value {
@@ -196,6 +212,25 @@ fn a_backup_taken_under_load_restores_an_appliance_that_answers_as_before() {
     let client =
         a.tokend.create_client("svc", &["--auth-method", "client_secret_basic", "--audience", API, "--scope", "read"]);
     let token0 = mint(&a.tokend, &client);
+    // A temporal CT shard added while the appliance runs, with entries of its own.
+    let next = a.next_window;
+    let (st, out, err) = run(ct_admin(&a.stack.pki.signd.socket, &dir).args([
+        "ct",
+        "shard",
+        "add",
+        "--name",
+        "next",
+        "--not-after-start",
+        &rfc3339(next.0),
+        "--not-after-end",
+        &rfc3339(next.1),
+    ]));
+    assert!(st.success(), "ct shard add: {out}{err}\n{}", a.ct.log());
+    let next_key = block_on(a.stack.pki.signd.client().ct_log_public_key("next")).unwrap();
+    a.ct.logs.push(LogInfo { name: "next".into(), public_key: next_key.clone() });
+    let next_entries: Vec<_> = (0..8).map(|i| root.cert(2_000_000 + i, next.0 + 10 * DAY)).collect();
+    let next_acked: Vec<_> = next_entries.iter().enumerate().map(|(i, e)| (i, a.ct.submit_ok("next", e))).collect();
+    a.ct.wait_for_size("next", next_entries.len() as u64);
 
     // The write load, and the backup in the middle of it.
     let stop = AtomicBool::new(false);
@@ -291,6 +326,10 @@ fn a_backup_taken_under_load_restores_an_appliance_that_answers_as_before() {
     let files = m["files"].as_array().unwrap();
     let of_kind = |k: &str| files.iter().filter(|f| f["kind"] == k).collect::<Vec<_>>();
     assert!(of_kind("ct-tile").len() >= 3, "tiles of the local log");
+    assert!(
+        of_kind("ct-tile").iter().any(|f| f["original"].as_str().unwrap().contains("/db/shards/next/")),
+        "tiles of the added shard"
+    );
     assert!(!files.iter().any(|f| f["original"].as_str().unwrap().ends_with("/checkpoint")));
     let keys = of_kind("private-key");
     assert!(keys.iter().any(|f| f["original"].as_str().unwrap().ends_with("/state/keys/demo-issuing.pem")), "{keys:?}");
@@ -453,6 +492,19 @@ fn a_backup_taken_under_load_restores_an_appliance_that_answers_as_before() {
     }
     let (st, out, err) = signetctl(&["ct", "verify", "--log", &ct_url]);
     assert!(st.success(), "ct verify after a new entry: {out}{err}");
+    // The shard added at run time: served again (ctlogd's store defines it, signd's
+    // restored key signs for it), every entry where its SCT says, its tree verified,
+    // new entries taken.
+    assert_eq!(block_on(a.stack.pki.signd.client().ct_log_public_key("next")).unwrap(), next_key);
+    let (st, out, err) = run(ct_admin(&a.stack.pki.signd.socket, &restored).args(["--json", "ct", "shard", "list"]));
+    assert!(st.success(), "ct shard list: {out}{err}");
+    let listed = json_of(&out);
+    let shard = listed["logs"].as_array().unwrap().iter().find(|l| l["name"] == "next").expect("shard listed");
+    assert_eq!((shard["added"].as_bool(), shard["not_after_start"].as_str()), (Some(true), Some(&*rfc3339(next.0))));
+    a.ct.check_acknowledged("next", &next_entries, &next_acked);
+    assert_eq!(a.ct.verify_tree("next"), next_entries.len() as u64);
+    a.ct.submit_ok("next", &root.cert(2_000_100, next.0 + 20 * DAY));
+    a.ct.wait_for_size("next", next_entries.len() as u64 + 1);
 
     // Tokens: the one minted before still introspects active and verifies
     // against the restored JWKS; those revoked before the backup stay revoked.
