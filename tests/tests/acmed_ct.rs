@@ -10,6 +10,9 @@
 //! `policy = "chrome"`, three logs of one ctlogd and a fourth that is down:
 //! two SCTs from one operator are refused (serverInternal, the order stays
 //! ready), two from distinct operators are embedded.
+//! Temporal shards (`not_after_start`/`not_after_end`): only the shard whose
+//! window holds the certificate's NotAfter is asked, a `required` shard only
+//! for its window; when none holds it the finalization says so.
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -322,4 +325,71 @@ fn the_chrome_policy_wants_two_scts_from_distinct_operators() {
         assert!((millis(started)..=millis(finished)).contains(&sct.timestamp), "{}", sct.timestamp);
     }
     assert_eq!(metric(&stack, "acme_ct_policy_refusals_total", ""), 0.0, "a fresh acmed");
+}
+
+/// `[[ct.logs]]` for a temporal shard: `url`, base64 key `key`, NotAfter window `[start, end)`.
+fn shard_entry(url: &str, key: &str, required: bool, (start, end): (i64, i64)) -> String {
+    use signet_tests::ctlog::rfc3339;
+    format!(
+        "{}not_after_start = \"{}\"\nnot_after_end = \"{}\"\n",
+        log_entry(url, key, required),
+        rfc3339(start),
+        rfc3339(end)
+    )
+}
+
+#[test]
+fn each_temporal_shard_is_asked_only_for_the_certificates_of_its_window() {
+    use signet_tests::ctlog::unix_now;
+    const DAY: i64 = 86_400;
+    let mut stack = AcmeStack::start("");
+    let dir = stack.pki.dir.clone();
+    let root = stack.pki.ca("root.pem");
+    let today = unix_now() - unix_now() % DAY;
+    // A shard whose window has passed (no certificate issued today expires in
+    // it), and the shard of today's certificates.
+    let (past, current) = ((today - 10 * DAY, today - DAY), (today - DAY, today + 3650 * DAY));
+    let logs = [LogSpec::new("past").window(past.0, past.1), LogSpec::new("current").window(current.0, current.1)];
+    let ct = Ctlogd::start_logs(&mut stack.pki.signd, &dir, &root, &logs, TEST_SEQUENCING);
+    let key = |name: &str| STANDARD.encode(&ct.logs.iter().find(|l| l.name == name).unwrap().public_key);
+    // Both shards configured, the past one required: required only for its window.
+    stack.reconfigure_acmed(&format!(
+        "[ct]\ntimeout_ms = 5000\nmin_scts = 1\n{}{}",
+        shard_entry(&ct.log_url("past"), &key("past"), true, past),
+        shard_entry(&ct.log_url("current"), &key("current"), false, current),
+    ));
+    let mut c = Client::new(&stack);
+    c.register();
+    let names = ["shards.signet.test"];
+    let (_, order) = c.new_order(&names);
+    let cert = finish(&mut c, &order, &names);
+    let scts = scts_of(&cert).expect("an SCT list");
+    assert_eq!(scts.len(), 1, "one SCT, from the shard of the certificate's NotAfter");
+    let issuing = der_of_pem(&std::fs::read_to_string(stack.pki.ca("issuing.pem")).unwrap());
+    let entry = embedded_sct_entry(&cert, &issuing).unwrap();
+    assert_eq!(scts[0].log_id, ct.key("current").log_id());
+    ct.key("current").verify_sct(&scts[0], &entry).unwrap();
+    ct.wait_for_size("current", 1);
+    // The past shard was never asked: nothing reached its tree, acmed counts no submission.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(ct.sth("past").0.tree_size, 0);
+    let past_prefix = ct.log_url("past");
+    assert_eq!(metric(&stack, "acme_ct_submission_seconds_count", &past_prefix), 0.0);
+    assert_eq!(metric(&stack, "acme_ct_submission_seconds_count", &ct.log_url("current")), 1.0);
+
+    // Only the past shard: no log takes the certificate, and the finalization says so.
+    stack.reconfigure_acmed(&format!(
+        "[ct]\ntimeout_ms = 5000\nmin_scts = 1\n{}",
+        shard_entry(&past_prefix, &key("past"), true, past)
+    ));
+    let mut c = Client::new(&stack);
+    c.register();
+    let (order_url, order) = c.new_order(&names);
+    c.authorize_dns01(&order);
+    let r = finalize_raw(&mut c, &order, &names);
+    assert_eq!((r.status, r.problem().as_str()), (500, "serverInternal"), "{:?}", r.json());
+    let detail = r.json()["detail"].as_str().unwrap().to_owned();
+    assert!(detail.contains("no configured log's NotAfter window holds the certificate's"), "{detail}");
+    assert_eq!(c.post(&order_url, None).json()["status"], "ready");
+    assert_eq!(ct.sth("past").0.tree_size, 0);
 }

@@ -230,6 +230,17 @@ pub struct CtLogSettings {
     /// system's trust store).
     #[serde(default)]
     pub ca_file: Option<PathBuf>,
+    /// A temporal shard's NotAfter window, `[not_after_start, not_after_end)`
+    /// (RFC 3339, both or neither): the log is asked only for certificates
+    /// whose NotAfter falls in it, as the log itself takes no others. Give
+    /// every shard of a log (the current one and the next) and each
+    /// certificate goes to the one that takes it. A `required` shard is
+    /// required only for the certificates of its window.
+    #[serde(default)]
+    pub not_after_start: Option<String>,
+    /// See `not_after_start`.
+    #[serde(default)]
+    pub not_after_end: Option<String>,
 }
 
 impl CtLogSettings {

@@ -4,8 +4,8 @@
 //! For an order whose profile takes part (`[ct]` set, the profile not opted
 //! out), `issue` signs a precertificate (the TBS plus the critical poison
 //! extension) through signd's Issuer role, submits `[precertificate, issuing
-//! CA .. root]` to every configured log's `ct/v1/add-pre-chain` at once, each
-//! bounded by `timeout_ms`, verifies each SCT with the log's key against the
+//! CA .. root]` to the `ct/v1/add-pre-chain` of every configured log that
+//! takes it (below), all at once, each bounded by `timeout_ms`, verifies each SCT with the log's key against the
 //! entry the final certificate will yield and its timestamp against the
 //! clock ([`check_sct_timestamp`]), applies the policy ([`select_scts`]:
 //! `min_scts`, or Chrome's count by lifetime and distinct operators), and
@@ -15,6 +15,10 @@
 //! This module holds the pure parts (TBS transformations, the policy) and the
 //! log client: hyper-util's pooled client, one per log, over plain TCP or TLS
 //! (OpenSSL, verified against the system's roots or the log's `ca_file`).
+//!
+//! A log configured with a NotAfter window (a temporal shard) is asked only
+//! for the certificates whose NotAfter falls in it ([`CtLogs::logs_for`]), so
+//! every shard of a log can be configured at once.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -207,7 +211,9 @@ pub fn select_scts(outcomes: &[LogOutcome], policy: Policy, lifetime: Duration) 
     let failures = || {
         let text: Vec<String> =
             outcomes.iter().filter_map(|o| o.result.as_ref().err().map(|e| format!("{}: {e}", o.log))).collect();
-        if text.is_empty() {
+        if outcomes.is_empty() {
+            " (no configured log's NotAfter window holds the certificate's)".to_owned()
+        } else if text.is_empty() {
             String::new()
         } else {
             format!(" ({})", text.join("; "))
@@ -282,7 +288,37 @@ struct CtLog {
     key: LogKey,
     required: bool,
     operator: Option<String>,
+    /// A temporal shard's NotAfter window `[start, end)`, Unix seconds.
+    window: Option<(i64, i64)>,
     client: Client<TlsConnector, Full<Bytes>>,
+}
+
+impl CtLog {
+    /// Whether the log takes a certificate expiring at `not_after` (Unix seconds).
+    fn takes(&self, not_after: i64) -> bool {
+        self.window.is_none_or(|(start, end)| start <= not_after && not_after < end)
+    }
+}
+
+/// `[[ct.logs]]`'s NotAfter window: both bounds or neither, start before end.
+fn window(start: Option<&str>, end: Option<&str>) -> Result<Option<(i64, i64)>, String> {
+    let parse = |name: &str, v: &str| {
+        time::OffsetDateTime::parse(v, &time::format_description::well_known::Rfc3339)
+            .map(time::OffsetDateTime::unix_timestamp)
+            .map_err(|e| format!("{name} {v:?} is not an RFC 3339 time: {e}"))
+    };
+    match (start, end) {
+        (None, None) => Ok(None),
+        (Some(s), Some(e)) => {
+            let (s, e) = (parse("not_after_start", s)?, parse("not_after_end", e)?);
+            if s < e {
+                Ok(Some((s, e)))
+            } else {
+                Err("not_after_start must come before not_after_end".into())
+            }
+        }
+        _ => Err("not_after_start and not_after_end go together".into()),
+    }
 }
 
 /// The configured logs and policy, with their clients.
@@ -308,6 +344,7 @@ impl CtLogs {
             if logs.iter().any(|o: &CtLog| o.key.log_id() == key.log_id()) {
                 return Err(what(&"the same public_key as an earlier log"));
             }
+            let window = window(l.not_after_start.as_deref(), l.not_after_end.as_deref()).map_err(|e| what(&e))?;
             let prefix = l.prefix();
             let add_pre_chain: Uri =
                 format!("{prefix}ct/v1/add-pre-chain").parse().map_err(|e: hyper::http::uri::InvalidUri| what(&e))?;
@@ -322,7 +359,8 @@ impl CtLogs {
             let client = Client::builder(TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(60))
                 .build(TlsConnector::new(http, tls));
-            logs.push(CtLog { prefix, add_pre_chain, key, required: l.required, operator: l.operator.clone(), client });
+            let (required, operator) = (l.required, l.operator.clone());
+            logs.push(CtLog { prefix, add_pre_chain, key, required, operator, window, client });
         }
         let metrics = CtMetrics {
             scts: Family::default(),
@@ -360,14 +398,28 @@ impl CtLogs {
         );
     }
 
-    /// Submits `chain` (`[precertificate, issuing CA, ...]`) to every log at once
-    /// and answers each log's verified SCT for `entry` or why there is none,
-    /// within the timeout. An SCT's timestamp is checked against `clock`
-    /// ([`check_sct_timestamp`]).
-    pub async fn submit(&self, chain: &[Vec<u8>], entry: &SignedEntry, clock: &Clock) -> Vec<LogOutcome> {
+    /// The prefixes of the logs that take a certificate expiring at
+    /// `not_after` (Unix seconds): those without a window, and the temporal
+    /// shards whose window holds it.
+    pub fn logs_for(&self, not_after: i64) -> Vec<&str> {
+        self.logs.iter().filter(|l| l.takes(not_after)).map(|l| l.prefix.as_str()).collect()
+    }
+
+    /// Submits `chain` (`[precertificate, issuing CA, ...]`) for a certificate
+    /// expiring at `not_after` (Unix seconds) to every log that takes it
+    /// ([`CtLogs::logs_for`]) at once and answers each one's verified SCT for
+    /// `entry` or why there is none, within the timeout. An SCT's timestamp is
+    /// checked against `clock` ([`check_sct_timestamp`]).
+    pub async fn submit(
+        &self,
+        chain: &[Vec<u8>],
+        entry: &SignedEntry,
+        not_after: i64,
+        clock: &Clock,
+    ) -> Vec<LogOutcome> {
         let body = Bytes::from(add_chain_body(chain));
         let millis = || u64::try_from(clock.unix_millis()).unwrap_or(0);
-        let each = self.logs.iter().map(|log| {
+        let each = self.logs.iter().filter(|log| log.takes(not_after)).map(|log| {
             let body = body.clone();
             async move {
                 let started = Instant::now();

@@ -274,6 +274,8 @@ fn log_settings(url: &str, key: &PKey<Private>) -> CtLogSettings {
         required: false,
         operator: None,
         ca_file: None,
+        not_after_start: None,
+        not_after_end: None,
     }
 }
 
@@ -293,6 +295,56 @@ fn log_settings_are_checked() {
     let mut https = log_settings("https://ct.example/", &key);
     https.ca_file = Some("/nonexistent/roots.pem".into());
     assert!(CtLogs::new(&settings(vec![https])).err().unwrap().contains("ca_file"));
+}
+
+/// A log with the NotAfter window `[start, end)` (RFC 3339).
+fn shard(url: &str, start: &str, end: &str) -> CtLogSettings {
+    CtLogSettings { not_after_start: Some(start.into()), not_after_end: Some(end.into()), ..log_settings(url, &p256()) }
+}
+
+#[test]
+fn temporal_shards_take_the_certificates_of_their_window() {
+    const Y2027: i64 = 1_798_761_600; // 2027-01-01T00:00:00Z
+    const Y2028: i64 = 1_830_297_600;
+    let logs = vec![
+        shard("http://ct/2027/", "2027-01-01T00:00:00Z", "2028-01-01T00:00:00Z"),
+        shard("http://ct/2028/", "2028-01-01T00:00:00Z", "2029-01-01T00:00:00Z"),
+        log_settings("http://other/", &p256()),
+    ];
+    let ct = CtLogs::new(&settings(logs)).unwrap();
+    assert_eq!(ct.logs_for(Y2027 - 1), ["http://other/"]);
+    assert_eq!(ct.logs_for(Y2027), ["http://ct/2027/", "http://other/"]);
+    assert_eq!(ct.logs_for(Y2028 - 1), ["http://ct/2027/", "http://other/"]);
+    assert_eq!(ct.logs_for(Y2028), ["http://ct/2028/", "http://other/"]);
+
+    // No log takes it: nothing is sent, and the policy says why.
+    let ct =
+        CtLogs::new(&settings(vec![shard("http://127.0.0.1:1/x/", "2027-01-01T00:00:00Z", "2028-01-01T00:00:00Z")]))
+            .unwrap();
+    let (ca, leaf) = ca_and_leaf();
+    let entry = entry_for(&tbs_of(&leaf), &ca).unwrap();
+    let out = runtime().block_on(ct.submit(&[leaf, ca], &entry, Y2028, &Clock::system()));
+    assert!(out.is_empty(), "{out:?}");
+    let why = select_scts(&out, Policy::MinScts(1), Duration::from_secs(86_400)).unwrap_err();
+    assert!(why.contains("no configured log's NotAfter window"), "{why}");
+    assert_eq!(select_scts(&out, Policy::MinScts(0), Duration::from_secs(86_400)), Ok(vec![]));
+
+    // Both bounds, in order, RFC 3339.
+    for (start, end, want) in [
+        (Some("2027-01-01T00:00:00Z"), None, "go together"),
+        (None, Some("2027-01-01T00:00:00Z"), "go together"),
+        (Some("2028-01-01T00:00:00Z"), Some("2027-01-01T00:00:00Z"), "must come before"),
+        (Some("2027-01-01T00:00:00Z"), Some("2027-01-01T00:00:00Z"), "must come before"),
+        (Some("2027-01-01"), Some("2028-01-01T00:00:00Z"), "not an RFC 3339 time"),
+    ] {
+        let log = CtLogSettings {
+            not_after_start: start.map(Into::into),
+            not_after_end: end.map(Into::into),
+            ..log_settings("http://ct/", &p256())
+        };
+        let e = CtLogs::new(&settings(vec![log])).err().unwrap();
+        assert!(e.contains(want) && e.contains("[[ct.logs]] #1"), "{e}");
+    }
 }
 
 /// A one-shot HTTP server: answers every connection with `answer` (None: reads
@@ -363,7 +415,7 @@ fn submissions_are_verified_and_bounded() {
         for ((_, want), log) in cases.iter().zip(logs) {
             let ct = CtLogs::new(&one_log(300, log)).unwrap();
             let started = Instant::now();
-            let out = ct.submit(&[leaf.clone(), ca.clone()], &entry, &Clock::system()).await;
+            let out = ct.submit(&[leaf.clone(), ca.clone()], &entry, 0, &Clock::system()).await;
             assert!(started.elapsed() < Duration::from_millis(1500), "bounded by the timeout");
             match (want, &out[0].result) {
                 (None, Ok(sct)) => assert_eq!(sct.timestamp, now),
@@ -426,12 +478,12 @@ fn https_logs_are_verified_with_ca_file() {
         let mut log = log_settings(&format!("https://127.0.0.1:{port}/ct"), &key);
         log.ca_file = Some(roots.path().to_path_buf());
         let ct = CtLogs::new(&one_log(2000, log.clone())).unwrap();
-        let out = ct.submit(&[leaf.clone(), ca.clone()], &entry, &Clock::system()).await;
+        let out = ct.submit(&[leaf.clone(), ca.clone()], &entry, 0, &Clock::system()).await;
         assert_eq!(out[0].result.as_ref().unwrap().timestamp, now);
         // Without those roots the log's certificate is not trusted.
         log.ca_file = None;
         let ct = CtLogs::new(&one_log(2000, log)).unwrap();
-        let out = ct.submit(&[leaf, ca], &entry, &Clock::system()).await;
+        let out = ct.submit(&[leaf, ca], &entry, 0, &Clock::system()).await;
         assert_eq!(out[0].result.as_ref().unwrap_err().reason(), "connect", "{:?}", out[0].result);
     });
 }

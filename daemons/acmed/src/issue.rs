@@ -84,8 +84,9 @@ impl Acme {
         let mut chain = Vec::with_capacity(1 + ca.issuers.len());
         chain.push(precert);
         chain.extend(ca.issuers.iter().cloned());
-        let outcomes = ct.submit(&chain, &entry, &self.clock).await;
-        let scts = ct.select(&outcomes, lifetime(&tbs.der)?).map_err(|why| {
+        let (lifetime, not_after) = validity(&tbs.der)?;
+        let outcomes = ct.submit(&chain, &entry, not_after, &self.clock).await;
+        let scts = ct.select(&outcomes, lifetime).map_err(|why| {
             tracing::error!(reason = %why, "Certificate Transparency policy not met; nothing issued");
             Problem::new(
                 ProblemType::ServerInternal,
@@ -190,9 +191,10 @@ struct Tbs {
 }
 
 /// A TBSCertificate's validity period, NotAfter − NotBefore (what Chrome's
-/// CT policy calls the certificate's lifetime).
-fn lifetime(tbs_der: &[u8]) -> Result<Duration, Problem> {
+/// CT policy calls the certificate's lifetime), and its NotAfter (Unix
+/// seconds: which temporal CT shards take it).
+fn validity(tbs_der: &[u8]) -> Result<(Duration, i64), Problem> {
     let tbs = x509_cert::TbsCertificate::from_der(tbs_der).map_err(|e| internal("the TBSCertificate", e))?;
     let (nb, na) = (tbs.validity.not_before.to_unix_duration(), tbs.validity.not_after.to_unix_duration());
-    Ok(na.saturating_sub(nb))
+    Ok((na.saturating_sub(nb), i64::try_from(na.as_secs()).unwrap_or(i64::MAX)))
 }
