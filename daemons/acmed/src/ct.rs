@@ -5,12 +5,12 @@
 //! out), `issue` signs a precertificate (the TBS plus the critical poison
 //! extension) through signd's Issuer role, submits `[precertificate, issuing
 //! CA .. root]` to the `ct/v1/add-pre-chain` of every configured log that
-//! takes it (below), all at once, each bounded by `timeout_ms`, verifies each SCT with the log's key against the
-//! entry the final certificate will yield and its timestamp against the
-//! clock ([`check_sct_timestamp`]), applies the policy ([`select_scts`]:
-//! `min_scts`, or Chrome's count by lifetime and distinct operators), and
-//! signs the same TBS (same serial, validity, everything) without the poison
-//! and with the SCT list extension.
+//! takes it (below), all at once, each bounded by `timeout_ms`, verifies each
+//! SCT with the log's key against the entry the final certificate will yield
+//! and its timestamp against the clock ([`check_sct_timestamp`]), applies
+//! the policy ([`select_scts`]: `min_scts`, or Chrome's count by lifetime and
+//! distinct operators), and signs the same TBS (same serial, validity,
+//! everything) without the poison and with the SCT list extension.
 //!
 //! This module holds the pure parts (TBS transformations, the policy) and the
 //! log client: hyper-util's pooled client, one per log, over plain TCP or TLS

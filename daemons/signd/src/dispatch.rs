@@ -145,8 +145,7 @@ impl<W: Workers> Dispatcher<W> {
     pub(crate) fn submit(self: &Rc<Self>, job: SignJob) {
         if matches!(job.task, Task::Assemble { .. }) && !self.state.pool().idle() {
             // Not a lone call: straight to the pool (see the module's documentation).
-            let audit = self.state.audit().clone();
-            self.state.pool().spawn(move || sign_and_record(vec![job], &audit));
+            self.to_pool_alone(job);
             return;
         }
         let mut gathered = self.gathered.borrow_mut();
@@ -165,6 +164,13 @@ impl<W: Workers> Dispatcher<W> {
         self.lone_key.borrow().as_ref().is_some_and(|key| key.prepare_one())
     }
 
+    /// Hands `job` to the pool on its own: signed, committed and answered
+    /// without waiting for any other call.
+    fn to_pool_alone(&self, job: SignJob) {
+        let audit = self.state.audit().clone();
+        self.state.pool().spawn(move || sign_and_record(vec![job], &audit));
+    }
+
     fn flush(&self) {
         let jobs = std::mem::take(&mut *self.gathered.borrow_mut());
         if jobs.is_empty() {
@@ -181,8 +187,7 @@ impl<W: Workers> Dispatcher<W> {
         let (jobs, assembled): (Vec<_>, Vec<_>) =
             jobs.into_iter().partition(|job| matches!(job.task, Task::Sign { .. }));
         for job in assembled {
-            let audit = self.state.audit().clone();
-            self.state.pool().spawn(move || sign_and_record(vec![job], &audit));
+            self.to_pool_alone(job);
         }
         if jobs.is_empty() {
             return;
