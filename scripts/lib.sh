@@ -481,6 +481,24 @@ ensure_pebble() {
   [ -f "$SIGNET_PEBBLE_DIR/test/certs/pebble.minica.pem" ] || { echo "no Pebble module directory" >&2; return 1; }
 }
 
+# step-ca (Smallstep's CA, the production ACME CA people run instead), the
+# second same-run baseline of bench/scripts/acme-bench.sh --step-ca; not
+# needed by scripts/test. Built without cgo: its YubiKey KMS wants libpcsclite.
+SIGNET_STEPCA_VERSION="${SIGNET_STEPCA_VERSION:-0.30.2}"
+ensure_step_ca() {
+  ensure_go || return 1
+  export SIGNET_STEPCA="$SIGNET_CACHE/bin/step-ca-$SIGNET_STEPCA_VERSION"
+  [ -x "$SIGNET_STEPCA" ] && return 0
+  say "building step-ca $SIGNET_STEPCA_VERSION into $SIGNET_STEPCA (once, a few minutes)"
+  mkdir -p "$SIGNET_CACHE/bin"
+  local gobin
+  gobin="$(mktemp -d)"
+  (cd / && CGO_ENABLED=0 GO111MODULE=on GOBIN="$gobin" go install "github.com/smallstep/certificates/cmd/step-ca@v$SIGNET_STEPCA_VERSION") ||
+    { rm -rf "$gobin"; return 1; }
+  mv -f "$gobin/step-ca" "$SIGNET_STEPCA"
+  rmdir "$gobin"
+}
+
 # Prometheus's blackbox_exporter, the baseline of bench/scripts/probe-compare.sh:
 # `go install` is refused for it here, so download the module and build it in the
 # module cache, once, into $SIGNET_CACHE/bin.

@@ -3,7 +3,7 @@
 # the demo DNS server) in a throw-away state directory, and reports the CPU
 # seconds each process used during the run beside acme-bench's own figures.
 #
-#   bench/scripts/acme-bench.sh [--ca-alg ALG] [--keep] [--pebble [--rounds N]] -- ACME-BENCH-ARGS...
+#   bench/scripts/acme-bench.sh [--ca-alg ALG] [--keep] [--pebble] [--step-ca] [--rounds N] -- ACME-BENCH-ARGS...
 #   bench/scripts/acme-bench.sh [--ca-alg ALG] [--pebble] --handlers [-- CRITERION-ARGS...]
 #
 # --ca-alg picks the demo CA's key algorithm (signd's names: ecdsa-p256,
@@ -14,21 +14,31 @@
 # server, built by ensure_pebble) with the same CA key type, validating
 # against the same responder ports and resolving through the same DNS server,
 # with its artificial delays and nonce rejections off and authorization reuse
-# off (acmed validates every order afresh too). acme-bench runs against
-# acmed, then Pebble, --rounds times (default 3), with the same arguments;
-# the script prints each run and the ratio of the medians. Pebble keeps its
-# state in memory and does no OCSP recording; acmed commits to LMDB and
-# records every certificate in ocspd before answering.
+# off (acmed validates every order afresh too). Pebble keeps its state in
+# memory and does no OCSP recording; acmed commits to LMDB and records every
+# certificate in ocspd before answering.
+#
+# --step-ca adds step-ca (Smallstep's CA, built by ensure_step_ca), the
+# production ACME CA: a root and intermediate of the same key type made here
+# by openssl, its default database (Badger v2, which does not fsync each
+# write), one ACME provisioner with 90-day certificates, validating on the
+# same responder ports (--insecure --acme-http-port/--acme-tls-port) through
+# the same DNS server (--resolver).
+#
+# With baselines, acme-bench runs against acmed, then each baseline, --rounds
+# times (default 3), with the same arguments; the script prints each run and
+# the ratio of the medians.
 #
 # RUN_LIMIT (seconds, default 600) bounds each acme-bench run.
 #
 # --handlers runs the criterion bench of single handlers
-# (bench/benches/acme_handlers.rs) against acmed, and against Pebble in the
-# same run with --pebble, instead of acme-bench.
+# (bench/benches/acme_handlers.rs) against acmed, and against Pebble and
+# step-ca in the same run with --pebble and --step-ca, instead of acme-bench.
 #
 # Examples:
 #   bench/scripts/acme-bench.sh -- --clients 10 --requests 2000 --warmup 100 --challenge http-01
 #   bench/scripts/acme-bench.sh --pebble --rounds 3 -- --clients 10 --requests 1000 --warmup 50
+#   bench/scripts/acme-bench.sh --pebble --step-ca --rounds 2 -- --clients 10 --requests 2000 --warmup 100
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -37,6 +47,7 @@ set +e
 CA_ALG=ecdsa-p256
 KEEP=0
 PEBBLE=0
+STEPCA=0
 ROUNDS=3
 HANDLERS=0
 while [ $# -gt 0 ]; do
@@ -44,6 +55,7 @@ while [ $# -gt 0 ]; do
     --ca-alg) CA_ALG="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --pebble) PEBBLE=1; shift ;;
+    --step-ca) STEPCA=1; shift ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
     --handlers) HANDLERS=1; shift ;;
     --) shift; break ;;
@@ -53,16 +65,20 @@ done
 STATE="$SIGNET_CACHE/bench-acme-$CA_ALG"
 [ "$KEEP" = 1 ] || rm -rf "$STATE"
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-OCSP=$(port); ACME=$(port); DNS=$(port); H1=$(port); TA=$(port); PEB=$(port); PEBM=$(port)
+OCSP=$(port); ACME=$(port); DNS=$(port); H1=$(port); TA=$(port); PEB=$(port); PEBM=$(port); STEP=$(port)
 
-if [ "$PEBBLE" = 1 ]; then
+if [ "$PEBBLE" = 1 ] || [ "$STEPCA" = 1 ]; then
   case "$CA_ALG" in
-    ecdsa-p256) PEBBLE_KEY=ecdsa ;;
-    rsa-2048) PEBBLE_KEY=rsa ;;
-    *) echo "Pebble's CA keys are ecdsa-p256 or rsa-2048, not $CA_ALG" >&2; exit 2 ;;
+    ecdsa-p256) PEBBLE_KEY=ecdsa; OPENSSL_KEY=(-newkey ec -pkeyopt ec_paramgen_curve:P-256) ;;
+    rsa-2048) PEBBLE_KEY=rsa; OPENSSL_KEY=(-newkey rsa:2048) ;;
+    *) echo "the baselines' CA keys are ecdsa-p256 or rsa-2048, not $CA_ALG" >&2; exit 2 ;;
   esac
-  ensure_pebble || exit 1
 fi
+[ "$PEBBLE" != 1 ] || ensure_pebble || exit 1
+[ "$STEPCA" != 1 ] || ensure_step_ca || exit 1
+BASELINES=()
+[ "$PEBBLE" != 1 ] || BASELINES+=(pebble)
+[ "$STEPCA" != 1 ] || BASELINES+=(step-ca)
 
 # scripts/run builds (if needed) and makes the demo CA with this algorithm (the first time).
 export SIGNET_DEMO_CA_ALGORITHM="$CA_ALG"
@@ -73,7 +89,8 @@ export SIGNET_DEMO_CT="${SIGNET_DEMO_CT:-0}"
   --http01-port "$H1" --tlsalpn01-port "$TA" > "$STATE.log" 2>&1 &
 RUN=$!
 PEBBLE_PID=
-trap 'kill -TERM $RUN $PEBBLE_PID 2>/dev/null; wait $RUN 2>/dev/null' EXIT
+STEPCA_PID=
+trap 'kill -TERM $RUN $PEBBLE_PID $STEPCA_PID 2>/dev/null; wait $RUN 2>/dev/null' EXIT
 ready=0
 for _ in $(seq 1 6000); do
   if [ -f "$STATE/endpoints.json" ] && grep -q "\"directory\": \"https://127.0.0.1:$ACME/" "$STATE/endpoints.json"; then
@@ -126,6 +143,52 @@ stop_pebble() {
   PEBBLE_PID=
 }
 
+# step-ca, a fresh CA and database each round (as `step ca init` would make
+# them, without its prompts): a root and an intermediate (pathlen 0) by
+# openssl, keys unencrypted, and one ACME provisioner named acme.
+start_step_ca() {
+  local d="$STATE/step-ca"
+  rm -rf "$d"
+  mkdir -p "$d"
+  openssl req -x509 "${OPENSSL_KEY[@]}" -nodes -keyout "$d/root.key" -out "$d/root.pem" -days 3650 \
+    -subj "/CN=step-ca bench root" -addext basicConstraints=critical,CA:TRUE \
+    -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null &&
+  openssl req -new "${OPENSSL_KEY[@]}" -nodes -keyout "$d/intermediate.key" -out "$d/intermediate.csr" \
+    -subj "/CN=step-ca bench intermediate" 2>/dev/null &&
+  printf 'basicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign,cRLSign\n' > "$d/int.ext" &&
+  openssl x509 -req -in "$d/intermediate.csr" -CA "$d/root.pem" -CAkey "$d/root.key" -days 3650 \
+    -extfile "$d/int.ext" -out "$d/intermediate.pem" 2>/dev/null || { echo "step-ca: no CA made" >&2; return 1; }
+  cat > "$d/ca.json" <<JSON
+{
+  "root": "$d/root.pem",
+  "crt": "$d/intermediate.pem",
+  "key": "$d/intermediate.key",
+  "address": "127.0.0.1:$STEP",
+  "dnsNames": ["127.0.0.1", "localhost"],
+  "logger": {"format": "text"},
+  "db": {"type": "badgerv2", "dataSource": "$d/db"},
+  "authority": {
+    "provisioners": [{"type": "ACME", "name": "acme",
+      "claims": {"defaultTLSCertDuration": "2160h", "maxTLSCertDuration": "2160h"}}]
+  }
+}
+JSON
+  "$SIGNET_STEPCA" --insecure --acme-http-port "$H1" --acme-tls-port "$TA" --resolver "127.0.0.1:$DNS" \
+    "$d/ca.json" >> "$STATE/step-ca.log" 2>&1 &
+  STEPCA_PID=$!
+  for _ in $(seq 1 100); do
+    curl -s --cacert "$d/root.pem" "https://127.0.0.1:$STEP/acme/acme/directory" >/dev/null && return 0
+    sleep 0.1
+  done
+  echo "step-ca did not start; see $STATE/step-ca.log" >&2
+  return 1
+}
+stop_step_ca() {
+  kill -TERM "$STEPCA_PID" 2>/dev/null
+  wait "$STEPCA_PID" 2>/dev/null
+  STEPCA_PID=
+}
+
 # What acme-bench trusts: acmed's TLS certificate (--ca-bundle) and, for
 # --verify-cert, the demo CA's root (with an ML-DSA CA, acmed's TLS
 # certificate is self-signed P-256 and the two differ).
@@ -146,6 +209,9 @@ bench() {
   if [ "$server" = pebble ]; then
     directory="https://127.0.0.1:$PEB/dir"; bundle="$SIGNET_PEBBLE_DIR/test/certs/pebble.minica.pem"
     procs=("$PEBBLE_PID" "${P[3]}"); pnames=(pebble dns)
+  elif [ "$server" = step-ca ]; then
+    directory="https://127.0.0.1:$STEP/acme/acme/directory"; bundle="$STATE/step-ca/root.pem"
+    procs=("$STEPCA_PID" "${P[3]}"); pnames=(step-ca dns)
   else
     directory="https://127.0.0.1:$ACME/directory"; bundle="$STATE/bench-roots.pem"
     procs=("${P[@]}"); pnames=("${names[@]}")
@@ -177,12 +243,16 @@ if [ "$HANDLERS" = 1 ]; then
     start_pebble || exit 1
     servers="$servers;pebble=https://127.0.0.1:$PEB/dir|$SIGNET_PEBBLE_DIR/test/certs/pebble.minica.pem"
   fi
+  if [ "$STEPCA" = 1 ]; then
+    start_step_ca || exit 1
+    servers="$servers;step-ca=https://127.0.0.1:$STEP/acme/acme/directory|$STATE/step-ca/root.pem"
+  fi
   (cd "$root" && SIGNET_ACME_BENCH_SERVERS="$servers" SIGNET_ACME_BENCH_HTTP01="127.0.0.1:$H1" \
     SIGNET_ACME_BENCH_DOMAIN=signet.test cargo bench --locked -p signet-bench --bench acme_handlers -- "$@")
   exit $?
 fi
 
-if [ "$PEBBLE" != 1 ]; then
+if [ ${#BASELINES[@]} = 0 ]; then
   bench acmed "$STATE/acme-bench.out" "$@"
   rc=$?
   cat "$STATE/acme-bench.out"
@@ -194,20 +264,26 @@ OUTDIR="$STATE/compare"
 mkdir -p "$OUTDIR"
 failed=0
 for r in $(seq 1 "$ROUNDS"); do
-  for s in acmed pebble; do
+  for s in acmed "${BASELINES[@]}"; do
     echo "== round $r: $s" >&2
-    if [ "$s" = pebble ]; then start_pebble || { failed=1; continue; }; fi
+    case "$s" in
+      pebble) start_pebble || { failed=1; continue; } ;;
+      step-ca) start_step_ca || { failed=1; continue; } ;;
+    esac
     bench "$s" "$OUTDIR/$s-$r.json" --output json --label "$s-$r" "$@" || failed=1
-    if [ "$s" = pebble ]; then stop_pebble; fi
+    case "$s" in
+      pebble) stop_pebble ;;
+      step-ca) stop_step_ca ;;
+    esac
   done
 done
-python3 - "$OUTDIR" "$ROUNDS" <<'EOF'
+python3 - "$OUTDIR" "$ROUNDS" acmed "${BASELINES[@]}" <<'EOF'
 import json, statistics, sys
-outdir, rounds = sys.argv[1], int(sys.argv[2])
+outdir, rounds, servers = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 phases = ["new_order", "authz", "challenge", "finalize", "download"]
 med = {}
 print(f"{'run':<10} {'iss/s':>7} {'mean ms':>8} {'p99 ms':>8}  " + " ".join(f"{p:>9}" for p in phases) + "  errors")
-for s in ["acmed", "pebble"]:
+for s in servers:
     tput = []
     for r in range(1, rounds + 1):
         try:
@@ -222,7 +298,8 @@ for s in ["acmed", "pebble"]:
               + " ".join(f"{sm['phase_mean_ms'].get(p, 0):>9.1f}" for p in phases) + f"  {errs}")
     if tput:
         med[s] = statistics.median(tput)
-if len(med) == 2 and med["pebble"] > 0:
-    print(f"median issuances/s: acmed {med['acmed']:.0f}, Pebble {med['pebble']:.0f}: acmed/Pebble = {med['acmed'] / med['pebble']:.2f}")
+for b in servers[1:]:
+    if "acmed" in med and med.get(b, 0) > 0:
+        print(f"median issuances/s: acmed {med['acmed']:.0f}, {b} {med[b]:.0f}: acmed/{b} = {med['acmed'] / med[b]:.2f}")
 EOF
 exit $failed

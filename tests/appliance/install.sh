@@ -22,7 +22,8 @@
 #      certificate from acmed (http-01) with an SCT from ctlogd; `openssl ocsp`
 #      says good; ctlogd's get-sth shows the entry logged; tokend gives a
 #      token (client_credentials) signed with the key setup made, verified
-#      against its JWKS; probed's /api/checks are all up.
+#      against its JWKS; probed's /api/checks are all up; setup's CT log is a
+#      temporal shard, and `signetctl ct shard add` adds its successor.
 #   5. With an NSS database as signd's [nss], `setup --backend nss` makes
 #      every key on the token (no key file) and the CA with them; after
 #      signd's restart, the issuing key on the token signs (acmed's
@@ -287,6 +288,22 @@ sys.exit(0 if want <= set(states) and all(s == "up" for s in states.values()) el
 PY
 }
 check "probed's /api/checks: every check up (each daemon, acmed's TLS, the CA's OCSP and CRL, the CT log)" eventually 60 all_up
+next_shard() {
+  # setup's log is a temporal shard (NotAfter from 1 January this year to that of the year after
+  # next), acmed's [[ct.logs]] names its window, and its successor is added while it runs.
+  local end next_end
+  curl -fs "${CT_URL}log.v3.json" > "$T/appl.v3.json" || return 1
+  end=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["temporal_interval"]["end_exclusive"])' \
+    "$T/appl.v3.json") || { cat "$T/appl.v3.json"; return 1; }
+  [ "$end" = "$(($(date -u +%Y) + 2))-01-01T00:00:00Z" ] || { echo "window ends $end"; return 1; }
+  grep -qx "not_after_end = \"$end\"" "$ETC/acmed.toml" || { echo "acmed.toml:"; cat "$ETC/acmed.toml"; return 1; }
+  next_end="$((${end:0:4} + 2))${end:4}"
+  "$CTL" --json --ctlogd-socket "$RUN/ctlogd.sock" ct shard add --name next --not-after-start "$end" \
+    --not-after-end "$next_end" > "$T/next.json" || { cat "$T/next.json"; return 1; }
+  cat "$T/next.json"
+  curl -fs "${CT_URL%appl/}next/ct/v1/get-sth"
+}
+check "ctlogd: setup's log is a temporal shard named in acmed's config; signetctl ct shard add adds the next" next_shard
 
 # --- 5. keys on an NSS token: setup --backend nss ------------------------------------------
 # A second signd from the installed config, with an NSS database as [nss] (what an HSM registered

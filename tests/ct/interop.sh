@@ -129,7 +129,7 @@ check "canary: ctclient refuses a consistency proof against a wrong previous has
 # --- roots reload on SIGHUP --------------------------------------------------------
 roots_reload() {
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/r2.key" -out "$T/r2.pem" \
-    -subj "/CN=Second test root" -days 30 -addext basicConstraints=critical,CA:TRUE \
+    -subj "/CN=Second test root" -days 1500 -addext basicConstraints=critical,CA:TRUE \
     -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
   openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/l2.key" -subj "/CN=l2.signet.test" \
     -out "$T/l2.csr" 2>/dev/null
@@ -149,6 +149,44 @@ roots_reload() {
   [ "$after" = 200 ]
 }
 check "roots: a chain to an unknown root gets 400, and 200 once the root is added and ctlogd gets SIGHUP" roots_reload
+
+# --- the next temporal shard, added while the log runs ------------------------------
+# The demo log takes NotAfter in [1 Jan this year, 1 Jan the year after next);
+# `signetctl ct shard add` adds its successor (key in signd, no restart). A chain
+# whose NotAfter is past the demo log's window is refused there and logged by
+# the new shard, whose SCT ctclient verifies with the new shard's key.
+next_shard() {
+  local end next_end days st
+  curl -fs "${LOG_URL}log.v3.json" > "$T/demo.v3.json" || return 1
+  end=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["temporal_interval"]["end_exclusive"])' \
+    "$T/demo.v3.json") || { cat "$T/demo.v3.json"; return 1; }
+  next_end="$((${end:0:4} + 2))${end:4}"
+  signetctl --json ct shard add --name next --not-after-start "$end" --not-after-end "$next_end" > "$T/next.json" ||
+    { cat "$T/next.json"; return 1; }
+  NEXT_URL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$T/next.json")
+  { echo "-----BEGIN PUBLIC KEY-----"
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["log_list_entry"]["key"])' "$T/next.json" | fold -w 64
+    echo "-----END PUBLIC KEY-----"; } > "$T/next.pem"
+  signetctl --json ct shard list > "$T/shards.json" && cat "$T/shards.json" || return 1
+  python3 - "$T/shards.json" "$end" "$next_end" <<'PY' || return 1
+import json, sys
+logs = {l["name"]: l for l in json.load(open(sys.argv[1]))["logs"]}
+end, next_end = sys.argv[2:]
+assert logs["demo"]["not_after_end"] == end and not logs["demo"]["added"], logs["demo"]
+n = logs["next"]
+assert (n["not_after_start"], n["not_after_end"], n["added"]) == (end, next_end, True), n
+PY
+  days=$(( ($(date -ud "$end" +%s) - $(date -u +%s)) / 86400 + 30 ))
+  openssl x509 -req -in "$T/l2.csr" -CA "$T/r2.pem" -CAkey "$T/r2.key" -days "$days" -extfile "$T/l2.ext" \
+    -out "$T/l3.pem" 2>/dev/null && cat "$T/l3.pem" "$T/r2.pem" > "$T/chain-next.pem" || return 1
+  st=$(add_chain "$T/chain-next.pem"); echo "demo log: $st $(cat "$T/resp.json")"
+  [ "$st" = 400 ] || return 1
+  st=$(LOG_URL=$NEXT_URL add_chain "$T/chain-next.pem"); echo "next shard: $st $(cat "$T/resp.json")"
+  [ "$st" = 200 ] || return 1
+  "$SIGNET_CTCLIENT" upload --log_uri "${NEXT_URL%/}" --pub_key "$T/next.pem" --cert_chain "$T/chain-next.pem"
+}
+check "signetctl ct shard add: the next temporal shard beside the demo log takes what the demo log's window refuses" \
+  next_shard
 
 # --- bad input ---------------------------------------------------------------------
 status_of() { curl -s -o "$T/bad.txt" -w '%{http_code}' "$@"; }

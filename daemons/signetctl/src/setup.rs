@@ -232,7 +232,10 @@ pub fn setup(signd: &SigndClient, a: &SetupArgs, out: &Printer) -> Result<(), Fa
         // 6. acmed's TLS certificate from the CA (recorded in ocspd: ocspd must run).
         acmed_certificate(&plan, signd, &mut done)?;
         let ct_spki = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &ct_key);
-        config(&plan, "acmed", &acmed_toml(&plan, &ct_spki), &mut done)?;
+        let ctlogd_path = plan.etc.join("ctlogd.toml");
+        let ctlogd = std::fs::read_to_string(&ctlogd_path).map_err(|e| io(&ctlogd_path, e))?;
+        let window = log_window(&ctlogd, &a.name);
+        config(&plan, "acmed", &acmed_toml(&plan, &ct_spki, window), &mut done)?;
         config(&plan, "probed", &probed_toml(&plan, &ct_spki), &mut done)?;
         next.push("start (or restart) ctlogd, acmed, tokend and probed (systemctl start signet.target)".into());
     }
@@ -357,11 +360,30 @@ fn ocspd_toml(p: &Plan<'_>) -> String {
     )
 }
 
+/// The first log's NotAfter window: from this year's 1 January to that of the
+/// year after next, so it takes every certificate issued for a year at least.
+/// Its successor is added while it runs (`signetctl ct shard add`).
+fn first_log_window(year: i32) -> (String, String) {
+    (format!("{year}-01-01T00:00:00Z"), format!("{}-01-01T00:00:00Z", year + 2))
+}
+
+/// The window of log `name` in the ctlogd config in place (written by the first
+/// run, or the operator's), for acmed's `[[ct.logs]]`: none if it has none.
+fn log_window(ctlogd_toml: &str, name: &str) -> Option<(String, String)> {
+    let table: toml::Table = toml::from_str(ctlogd_toml).ok()?;
+    let log = table.get("logs")?.get(name)?;
+    let bound = |key: &str| log.get(key)?.as_str().map(str::to_owned);
+    Some((bound("not_after_start")?, bound("not_after_end")?))
+}
+
 fn ctlogd_toml(p: &Plan<'_>) -> String {
+    let (start, end) = first_log_window(time::OffsetDateTime::now_utc().year());
     format!(
         "state_dir = {}\nsignd_socket = {}\nlisten = {}\n# signetctl ct shard ...\nadmin_socket = {}\n\
          # Chains to the CA's root.\nroots = [{}]\n\n\
-         [logs.{name}]\ndescription = {}\nstorage = {{ dir = {} }}\n",
+         # A temporal shard: it takes the certificates whose NotAfter is in [start, end).\n\
+         [logs.{name}]\ndescription = {}\nstorage = {{ dir = {} }}\n\
+         not_after_start = {}\nnot_after_end = {}\n",
         qp(&p.state.join("ctlogd").join("db")),
         qp(&p.sock("signd")),
         p.listen(p.a.ct_port),
@@ -369,6 +391,8 @@ fn ctlogd_toml(p: &Plan<'_>) -> String {
         qp(&p.ca("root.pem")),
         q(format!("{} log", p.a.subject)),
         qp(&p.state.join("ctlogd").join(&p.a.name)),
+        q(start),
+        q(end),
         name = p.a.name,
     )
 }
@@ -384,18 +408,21 @@ fn tokend_toml(p: &Plan<'_>) -> String {
     )
 }
 
-fn acmed_toml(p: &Plan<'_>, ct_spki: &str) -> String {
+fn acmed_toml(p: &Plan<'_>, ct_spki: &str, ct_window: Option<(String, String)>) -> String {
     // Under systemd, acmed.service hands the key over as a credential.
     let key = match p.a.daemons_as {
         Some(_) => p.acmed_tls("tls-key.pem"),
         None => PathBuf::from("/run/credentials/acmed.service/tls-key"),
     };
     let resolver = p.a.dns_resolver.map(|r| format!("dns_resolver = {}\n", q(r.to_string()))).unwrap_or_default();
+    let window = ct_window
+        .map(|(start, end)| format!("not_after_start = {}\nnot_after_end = {}\n", q(start), q(end)))
+        .unwrap_or_default();
     format!(
         "state_dir = {}\nsignd_socket = {}\nocspd_socket = {}\nissuer = {}\nlisten = {}\n\
          tls_certificate = {}\ntls_key = {}\nchain = {}\nhttp01_port = {}\ntlsalpn01_port = {}\n{resolver}\
          admin_socket = {}\n\n\
-         # Every certificate carries an SCT from the CT log.\n[ct]\nmin_scts = 1\n[[ct.logs]]\nurl = {}\npublic_key = {}\n",
+         # Every certificate carries an SCT from the CT log.\n[ct]\nmin_scts = 1\n[[ct.logs]]\nurl = {}\npublic_key = {}\n{window}",
         qp(&p.state.join("acmed").join("db")),
         qp(&p.sock("signd")),
         qp(&p.sock("ocspd")),
@@ -514,4 +541,27 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
         std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp).map_err(|e| io(&tmp, e))?;
     f.write_all(bytes).and_then(|()| f.sync_all()).map_err(|e| io(&tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_log_takes_a_year_of_certificates_whenever_setup_runs() {
+        assert_eq!(first_log_window(2026), ("2026-01-01T00:00:00Z".to_owned(), "2028-01-01T00:00:00Z".to_owned()));
+    }
+
+    #[test]
+    fn acmed_gets_the_window_of_the_log_in_ctlogds_config() {
+        let strings =
+            "[logs.signet]\nnot_after_start = \"2026-01-01T00:00:00Z\"\nnot_after_end = \"2028-01-01T00:00:00Z\"\n";
+        let want = Some(("2026-01-01T00:00:00Z".to_owned(), "2028-01-01T00:00:00Z".to_owned()));
+        assert_eq!(log_window(strings, "signet"), want);
+        // Another log's window, no window, half a window or no config: none.
+        assert_eq!(log_window(strings, "other"), None);
+        assert_eq!(log_window("[logs.signet]\ndescription = \"x\"\n", "signet"), None);
+        assert_eq!(log_window("[logs.signet]\nnot_after_start = \"2026-01-01T00:00:00Z\"\n", "signet"), None);
+        assert_eq!(log_window("not toml [", "signet"), None);
+    }
 }
