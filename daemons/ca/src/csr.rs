@@ -137,10 +137,12 @@ fn verify_ecdsa(der: &[u8], req: &CertReq, key: KeyAlgorithm) -> Option<Result<(
         (&oid::ECDSA_SHA512, None) => MessageDigest::sha512(),
         _ => return None,
     };
-    let curve = match key {
-        KeyAlgorithm::EcP256 => Nid::X9_62_PRIME256V1,
-        KeyAlgorithm::EcP384 => Nid::SECP384R1,
-        KeyAlgorithm::EcP521 => Nid::SECP521R1,
+    // Each curve's group is made once per process (making one computes its Montgomery constants).
+    static GROUPS: [std::sync::OnceLock<Option<EcGroup>>; 3] = [const { std::sync::OnceLock::new() }; 3];
+    let (i, curve) = match key {
+        KeyAlgorithm::EcP256 => (0, Nid::X9_62_PRIME256V1),
+        KeyAlgorithm::EcP384 => (1, Nid::SECP384R1),
+        KeyAlgorithm::EcP521 => (2, Nid::SECP521R1),
         _ => return None,
     };
     let mismatch = || CaError::CsrSignature("signature mismatch".into());
@@ -153,10 +155,13 @@ fn verify_ecdsa(der: &[u8], req: &CertReq, key: KeyAlgorithm) -> Option<Result<(
         else {
             return Err(mismatch());
         };
-        let group = EcGroup::from_curve_name(curve).map_err(fail)?;
+        let group = match GROUPS[i].get_or_init(|| EcGroup::from_curve_name(curve).ok()) {
+            Some(g) => g,
+            None => return Err(fail(openssl::error::ErrorStack::get())),
+        };
         let mut ctx = BigNumContext::new().map_err(fail)?;
-        let point = EcPoint::from_bytes(&group, point, &mut ctx).map_err(fail)?;
-        let key = EcKey::from_public_key(&group, &point).map_err(fail)?;
+        let point = EcPoint::from_bytes(group, point, &mut ctx).map_err(fail)?;
+        let key = EcKey::from_public_key(group, &point).map_err(fail)?;
         let sig = EcdsaSig::from_der(sig_der).map_err(|_| mismatch())?;
         if sig.to_der().map_err(fail)? != sig_der {
             return Err(mismatch());

@@ -8,6 +8,8 @@
 //! length, RSA integers are in their minimal encoding (so a key has exactly
 //! one thumbprint) with a sane exponent, and no private member is present.
 
+use std::sync::OnceLock;
+
 use openssl::bn::{BigNum, BigNumContext};
 use openssl::ec::{EcGroup, EcKey};
 use openssl::nid::Nid;
@@ -155,6 +157,15 @@ impl Curve {
             Curve::P384 => Nid::SECP384R1,
             Curve::P521 => Nid::SECP521R1,
         }
+    }
+    /// The curve's group, made once per process: making one computes its
+    /// Montgomery constants, a cost every JWS verification paid before.
+    fn group(self) -> Result<&'static EcGroup, JoseError> {
+        static GROUPS: [OnceLock<Option<EcGroup>>; 3] = [const { OnceLock::new() }; 3];
+        GROUPS[self as usize]
+            .get_or_init(|| EcGroup::from_curve_name(self.nid()).ok())
+            .as_ref()
+            .ok_or_else(|| bad_key(format!("{}: OpenSSL has no such group", self.name())))
     }
     fn from_nid(nid: Nid) -> Option<Curve> {
         [Curve::P256, Curve::P384, Curve::P521].into_iter().find(|c| c.nid() == nid)
@@ -353,13 +364,12 @@ impl Params {
     fn public_key(&self) -> Result<PKey<Public>, JoseError> {
         match self {
             Params::Ec { curve, x, y } => {
-                let group =
-                    EcGroup::from_curve_name(curve.nid()).map_err(|e| bad_key(format!("{}: {e}", curve.name())))?;
+                let group = curve.group()?;
                 let (bx, by) = (bn(x)?, bn(y)?);
-                // Checks that the point lies on the curve (EC_KEY_check_key).
-                let ec = EcKey::from_public_key_affine_coordinates(&group, &bx, &by)
-                    .map_err(|_| bad_key(format!("the point is not on {}", curve.name())))?;
-                ec.check_key().map_err(|_| bad_key(format!("the point is not a valid {} key", curve.name())))?;
+                // EC_KEY_set_public_key_affine_coordinates ends with EC_KEY_check_key: the
+                // coordinates are in range, the point is on the curve and of the group's order.
+                let ec = EcKey::from_public_key_affine_coordinates(group, &bx, &by)
+                    .map_err(|_| bad_key(format!("the point is not a valid {} key", curve.name())))?;
                 PKey::from_ec_key(ec).map_err(|e| bad_key(e.to_string()))
             }
             Params::Rsa { n, e } => {

@@ -137,6 +137,26 @@ fn every_signet_key_algorithm_as_jwk() {
 }
 
 #[test]
+fn ec_points_off_the_curve_are_refused() {
+    for key_alg in [KeyAlgorithm::EcP256, KeyAlgorithm::EcP384, KeyAlgorithm::EcP521] {
+        let good = Jwk::from_spki_der(&spki(&generate(key_alg))).unwrap().to_json();
+        assert!(Jwk::from_json(&good).is_ok());
+        // y + 1 (the last byte flipped): in range, the right length, not on the curve.
+        let mut bad = good.clone();
+        let mut y = crate::b64_decode(bad["y"].as_str().unwrap()).unwrap();
+        *y.last_mut().unwrap() ^= 1;
+        bad["y"] = crate::b64_encode(&y).into();
+        let err = Jwk::from_json(&bad).unwrap_err().to_string();
+        assert!(err.contains("not a valid"), "{key_alg:?}: {err}");
+        // (0, 0) is on none of these curves.
+        let mut zero = good.clone();
+        zero["x"] = crate::b64_encode(&vec![0u8; y.len()]).into();
+        zero["y"] = crate::b64_encode(&vec![0u8; y.len()]).into();
+        assert!(Jwk::from_json(&zero).is_err(), "{key_alg:?}: the point (0, 0)");
+    }
+}
+
+#[test]
 fn ml_dsa_jwk_is_akp() {
     for (key_alg, name, len) in [
         (KeyAlgorithm::MlDsa44, "ML-DSA-44", 1312),

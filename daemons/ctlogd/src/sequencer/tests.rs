@@ -395,7 +395,8 @@ async fn partial_tiles_go_only_after_a_checkpoint_covering_the_full_tile_and_the
     wait_for_head(&seq, 300).await;
     assert!(full_at.elapsed() < grace, "the machine is too slow for this test's timing");
     // The checkpoints before still refer to the partial tiles: they stay...
-    assert!(partials_of(&log, 0, 0).await >= 2 * 20, "partial tiles deleted within the grace");
+    let partials = partials_of(&log, 0, 0).await;
+    assert!(partials >= 2 * 20, "partial tiles deleted within the grace");
     // ... until the grace has passed since a checkpoint covered the full tile.
     let deadline = full_at + grace + Duration::from_secs(10);
     while partials_of(&log, 0, 0).await > 0 {
@@ -404,7 +405,8 @@ async fn partial_tiles_go_only_after_a_checkpoint_covering_the_full_tile_and_the
     }
     assert!(full_at.elapsed() >= grace, "partial tiles deleted {:?} after the full tile", full_at.elapsed());
     let deleted = seq.stats().partial_tiles_deleted.load(Ordering::Relaxed);
-    assert!(deleted >= 2 * 25, "{deleted} counted");
+    // Each of them counted (batches that met in the sequencer left fewer than 2 x 25).
+    assert!(deleted >= partials as u64, "{deleted} counted, {partials} partial tiles of tile 0 were there");
     // The full tiles and the right edge's partial tiles stay; the tree verifies.
     let full = Tile::new(0, 0, 256).unwrap();
     assert!(log.storage.exists(ObjectKey::Tile(full)).await.unwrap());
