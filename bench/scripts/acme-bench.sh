@@ -106,6 +106,21 @@ if [ "$ready" != 1 ]; then
   exit 1
 fi
 
+# await_baseline NAME BUNDLE DIRECTORY: until the baseline's ACME directory
+# answers over TLS trusted by BUNDLE (10 s); its log is $STATE/NAME.log.
+await_baseline() {
+  for _ in $(seq 1 100); do
+    curl -s --cacert "$2" "$3" >/dev/null && return 0
+    sleep 0.1
+  done
+  echo "$1 did not start; see $STATE/$1.log" >&2
+  return 1
+}
+stop_baseline() { # pid
+  kill -TERM "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+}
+
 # Pebble keeps everything in memory and, seen here, stops answering after
 # about a thousand orders in one process: each round gets a fresh one.
 start_pebble() {
@@ -130,16 +145,10 @@ EOF
   PEBBLE_VA_NOSLEEP=1 PEBBLE_WFE_NONCEREJECT=0 PEBBLE_AUTHZREUSE=0 \
     "$SIGNET_PEBBLE" -config "$STATE/pebble/config.json" -dnsserver "127.0.0.1:$DNS" >> "$STATE/pebble.log" 2>&1 &
   PEBBLE_PID=$!
-  for _ in $(seq 1 100); do
-    curl -s --cacert "$SIGNET_PEBBLE_DIR/test/certs/pebble.minica.pem" "https://127.0.0.1:$PEB/dir" >/dev/null && return 0
-    sleep 0.1
-  done
-  echo "Pebble did not start; see $STATE/pebble.log" >&2
-  return 1
+  await_baseline pebble "$SIGNET_PEBBLE_DIR/test/certs/pebble.minica.pem" "https://127.0.0.1:$PEB/dir"
 }
 stop_pebble() {
-  kill -TERM "$PEBBLE_PID" 2>/dev/null
-  wait "$PEBBLE_PID" 2>/dev/null
+  stop_baseline "$PEBBLE_PID"
   PEBBLE_PID=
 }
 
@@ -176,16 +185,10 @@ JSON
   "$SIGNET_STEPCA" --insecure --acme-http-port "$H1" --acme-tls-port "$TA" --resolver "127.0.0.1:$DNS" \
     "$d/ca.json" >> "$STATE/step-ca.log" 2>&1 &
   STEPCA_PID=$!
-  for _ in $(seq 1 100); do
-    curl -s --cacert "$d/root.pem" "https://127.0.0.1:$STEP/acme/acme/directory" >/dev/null && return 0
-    sleep 0.1
-  done
-  echo "step-ca did not start; see $STATE/step-ca.log" >&2
-  return 1
+  await_baseline step-ca "$d/root.pem" "https://127.0.0.1:$STEP/acme/acme/directory"
 }
 stop_step_ca() {
-  kill -TERM "$STEPCA_PID" 2>/dev/null
-  wait "$STEPCA_PID" 2>/dev/null
+  stop_baseline "$STEPCA_PID"
   STEPCA_PID=
 }
 
