@@ -11,6 +11,12 @@ use tokio::io::AsyncWriteExt;
 const CHILD_ENV: &str = "SIGNET_RUNTIME_ACTIVATION_CHILD";
 const SOCKET_ACTIVATE: &str = "/usr/bin/systemd-socket-activate";
 
+/// Held while this test process starts a child, and by a test that needs a listener it
+/// dropped to be gone: between its fork and its exec, a child holds a copy of every
+/// descriptor the tests have open, so a dropped listener would still accept a connection
+/// (and a stale socket would look in use).
+static SPAWNING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn parse_named_fds() {
     let names = parse_env(Some("42"), Some("3"), Some("http:control:http"), 42).unwrap();
@@ -74,6 +80,7 @@ async fn unix_fallback_binds_with_mode_and_replaces_stale_socket() {
     assert!(matches!(err, ActivationError::InUse { .. }), "{err}");
 
     // After the first daemon is gone, its socket file is stale and gets replaced.
+    let _no_child_starting = SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
     drop(listener);
     assert!(path.exists());
     let again = unix_listener(&mut act, "control", &path, 0o600).unwrap();
@@ -127,6 +134,7 @@ fn real_socket_activation() {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         probe.local_addr().unwrap().port()
     };
+    let spawning = SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
     let mut child = Command::new(SOCKET_ACTIVATE)
         .arg("-l")
         .arg(format!("127.0.0.1:{port}"))
@@ -140,6 +148,7 @@ fn real_socket_activation() {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
+    drop(spawning);
 
     // systemd-socket-activate starts the child on the first connection.
     let deadline = Instant::now() + Duration::from_secs(10);

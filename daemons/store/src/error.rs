@@ -238,6 +238,12 @@ impl StoreError {
             lmdb::Error::MapFull => Self::MapFull,
             lmdb::Error::DbsFull => Self::TooManyTables,
             lmdb::Error::Panic => Self::Failed { detail: format!("LMDB {operation}: {}", lmdb::Error::Panic) },
+            // A write the disk could not take (ext4 answers EIO before it remounts itself
+            // read-only): what is on disk is the last commit, and nothing says the next write
+            // would fare better.
+            lmdb::Error::Other(code) if code == nix::errno::Errno::EIO as i32 => {
+                Self::Failed { detail: format!("LMDB {operation}: {}", io::Error::from_raw_os_error(code)) }
+            }
             lmdb::Error::Other(code) if io::Error::from_raw_os_error(code).kind() == io::ErrorKind::StorageFull => {
                 Self::NoSpace { operation }
             }

@@ -678,10 +678,19 @@ fn a_full_filesystem_is_its_own_error() {
     assert!(matches!(StoreError::lmdb("commit")(enospc), StoreError::NoSpace { operation: "commit" }));
     let e = StoreError::lmdb("commit")(enospc);
     assert_eq!(e.to_string(), "LMDB commit: no space left on the store's filesystem");
-    assert!(matches!(StoreError::lmdb("commit")(lmdb::Error::from_err_code(5)), StoreError::Lmdb { .. }));
+    assert!(matches!(StoreError::lmdb("commit")(lmdb::Error::from_err_code(22)), StoreError::Lmdb { .. }));
     assert_eq!(e.refuses_writes(), Some("is full"));
     assert_eq!(StoreError::MapFull.refuses_writes(), Some("is full"));
-    assert_eq!(StoreError::lmdb("commit")(lmdb::Error::from_err_code(5)).refuses_writes(), None);
+    assert_eq!(StoreError::lmdb("commit")(lmdb::Error::from_err_code(22)).refuses_writes(), None);
+}
+
+#[test]
+fn an_io_error_on_a_write_is_a_failed_store() {
+    // EIO, as ext4 answers a write before it remounts itself read-only: the store has failed.
+    let eio = StoreError::lmdb("commit")(lmdb::Error::from_err_code(5));
+    assert!(matches!(eio, StoreError::Failed { .. }), "{eio}");
+    assert_eq!(eio.refuses_writes(), Some("has failed"));
+    assert!(eio.to_string().contains("LMDB commit: Input/output error"), "{eio}");
 }
 
 #[test]
