@@ -327,9 +327,11 @@ typedef struct pki_buffer pki_buffer;
  * once, with no locking by the caller. Each calling thread talks to signd
  * over a connection of its own, made on the thread's first call and closed
  * when the thread exits; a call runs entirely on its calling thread and
- * blocks it until signd answers (no hidden threads). Only `pki_client_free`
- * needs exclusive use: call it after every other call on the client has
- * returned.
+ * blocks it until signd answers (no hidden threads), for at most 60 s: a
+ * signd that accepts the connection but never answers (its socket held by
+ * systemd while the service fails to start) gives `PKI_RESULT_UNAVAILABLE`.
+ * Only `pki_client_free` needs exclusive use: call it after every other
+ * call on the client has returned.
  *
  * Connections are made lazily and remade by themselves after signd
  * restarts, so a client may be created while signd is down.

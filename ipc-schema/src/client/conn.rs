@@ -75,11 +75,13 @@ pub(crate) type Reply<P> = oneshot::Sender<Result<<P as Protocol>::Response, Ipc
 pub(crate) struct Connection<P: Protocol> {
     inner: Arc<Inner<P>>,
     per_thread: bool,
+    /// How long a per-thread call waits for its answer.
+    call_limit: std::time::Duration,
 }
 
 impl<P: Protocol> Clone for Connection<P> {
     fn clone(&self) -> Self {
-        Self { inner: self.inner.clone(), per_thread: self.per_thread }
+        Self { inner: self.inner.clone(), per_thread: self.per_thread, call_limit: self.call_limit }
     }
 }
 
@@ -93,7 +95,13 @@ impl<P: Protocol> Connection<P> {
     /// A connection to the socket at `path`; nothing connects until the first call.
     pub(crate) fn new(path: &Path) -> Self {
         let inner = Inner { path: path.to_path_buf(), jobs: std::sync::OnceLock::new() };
-        Self { inner: Arc::new(inner), per_thread: false }
+        Self { inner: Arc::new(inner), per_thread: false, call_limit: PER_THREAD_CALL_LIMIT }
+    }
+
+    /// The same connection, its per-thread calls waiting at most `limit` for
+    /// an answer (default [`PER_THREAD_CALL_LIMIT`]).
+    pub(crate) fn with_call_limit(&self, limit: std::time::Duration) -> Self {
+        Self { call_limit: limit, ..self.clone() }
     }
 
     /// A handle whose calls run on the calling thread, over a connection that
@@ -101,7 +109,7 @@ impl<P: Protocol> Connection<P> {
     /// Called from inside an async runtime, calls fall back to the shared
     /// background connection rather than block the runtime's thread.
     pub(crate) fn per_thread(&self) -> Self {
-        Self { inner: self.inner.clone(), per_thread: true }
+        Self { inner: self.inner.clone(), per_thread: true, call_limit: self.call_limit }
     }
 
     /// The socket path this connection talks to.
@@ -113,7 +121,7 @@ impl<P: Protocol> Connection<P> {
     /// background connection thread.
     pub(crate) async fn call(&self, request: P::Request) -> Result<P::Response, IpcError> {
         if self.per_thread && tokio::runtime::Handle::try_current().is_err() {
-            return on_this_thread::<P>(&self.inner.path, request);
+            return on_this_thread::<P>(&self.inner.path, request, self.call_limit);
         }
         let jobs = self.inner.jobs.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
@@ -154,7 +162,11 @@ pub(crate) struct ThreadConn<P: Protocol> {
 /// A thread's own connections to one service, by socket path.
 pub(crate) type ThreadConns<P> = RefCell<HashMap<PathBuf, Rc<ThreadConn<P>>>>;
 
-fn on_this_thread<P: Protocol>(path: &Path, request: P::Request) -> Result<P::Response, IpcError> {
+fn on_this_thread<P: Protocol>(
+    path: &Path,
+    request: P::Request,
+    limit: std::time::Duration,
+) -> Result<P::Response, IpcError> {
     let service = P::SERVICE;
     let conn = P::thread_conns().with(|conns| -> Result<Rc<ThreadConn<P>>, IpcError> {
         if let Some(c) = conns.borrow().get(path) {
@@ -171,7 +183,7 @@ fn on_this_thread<P: Protocol>(path: &Path, request: P::Request) -> Result<P::Re
     let state = conn.state.clone();
     let mut call = std::pin::pin!(conn.state.execute(request));
     let poll_until = std::time::Instant::now() + CALLER_BUSY_POLL;
-    conn.rt.block_on(std::future::poll_fn(move |cx| {
+    let answer = std::future::poll_fn(move |cx| {
         if let std::task::Poll::Ready(r) = call.as_mut().poll(cx) {
             return std::task::Poll::Ready(r);
         }
@@ -188,8 +200,25 @@ fn on_this_thread<P: Protocol>(path: &Path, request: P::Request) -> Result<P::Re
             std::thread::yield_now();
         }
         polled
-    }))
+    });
+    conn.rt.block_on(async { tokio::time::timeout(limit, answer).await }).unwrap_or_else(|_| {
+        Err(IpcError::new(
+            ErrorKind::Unavailable,
+            format!(
+                "{service} at {} did not answer within {limit:?} (is {service} starting or stuck?)",
+                path.display()
+            ),
+        ))
+    })
 }
+
+/// How long a call on the calling thread's own connection waits for its
+/// answer. A synchronous caller (signetctl, a C program on libpki) has no
+/// other way out: a socket that accepts but never answers (systemd holding a
+/// daemon's socket while its service fails to start) would block it forever.
+/// The slowest calls (an HSM generating a key, a CRL of a million serials)
+/// take seconds.
+pub(crate) const PER_THREAD_CALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How long a per-thread call polls for its answer before it sleeps. Most
 /// answers (a P-256 or Ed25519 signature, a status lookup) arrive within it,

@@ -40,6 +40,12 @@ impl SigndClient {
         Self(self.0.per_thread())
     }
 
+    /// The same client, its per-thread calls waiting at most `limit` for an
+    /// answer before they fail as `Unavailable` (default: 60 s).
+    pub fn with_call_limit(&self, limit: std::time::Duration) -> Self {
+        Self(self.0.with_call_limit(limit))
+    }
+
     /// The socket path this client talks to.
     pub fn path(&self) -> &Path {
         self.0.path()
@@ -729,6 +735,25 @@ mod tests {
                 Work::Signs { role, key_id, calls, .. } => format!("sign {role}/{key_id} x{}", calls.len()),
             })
             .collect()
+    }
+
+    /// A socket that accepts but never answers (systemd holding a daemon's
+    /// socket while its service fails): a synchronous caller gets
+    /// `Unavailable` once its limit passes instead of waiting forever.
+    #[test]
+    fn a_per_thread_call_no_one_answers_ends_at_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("held.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let client =
+            SigndClient::new(&path).unwrap().per_thread().with_call_limit(std::time::Duration::from_millis(300));
+        let start = std::time::Instant::now();
+        let err = block_on(client.health()).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Unavailable, "{err}");
+        assert!(err.detail.contains("did not answer within 300ms"), "{err}");
+        let took = start.elapsed();
+        assert!(took >= std::time::Duration::from_millis(300) && took < std::time::Duration::from_secs(10), "{took:?}");
+        drop(listener);
     }
 
     #[test]
