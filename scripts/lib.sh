@@ -21,6 +21,7 @@ SIGNET_APT_NEEDS=(
   "p11-kit:p11-kit"
   "/usr/lib/x86_64-linux-gnu/pkcs11/p11-kit-client.so:p11-kit-modules"
   "systemd-analyze:systemd"
+  "systemd-nspawn:systemd-container"
   "setpriv:util-linux"
   "openssl:openssl"
   "/usr/include/openssl/ssl.h:libssl-dev"

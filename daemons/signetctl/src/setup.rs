@@ -58,7 +58,8 @@ pub struct SetupArgs {
     #[arg(long, default_value = "127.0.0.1")]
     address: IpAddr,
     /// The host name the URLs name (OCSP, CRL, CT, tokend's issuer; a SAN of
-    /// acmed's TLS certificate). Default: the address.
+    /// acmed's TLS certificate, and of tokend's when the host is not a
+    /// loopback one). Default: the address.
     #[arg(long)]
     hostname: Option<String>,
     /// ocspd's HTTP port (OCSP and CRLs).
@@ -79,6 +80,10 @@ pub struct SetupArgs {
     /// tokend's HTTP port.
     #[arg(long, default_value_t = 8200)]
     token_port: u16,
+    /// tokend's HTTPS port (its `[tls]` listener, tokend-https.socket), its
+    /// issuer's port when the host is not a loopback one.
+    #[arg(long, default_value_t = 8443)]
+    token_tls_port: u16,
     /// probed's HTTP port (status page, /api/checks, /metrics).
     #[arg(long, default_value_t = 8095)]
     probe_port: u16,
@@ -150,8 +155,23 @@ impl Plan<'_> {
     fn ct_url(&self) -> String {
         format!("{}/{}/", self.url(self.a.ct_port), self.a.name)
     }
-    fn acmed_tls(&self, file: &str) -> PathBuf {
-        self.etc.join("acmed").join(file)
+    /// A daemon's TLS files: `CONFIG/<daemon>/<file>`.
+    fn tls(&self, daemon: &str, file: &str) -> PathBuf {
+        self.etc.join(daemon).join(file)
+    }
+    /// Whether the URLs name a loopback host, where plain HTTP stays on the machine.
+    fn loopback(&self) -> bool {
+        self.host == "localhost" || IpAddr::from_str(&self.host).is_ok_and(|ip| ip.is_loopback())
+    }
+    /// tokend's issuer: its HTTP listener on a loopback host; otherwise its
+    /// HTTPS listener, as OAuth requires of an issuer clients reach over a network.
+    fn token_issuer(&self) -> String {
+        if self.loopback() {
+            self.url(self.a.token_port)
+        } else {
+            let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+            format!("https://{host}:{}", self.a.token_tls_port)
+        }
     }
 }
 
@@ -213,7 +233,9 @@ pub fn setup(signd: &SigndClient, a: &SetupArgs, out: &Printer) -> Result<(), Fa
     // 4. The configs that need nothing running.
     config(&plan, "ocspd", &ocspd_toml(&plan), &mut done)?;
     config(&plan, "ctlogd", &ctlogd_toml(&plan), &mut done)?;
-    config(&plan, "tokend", &tokend_toml(&plan), &mut done)?;
+    if plan.loopback() {
+        config(&plan, "tokend", &tokend_toml(&plan), &mut done)?;
+    }
 
     // 5. Does the running signd serve the issuer yet? It reads issuers and logs at start.
     let mut next = Vec::new();
@@ -229,15 +251,20 @@ pub fn setup(signd: &SigndClient, a: &SetupArgs, out: &Printer) -> Result<(), Fa
             a.name
         ));
     } else {
-        // 6. acmed's TLS certificate from the CA (recorded in ocspd: ocspd must run).
-        acmed_certificate(&plan, signd, &mut done)?;
+        // 6. acmed's TLS certificate from the CA (recorded in ocspd: ocspd must run), and
+        // tokend's when its issuer is an https URL.
+        tls_certificate(&plan, signd, "acmed", &mut done)?;
+        if !plan.loopback() {
+            tls_certificate(&plan, signd, "tokend", &mut done)?;
+            config(&plan, "tokend", &tokend_toml(&plan), &mut done)?;
+        }
         let ct_spki = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &ct_key);
         let ctlogd_path = plan.etc.join("ctlogd.toml");
         let ctlogd = std::fs::read_to_string(&ctlogd_path).map_err(|e| io(&ctlogd_path, e))?;
         let window = log_window(&ctlogd, &a.name);
         config(&plan, "acmed", &acmed_toml(&plan, &ct_spki, window), &mut done)?;
         config(&plan, "probed", &probed_toml(&plan, &ct_spki), &mut done)?;
-        next.push("start (or restart) ctlogd, acmed, tokend and probed (systemctl start signet.target)".into());
+        next.push("start (or restart) ctlogd, acmed, tokend and probed (systemctl enable --now signet.target)".into());
     }
     let complete = serving;
     if out.json {
@@ -249,7 +276,7 @@ pub fn setup(signd: &SigndClient, a: &SetupArgs, out: &Printer) -> Result<(), Fa
             "acme_directory": format!("https://{}:{}/directory", plan.host, a.acme_port),
             "ocsp_url": format!("{}/ocsp", plan.url(a.ocsp_port)),
             "ct_url": plan.ct_url(),
-            "token_issuer": plan.url(a.token_port),
+            "token_issuer": plan.token_issuer(),
             "probed_url": plan.url(a.probe_port),
         }));
     } else {
@@ -379,7 +406,8 @@ fn log_window(ctlogd_toml: &str, name: &str) -> Option<(String, String)> {
 fn ctlogd_toml(p: &Plan<'_>) -> String {
     let (start, end) = first_log_window(time::OffsetDateTime::now_utc().year());
     format!(
-        "state_dir = {}\nsignd_socket = {}\nlisten = {}\n# signetctl ct shard ...\nadmin_socket = {}\n\
+        "state_dir = {}\nsignd_socket = {}\nlisten = {}\n# The logs' URLs and checkpoint origins name the host.\npublic_url = {}\n\
+         # signetctl ct shard ...\nadmin_socket = {}\n\
          # Chains to the CA's root.\nroots = [{}]\n\n\
          # A temporal shard: it takes the certificates whose NotAfter is in [start, end).\n\
          [logs.{name}]\ndescription = {}\nstorage = {{ dir = {} }}\n\
@@ -387,6 +415,7 @@ fn ctlogd_toml(p: &Plan<'_>) -> String {
         qp(&p.state.join("ctlogd").join("db")),
         qp(&p.sock("signd")),
         p.listen(p.a.ct_port),
+        q(p.url(p.a.ct_port)),
         qp(&p.sock("ctlogd")),
         qp(&p.ca("root.pem")),
         q(format!("{} log", p.a.subject)),
@@ -398,20 +427,30 @@ fn ctlogd_toml(p: &Plan<'_>) -> String {
 }
 
 fn tokend_toml(p: &Plan<'_>) -> String {
-    format!(
+    let mut s = format!(
         "issuer = {}\nlisten = {}\nstate_dir = {}\nsignd_socket = {}\nsignd_role = \"tokend\"\nadmin_socket = {}\n",
-        q(p.url(p.a.token_port)),
+        q(p.token_issuer()),
         p.listen(p.a.token_port),
         qp(&p.state.join("tokend").join("db")),
         qp(&p.sock("signd")),
         qp(&p.sock("tokend")),
-    )
+    );
+    if !p.loopback() {
+        // The issuer's listener; the HTTP one stays on the address for the machine's own clients.
+        s.push_str(&format!(
+            "\n[tls]\nlisten = {}\ncertificate = {}\nkey = {}\n",
+            p.listen(p.a.token_tls_port),
+            qp(&p.tls("tokend", "tls-chain.pem")),
+            qp(&p.tls("tokend", "tls-key.pem")),
+        ));
+    }
+    s
 }
 
 fn acmed_toml(p: &Plan<'_>, ct_spki: &str, ct_window: Option<(String, String)>) -> String {
     // Under systemd, acmed.service hands the key over as a credential.
     let key = match p.a.daemons_as {
-        Some(_) => p.acmed_tls("tls-key.pem"),
+        Some(_) => p.tls("acmed", "tls-key.pem"),
         None => PathBuf::from("/run/credentials/acmed.service/tls-key"),
     };
     let resolver = p.a.dns_resolver.map(|r| format!("dns_resolver = {}\n", q(r.to_string()))).unwrap_or_default();
@@ -428,7 +467,7 @@ fn acmed_toml(p: &Plan<'_>, ct_spki: &str, ct_window: Option<(String, String)>) 
         qp(&p.sock("ocspd")),
         q(&p.a.name),
         p.listen(p.a.acme_port),
-        qp(&p.acmed_tls("tls-chain.pem")),
+        qp(&p.tls("acmed", "tls-chain.pem")),
         qp(&key),
         qp(&p.ca("chain.pem")),
         p.a.http01_port,
@@ -477,7 +516,7 @@ fn probed_toml(p: &Plan<'_>, ct_spki: &str) -> String {
     ));
     s.push_str(&format!(
         "[checks.{name}_ocsp]\nkind = \"ocsp\"\ndescription = \"OCSP status of acmed's TLS certificate (responder from its AIA)\"\ncertificate = {}\nissuer = {issuing}\nmin_margin = \"5m\"\n\n",
-        qp(&p.acmed_tls("tls.pem")),
+        qp(&p.tls("acmed", "tls.pem")),
     ));
     s.push_str(&format!(
         "[checks.{name}_crl]\nkind = \"crl\"\ndescription = \"the CA's full CRL\"\nurl = {}\nissuer = {issuing}\nmin_margin = \"5m\"\n\n",
@@ -491,24 +530,39 @@ fn probed_toml(p: &Plan<'_>, ct_spki: &str) -> String {
     s
 }
 
-/// acmed's TLS key (made here: a transport key, not a CA key) and its
-/// certificate from the CA, for the host name and the address. tls-chain.pem
-/// is written last: until it exists, a rerun makes them again.
-fn acmed_certificate(p: &Plan<'_>, signd: &SigndClient, done: &mut Vec<String>) -> Result<(), Failure> {
-    let chain = p.acmed_tls("tls-chain.pem");
+/// A daemon's TLS key (made here: a transport key, not a CA key) and its
+/// certificate from the CA, for the host name and the address, in
+/// `CONFIG/<daemon>/`. tls-chain.pem is written last: until it exists, a rerun
+/// makes them again.
+fn tls_certificate(p: &Plan<'_>, signd: &SigndClient, daemon: &str, done: &mut Vec<String>) -> Result<(), Failure> {
+    let chain = p.tls(daemon, "tls-chain.pem");
     if chain.is_file() {
         return Ok(());
     }
-    let dir = p.etc.join("acmed");
+    let dir = p.etc.join(daemon);
     std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
-    let ossl = |e: openssl::error::ErrorStack| fail(1, format!("making acmed's TLS key: {e}"));
+    let ossl = |e: openssl::error::ErrorStack| fail(1, format!("making {daemon}'s TLS key: {e}"));
     let group = openssl::ec::EcGroup::from_curve_name(openssl::nid::Nid::X9_62_PRIME256V1).map_err(ossl)?;
     let ec = openssl::ec::EcKey::generate(&group).map_err(ossl)?;
     let pkey = openssl::pkey::PKey::from_ec_key(ec).map_err(ossl)?;
     let key_pem = pkey.private_key_to_pem_pkcs8().map_err(ossl)?;
     let spki = pkey.public_key_to_der().map_err(ossl)?;
-    let key_path = p.acmed_tls("tls-key.pem");
+    let key_path = p.tls(daemon, "tls-key.pem");
     write_private(&key_path, &key_pem)?;
+    if daemon != "acmed" && p.a.daemons_as.is_none() {
+        // acmed.service loads its key as a credential; another daemon's [tls] is optional (a
+        // credential systemd cannot find fails the unit), so its system group reads the file.
+        let gid = nix::unistd::Group::from_name(daemon)
+            .ok()
+            .flatten()
+            .ok_or_else(|| fail(2, format!("no group {daemon}: run systemd-sysusers first (docs/operations.md)")))?
+            .gid;
+        use std::os::unix::fs::PermissionsExt;
+        for (path, mode) in [(&dir, 0o750), (&key_path, 0o640)] {
+            nix::unistd::chown(path.as_path(), None, Some(gid)).map_err(|e| io(path, e.into()))?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| io(path, e))?;
+        }
+    }
     let mut sans = vec![SanEntry::Ip(p.a.address)];
     match IpAddr::from_str(&p.host) {
         Ok(ip) if ip == p.a.address => {}
@@ -521,11 +575,11 @@ fn acmed_certificate(p: &Plan<'_>, signd: &SigndClient, done: &mut Vec<String>) 
     let ocspd = OcspdClient::new(p.sock("ocspd")).per_thread();
     let ca::Issued { der, serial, .. } = ca::issue(signd, &ocspd, &p.a.name, leaf)?;
     let leaf_pem = ca::cert_pem(&der);
-    ca::write_file_atomic(&p.acmed_tls("tls.pem"), leaf_pem.as_bytes())?;
+    ca::write_file_atomic(&p.tls(daemon, "tls.pem"), leaf_pem.as_bytes())?;
     let issuing_path = p.ca("issuing.pem");
     let issuing = std::fs::read_to_string(&issuing_path).map_err(|e| io(&issuing_path, e))?;
     ca::write_file_atomic(&chain, format!("{leaf_pem}{issuing}").as_bytes())?;
-    done.push(format!("acmed's TLS certificate (serial {}) in {}", hex::encode(serial), chain.display()));
+    done.push(format!("{daemon}'s TLS certificate (serial {}) in {}", hex::encode(serial), chain.display()));
     Ok(())
 }
 
