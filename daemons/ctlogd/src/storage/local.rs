@@ -5,7 +5,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -20,19 +20,35 @@ use super::{check_relative_path, ObjectKey, PutMode, Storage, StorageError};
 /// which fails if it exists), then the directory is `fsync`ed. Directories
 /// created on the way are `fsync`ed into their parents once.
 ///
-/// Blocking file calls run on tokio's blocking pool.
+/// Blocking file calls run on tokio's blocking pool, with one exception: a
+/// read of a file whose bytes are all in the page cache is done in place, as
+/// a static file server does it (see [`Inner::read_cached`]); handing it to
+/// the pool and back would cost more than the read.
 #[derive(Debug, Clone)]
 pub struct LocalDir {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
-struct Inner {
+pub(super) struct Inner {
     root: PathBuf,
     /// Directories known to exist durably (created and synced, or found).
     known_dirs: Mutex<HashSet<PathBuf>>,
     /// Distinguishes temporary files of concurrent writes.
     counter: AtomicU64,
+    /// Set once the filesystem refuses `RWF_NOWAIT` reads: every read then
+    /// goes to the blocking pool.
+    pub(super) no_nowait: AtomicBool,
+}
+
+/// What an in-place read found.
+pub(super) enum Cached {
+    /// The whole file, from the page cache.
+    Read(Bytes),
+    /// No such file.
+    Missing,
+    /// Some of it would have to come from the disk.
+    WouldBlock,
 }
 
 impl LocalDir {
@@ -45,6 +61,7 @@ impl LocalDir {
                 root: root.clone(),
                 known_dirs: Mutex::new(HashSet::from([root])),
                 counter: AtomicU64::new(0),
+                no_nowait: AtomicBool::new(false),
             }),
         })
     }
@@ -63,14 +80,20 @@ impl Storage for LocalDir {
 
     fn get(&self, key: ObjectKey) -> BoxFuture<'_, Result<Option<Bytes>, StorageError>> {
         let inner = self.inner.clone();
-        blocking(move || {
+        async move {
             let path = inner.file(&key.path())?;
-            match fs::read(&path) {
+            match inner.read_cached(&path)? {
+                Cached::Read(b) => return Ok(Some(b)),
+                Cached::Missing => return Ok(None),
+                Cached::WouldBlock => {}
+            }
+            blocking(move || match fs::read(&path) {
                 Ok(b) => Ok(Some(Bytes::from(b))),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
                 Err(e) => Err(io_err("read", &path)(e)),
-            }
-        })
+            })
+            .await
+        }
         .boxed()
     }
 
@@ -143,9 +166,48 @@ impl Storage for LocalDir {
 
 impl Inner {
     /// The file for a relative object path, after checking the path.
-    fn file(&self, rel: &str) -> Result<PathBuf, StorageError> {
+    pub(super) fn file(&self, rel: &str) -> Result<PathBuf, StorageError> {
         check_relative_path(rel)?;
         Ok(self.root.join(rel))
+    }
+
+    /// Reads `path` on the calling thread if none of it has to wait for the
+    /// disk: `open` and `fstat`, then `preadv2` with `RWF_NOWAIT`, which
+    /// answers `EAGAIN` instead of starting disk I/O. Files are replaced by
+    /// rename, never rewritten, so an open file keeps the length `fstat`
+    /// gave. The `open` may still look a cold directory entry up on disk,
+    /// as a static file server's does.
+    pub(super) fn read_cached(&self, path: &Path) -> Result<Cached, StorageError> {
+        if self.no_nowait.load(Ordering::Relaxed) {
+            return Ok(Cached::WouldBlock);
+        }
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Cached::Missing),
+            Err(e) => return Err(io_err("open", path)(e)),
+        };
+        let meta = file.metadata().map_err(io_err("stat", path))?;
+        if !meta.is_file() {
+            return Err(io_err("read", path)(io::Error::other("not a regular file")));
+        }
+        let Ok(len) = usize::try_from(meta.len()) else { return Ok(Cached::WouldBlock) };
+        let mut buf = vec![0u8; len];
+        let mut done = 0;
+        while done < len {
+            let mut slices = [io::IoSliceMut::new(&mut buf[done..])];
+            match rustix::io::preadv2(&file, &mut slices, done as u64, rustix::io::ReadWriteFlags::NOWAIT) {
+                Ok(0) => return Ok(Cached::WouldBlock), // shorter than fstat said: let the pool read it
+                Ok(n) => done += n,
+                Err(rustix::io::Errno::AGAIN) => return Ok(Cached::WouldBlock),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+                    self.no_nowait.store(true, Ordering::Relaxed);
+                    return Ok(Cached::WouldBlock);
+                }
+                Err(e) => return Err(io_err("read", path)(e.into())),
+            }
+        }
+        Ok(Cached::Read(Bytes::from(buf)))
     }
 
     fn put(&self, rel: &str, data: &[u8], mode: PutMode) -> Result<(), StorageError> {

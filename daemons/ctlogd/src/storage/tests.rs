@@ -137,3 +137,24 @@ async fn s3_suite_on_versitygw() {
     let other = gw.storage("logs/two");
     assert!(!other.exists(ObjectKey::Checkpoint).await.unwrap());
 }
+
+/// A file just written is in the page cache: read in place, whole, with no
+/// trip through the blocking pool; a missing file is found missing there too,
+/// and a directory is an error rather than an object.
+#[test]
+fn local_reads_of_cached_files_are_done_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = LocalDir::open(dir.path()).unwrap();
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::create_dir_all(dir.path().join("tile/data")).unwrap();
+    std::fs::write(dir.path().join("tile/data/000"), &big).unwrap();
+    let path = s.inner.file("tile/data/000").unwrap();
+    match s.inner.read_cached(&path).unwrap() {
+        local::Cached::Read(b) => assert_eq!(b, big),
+        local::Cached::Missing => panic!("found missing"),
+        // tmpfs and ext4 both take RWF_NOWAIT; only a filesystem without it ends here.
+        local::Cached::WouldBlock => assert!(s.inner.no_nowait.load(std::sync::atomic::Ordering::Relaxed)),
+    }
+    assert!(matches!(s.inner.read_cached(&dir.path().join("tile/data/001")).unwrap(), local::Cached::Missing));
+    assert!(s.inner.read_cached(&dir.path().join("tile/data")).is_err());
+}
