@@ -258,34 +258,12 @@ token() {
   local secret; secret=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["secret"])' "$T/client.json")
   curl -fs -u "svc:$secret" -d grant_type=client_credentials "$TOKEN_URL/token" > "$T/token.json" || return 1
   curl -fs "$TOKEN_URL/jwks" > "$T/jwks.json" || return 1
-  python3 - "$T/token.json" "$T/jwks.json" <<'PY'
-import base64, json, sys
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
-b64 = lambda s: base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
-tok = json.load(open(sys.argv[1]))["access_token"]
-h, p, s = tok.split(".")
-head = json.loads(b64(h))
-key = next(k for k in json.load(open(sys.argv[2]))["keys"] if k["kid"] == head["kid"])
-pub = ec.EllipticCurvePublicNumbers(int.from_bytes(b64(key["x"]), "big"), int.from_bytes(b64(key["y"]), "big"), ec.SECP256R1()).public_key()
-sig = b64(s)
-pub.verify(encode_dss_signature(int.from_bytes(sig[:32], "big"), int.from_bytes(sig[32:], "big")), f"{h}.{p}".encode(), ec.ECDSA(hashes.SHA256()))
-print("token", head, json.loads(b64(p))["aud"])
-PY
+  python3 "$stack_root/tests/lib/es256_token.py" "$T/token.json" "$T/jwks.json"
 }
 check "tokend: a token (client_credentials) signed by setup's ES256 key, verified against its JWKS" token
 all_up() {
   curl -fs "http://127.0.0.1:$PROBE_PORT/api/checks" > "$T/checks.json" || return 1
-  python3 - "$T/checks.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-checks = d["checks"] if isinstance(d, dict) and "checks" in d else d
-states = {c["name"]: c["state"] for c in checks}
-print(states)
-want = {"signd", "ocspd", "ctlogd", "tokend", "acmed", "acmed_tls", "appl_ocsp", "appl_crl", "appl_ct"}
-sys.exit(0 if want <= set(states) and all(s == "up" for s in states.values()) else 1)
-PY
+  python3 "$stack_root/tests/lib/checks_up.py" "$T/checks.json" signd ocspd ctlogd tokend acmed acmed_tls appl_ocsp appl_crl appl_ct
 }
 check "probed's /api/checks: every check up (each daemon, acmed's TLS, the CA's OCSP and CRL, the CT log)" eventually 60 all_up
 next_shard() {

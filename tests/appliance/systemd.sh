@@ -230,36 +230,12 @@ token() {
   in_ct "${tls[@]}" -u "svc:$secret" -d grant_type=client_credentials https://signet.test:8443/token > "$T/token.json" &&
     in_ct "${tls[@]}" https://signet.test:8443/jwks > "$T/jwks.json" || return 1
   [ "$(in_ct stat -c '%a %U %G' /etc/signet/tokend/tls-key.pem)" = "640 root tokend" ] || return 1
-  python3 - "$T/token.json" "$T/jwks.json" <<'PY'
-import base64, json, sys
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
-b64 = lambda s: base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
-h, p, s = json.load(open(sys.argv[1]))["access_token"].split(".")
-head = json.loads(b64(h))
-key = next(k for k in json.load(open(sys.argv[2]))["keys"] if k["kid"] == head["kid"])
-pub = ec.EllipticCurvePublicNumbers(int.from_bytes(b64(key["x"]), "big"), int.from_bytes(b64(key["y"]), "big"), ec.SECP256R1()).public_key()
-sig = b64(s)
-pub.verify(encode_dss_signature(int.from_bytes(sig[:32], "big"), int.from_bytes(sig[32:], "big")), f"{h}.{p}".encode(), ec.ECDSA(hashes.SHA256()))
-print("token", head, json.loads(b64(p))["aud"])
-PY
+  python3 "$stack_root/tests/lib/es256_token.py" "$T/token.json" "$T/jwks.json"
 }
 check "tokend: a client (signetctl oauth over its admin socket); its issuer https://signet.test:8443 (setup's certificate from the CA, its key readable by group tokend); a client_credentials token over HTTPS verified against its JWKS" token
 all_up() {
   in_ct curl -fs http://127.0.0.1:8095/api/checks > "$T/checks.json" || return 1
-  python3 - "$T/checks.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-checks = d["checks"] if isinstance(d, dict) and "checks" in d else d
-states = {c["name"]: c["state"] for c in checks}
-print(states)
-for c in checks:
-    if c["state"] != "up":
-        print(json.dumps(c)[:600])
-want = {"signd", "ocspd", "ctlogd", "tokend", "acmed", "acmed_tls", "signet_ocsp", "signet_crl", "signet_ct"}
-sys.exit(0 if want <= set(states) and all(s == "up" for s in states.values()) else 1)
-PY
+  python3 "$stack_root/tests/lib/checks_up.py" "$T/checks.json" signd ocspd ctlogd tokend acmed acmed_tls signet_ocsp signet_crl signet_ct
 }
 check "probed's /api/checks on 8095: every check up (each daemon, acmed's TLS, the CA's OCSP and CRL, the CT log)" eventually 60 all_up
 
