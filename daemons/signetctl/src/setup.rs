@@ -143,8 +143,12 @@ impl Plan<'_> {
         self.run.join(format!("{daemon}.sock"))
     }
     fn url(&self, port: u16) -> String {
+        self.origin("http", port)
+    }
+    /// `scheme://HOST:port`, an IPv6 host in brackets.
+    fn origin(&self, scheme: &str, port: u16) -> String {
         let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
-        format!("http://{host}:{port}")
+        format!("{scheme}://{host}:{port}")
     }
     fn listen(&self, port: u16) -> String {
         q(std::net::SocketAddr::new(self.a.address, port).to_string())
@@ -169,8 +173,7 @@ impl Plan<'_> {
         if self.loopback() {
             self.url(self.a.token_port)
         } else {
-            let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
-            format!("https://{host}:{}", self.a.token_tls_port)
+            self.origin("https", self.a.token_tls_port)
         }
     }
 }
@@ -253,9 +256,12 @@ pub fn setup(signd: &SigndClient, a: &SetupArgs, out: &Printer) -> Result<(), Fa
     } else {
         // 6. acmed's TLS certificate from the CA (recorded in ocspd: ocspd must run), and
         // tokend's when its issuer is an https URL.
-        tls_certificate(&plan, signd, "acmed", &mut done)?;
+        // acmed.service loads its key as a credential. tokend's [tls] is optional (a credential
+        // systemd cannot find fails the unit), so its system group reads the key file instead.
+        tls_certificate(&plan, signd, "acmed", None, &mut done)?;
         if !plan.loopback() {
-            tls_certificate(&plan, signd, "tokend", &mut done)?;
+            let group = if a.daemons_as.is_none() { Some("tokend") } else { None };
+            tls_certificate(&plan, signd, "tokend", group, &mut done)?;
             config(&plan, "tokend", &tokend_toml(&plan), &mut done)?;
         }
         let ct_spki = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &ct_key);
@@ -533,8 +539,15 @@ fn probed_toml(p: &Plan<'_>, ct_spki: &str) -> String {
 /// A daemon's TLS key (made here: a transport key, not a CA key) and its
 /// certificate from the CA, for the host name and the address, in
 /// `CONFIG/<daemon>/`. tls-chain.pem is written last: until it exists, a rerun
-/// makes them again.
-fn tls_certificate(p: &Plan<'_>, signd: &SigndClient, daemon: &str, done: &mut Vec<String>) -> Result<(), Failure> {
+/// makes them again. With `key_group`, the key (and its directory) are that
+/// group's to read.
+fn tls_certificate(
+    p: &Plan<'_>,
+    signd: &SigndClient,
+    daemon: &str,
+    key_group: Option<&str>,
+    done: &mut Vec<String>,
+) -> Result<(), Failure> {
     let chain = p.tls(daemon, "tls-chain.pem");
     if chain.is_file() {
         return Ok(());
@@ -549,13 +562,11 @@ fn tls_certificate(p: &Plan<'_>, signd: &SigndClient, daemon: &str, done: &mut V
     let spki = pkey.public_key_to_der().map_err(ossl)?;
     let key_path = p.tls(daemon, "tls-key.pem");
     write_private(&key_path, &key_pem)?;
-    if daemon != "acmed" && p.a.daemons_as.is_none() {
-        // acmed.service loads its key as a credential; another daemon's [tls] is optional (a
-        // credential systemd cannot find fails the unit), so its system group reads the file.
-        let gid = nix::unistd::Group::from_name(daemon)
+    if let Some(group) = key_group {
+        let gid = nix::unistd::Group::from_name(group)
             .ok()
             .flatten()
-            .ok_or_else(|| fail(2, format!("no group {daemon}: run systemd-sysusers first (docs/operations.md)")))?
+            .ok_or_else(|| fail(2, format!("no group {group}: run systemd-sysusers first (docs/operations.md)")))?
             .gid;
         use std::os::unix::fs::PermissionsExt;
         for (path, mode) in [(&dir, 0o750), (&key_path, 0o640)] {

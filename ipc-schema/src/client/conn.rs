@@ -109,7 +109,7 @@ impl<P: Protocol> Connection<P> {
     /// Called from inside an async runtime, calls fall back to the shared
     /// background connection rather than block the runtime's thread.
     pub(crate) fn per_thread(&self) -> Self {
-        Self { inner: self.inner.clone(), per_thread: true, call_limit: self.call_limit }
+        Self { per_thread: true, ..self.clone() }
     }
 
     /// The socket path this connection talks to.
