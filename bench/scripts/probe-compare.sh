@@ -2,7 +2,7 @@
 # probed's HTTP check against blackbox_exporter v0.28.0, the same nginx, the
 # same load generator (probe-load), same run. For docs/performance.md.
 #
-#   bench/scripts/probe-compare.sh [--duration S]
+#   bench/scripts/probe-compare.sh [--duration S] [--schedule-only]
 #
 # Debian's nginx (one worker, pinned to CPU 0) answers `200 ok` over HTTP/1.1
 # and over h2c. Each prober gets CPU 1 to itself:
@@ -21,16 +21,23 @@
 # seconds (default 60): its CPU (% of one core), resident memory (VmRSS and
 # peak VmHWM), runs done and failed, and how late runs started
 # (probed_schedule_lag_seconds: the share within 100 ms and the p99 bucket).
+# --schedule-only skips the load-generator runs; --perf FILE records a perf
+# profile (call graphs) of probed over the measured window; --probed BIN runs
+# that probed binary instead of the one built here (an A/B against another
+# commit's build).
 set -euo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
 
-duration=10 scheduled=10000 window=60
+duration=10 scheduled=10000 window=60 schedule_only=0 perf_out= probed_bin=
 while [ $# -gt 0 ]; do
   case "$1" in
     --duration) duration="$2"; shift 2 ;;
     --scheduled) scheduled="$2"; shift 2 ;;
     --window) window="$2"; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --schedule-only) schedule_only=1; shift ;;
+    --perf) perf_out="$2"; shift 2 ;;
+    --probed) probed_bin="$2"; shift 2 ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "probe-compare: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -82,6 +89,7 @@ nginx_worker=$(pgrep -P "$nginx_pid" | head -1)
 
 results="$work/results.jsonl"
 : > "$results"
+if [ "$schedule_only" = 0 ]; then
 run() { # label cpu args...
   local label="$1" cpu="$2" out
   shift 2
@@ -116,6 +124,7 @@ for label, r in runs.items():
     print(f"{label:<20} {r['checks_per_second']:>10.0f} {r['p99_ms']:>8.2f} {cpu:>14.1f} µs "
           f"{r['checks_per_second'] / base['checks_per_second']:>17.1f}x {base_cpu / cpu if cpu else float('nan'):>16.1f}x")
 PY
+fi
 
 [ "$scheduled" -gt 0 ] || exit 0
 
@@ -130,14 +139,18 @@ mkdir -p "$work/probed"
     printf '[checks.c%05d]\nkind = "http"\nurl = "http://127.0.0.1:%s/c%d"\nexpect_status = [200]\n' "$i" "$h1" "$i"
   done
 } > "$work/probed.toml"
-taskset -c 1 "$SIGNET_BIN_DIR/probed" --config "$work/probed.toml" 2>"$work/probed.log" & PIDS+=($!)
+taskset -c 1 "${probed_bin:-$SIGNET_BIN_DIR/probed}" --config "$work/probed.toml" 2>"$work/probed.log" & PIDS+=($!)
 probed_pid=$!
 wait_port "$pp"
 sleep 30
 scrape() { curl -sf "http://127.0.0.1:$pp/metrics" | grep -E '^(probed_schedule_lag_seconds|probe_runs)'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$probed_pid/stat"; }
 scrape > "$work/m0"; c0=$(cpu_ticks); t0=$(date +%s.%N)
-sleep "$window"
+if [ -n "$perf_out" ]; then
+  perf record -g -p "$probed_pid" -o "$perf_out" -- sleep "$window" >/dev/null 2>&1
+else
+  sleep "$window"
+fi
 scrape > "$work/m1"; c1=$(cpu_ticks); t1=$(date +%s.%N)
 rss=$(awk '/^VmRSS/ {print $2}' "/proc/$probed_pid/status")
 hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$probed_pid/status")

@@ -80,19 +80,19 @@ where
 
 /// Adds to `group` what is queued, and what arrives within `linger`, up to
 /// [`MAX_GROUP`] writes.
+///
+/// The thread sleeps through the linger and then takes what queued, rather
+/// than waiting on the queue: a wait on the queue wakes this thread for every
+/// write that arrives, and with a steady trickle of writes (probed's results)
+/// those wake-ups cost more than the commits. A queue that already holds a
+/// full group is committed without lingering.
 fn gather(queue: &mpsc::Receiver<Job>, group: &mut Vec<Job>, linger: std::time::Duration) {
     group.extend(queue.try_iter().take(MAX_GROUP - group.len()));
-    if linger.is_zero() {
+    if linger.is_zero() || group.len() >= MAX_GROUP {
         return;
     }
-    let deadline = std::time::Instant::now() + linger;
-    while group.len() < MAX_GROUP {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match queue.recv_timeout(left) {
-            Ok(job) => group.push(job),
-            Err(_) => return,
-        }
-    }
+    std::thread::sleep(linger);
+    group.extend(queue.try_iter().take(MAX_GROUP - group.len()));
 }
 
 /// The writer thread of one store, started on the first grouped write.
