@@ -30,6 +30,10 @@ use probed::checks::Probe;
 use tokio::net::TcpListener;
 use tokio::runtime::{Builder, Runtime};
 
+/// probed's own allocator, so the checks allocate as they do in the daemon.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const CONCURRENCY: [usize; 4] = [100, 1_000, 10_000, 50_000];
 const TIMEOUT: Duration = Duration::from_secs(30);
 

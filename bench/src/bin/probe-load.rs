@@ -29,6 +29,10 @@ use signet_bench::load::{Clock, Stats};
 use signet_bench::percentile;
 use tokio::time::Instant;
 
+/// probed's own allocator, so the checks allocate as they do in the daemon.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Load generator running probed's HTTP check.
 #[derive(Parser, Debug)]
 #[command(version, about)]
