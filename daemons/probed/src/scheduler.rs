@@ -43,6 +43,12 @@ pub struct Check {
 /// The most a check's first run waits for its phase (see `run_check`).
 const FIRST_RUN_SPREAD: Duration = Duration::from_secs(10);
 
+/// Runs are planned on a tick of this length: the checks due within one tick start together,
+/// so the runtime wakes once for them, and their answers tend to come back together, instead
+/// of once per check (with 10,000 checks that is the difference between about 100 and 1,000
+/// wake-ups a second, each dearer than a check's own work). Well within any check's jitter.
+const TICK: Duration = Duration::from_millis(10);
+
 /// How long a computed uptime is shown before it is computed again from the aggregates.
 const UPTIME_TTL_MS: u64 = 60_000;
 
@@ -88,6 +94,8 @@ pub struct Scheduler {
     metrics: ProbeMetrics,
     alerts: RwLock<Arc<Alerts>>,
     shutdown: CancellationToken,
+    /// Where the [`TICK`]s are counted from.
+    origin: Instant,
 }
 
 impl Scheduler {
@@ -99,6 +107,7 @@ impl Scheduler {
             metrics,
             alerts: RwLock::new(Arc::new(Alerts::none())),
             shutdown,
+            origin: Instant::now(),
         })
     }
 
@@ -194,7 +203,8 @@ impl Scheduler {
         // The first run at a random phase within the interval (at most FIRST_RUN_SPREAD
         // away): thousands of checks loaded at once spread over their period instead of
         // all starting together, and keep that spread run after run.
-        let mut next = Instant::now() + jitter(s.interval.min(FIRST_RUN_SPREAD)) + jitter(s.jitter);
+        let mut next =
+            on_tick(Instant::now() + jitter(s.interval.min(FIRST_RUN_SPREAD)) + jitter(s.jitter), self.origin);
         loop {
             tokio::select! {
                 () = check.cancel.cancelled() => return,
@@ -207,7 +217,7 @@ impl Scheduler {
                 o = probe.run(s.timeout, s.retries) => o,
             };
             self.complete(&check, outcome, probe.memo()).await;
-            next = (started + s.interval + jitter(s.jitter)).max(Instant::now());
+            next = on_tick((started + s.interval + jitter(s.jitter)).max(Instant::now()), self.origin);
         }
     }
 
@@ -301,6 +311,13 @@ pub fn transition(s: &mut StoredState, ok: bool, now_ms: u64, schedule: &Schedul
     None
 }
 
+/// The first [`TICK`] (counted from `origin`) at or after `t`.
+fn on_tick(t: Instant, origin: Instant) -> Instant {
+    let tick = TICK.as_nanos();
+    let ticks = t.saturating_duration_since(origin).as_nanos().div_ceil(tick);
+    origin + Duration::from_nanos(u64::try_from(ticks * tick).unwrap_or(u64::MAX))
+}
+
 /// A random delay up to `max`.
 fn jitter(max: Duration) -> Duration {
     let ms = max.as_millis() as u64;
@@ -362,6 +379,19 @@ mod tests {
         assert_eq!(transition(&mut s, false, 1, &sch), None);
         assert_eq!(s.state, State::Unknown);
         assert_eq!(transition(&mut s, false, 2, &sch), Some(EventKind::Down));
+    }
+
+    #[test]
+    fn runs_are_planned_on_the_next_tick() {
+        let origin = Instant::now();
+        assert_eq!(on_tick(origin, origin), origin);
+        assert_eq!(on_tick(origin + Duration::from_millis(1), origin), origin + TICK);
+        assert_eq!(on_tick(origin + TICK, origin), origin + TICK);
+        assert_eq!(on_tick(origin + TICK * 7 + Duration::from_nanos(1), origin), origin + TICK * 8);
+        // Before the origin (not planned by the scheduler): the origin.
+        if let Some(before) = origin.checked_sub(Duration::from_millis(5)) {
+            assert_eq!(on_tick(before, origin), origin);
+        }
     }
 
     #[test]
