@@ -7,6 +7,7 @@
 //! survives; a check whose settings changed is restarted with its state.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -38,6 +39,8 @@ pub struct Check {
     /// Uptime over 24 h, 7 d and 30 d, and when it was computed (unix ms).
     uptime: Mutex<Option<(u64, [Option<f64>; 3])>>,
     cancel: CancellationToken,
+    /// Set when a reload removed the check (rather than restarting it with new settings).
+    removed: AtomicBool,
 }
 
 /// The most a check's first run waits for its phase (see `run_check`).
@@ -151,6 +154,7 @@ impl Scheduler {
         let gone: Vec<String> = checks.keys().filter(|n| !config.checks.contains_key(*n)).cloned().collect();
         for name in gone {
             if let Some(old) = checks.remove(&name) {
+                old.removed.store(true, Ordering::Release);
                 old.cancel.cancel();
                 self.metrics.forget(&name);
                 tracing::info!(check = %name, "check removed");
@@ -173,6 +177,7 @@ impl Scheduler {
                 status,
                 uptime: Mutex::new(None),
                 cancel: self.shutdown.child_token(),
+                removed: AtomicBool::new(false),
             });
             self.metrics.set_state(&name, check.status().stored.state);
             tokio::spawn(self.clone().run_check(check.clone(), probe));
@@ -195,6 +200,18 @@ impl Scheduler {
     }
 
     async fn run_check(self: Arc<Self>, check: Arc<Check>, probe: Probe) {
+        self.run_until_cancelled(&check, probe).await;
+        // A run that was finishing when a reload removed its check may have put the check's
+        // series back after the reload dropped them; once the task has stopped, they go for
+        // good (unless a later reload added a check of that name again).
+        if check.removed.load(Ordering::Acquire)
+            && !self.checks.read().unwrap_or_else(PoisonError::into_inner).contains_key(&check.name)
+        {
+            self.metrics.forget(&check.name);
+        }
+    }
+
+    async fn run_until_cancelled(&self, check: &Arc<Check>, probe: Probe) {
         let memo = check.status().stored.memo.clone();
         if let Some(memo) = memo {
             probe.restore(&memo);
@@ -216,7 +233,7 @@ impl Scheduler {
                 () = check.cancel.cancelled() => return,
                 o = probe.run(s.timeout, s.retries) => o,
             };
-            self.complete(&check, outcome, probe.memo()).await;
+            self.complete(check, outcome, probe.memo()).await;
             next = on_tick((started + s.interval + jitter(s.jitter)).max(Instant::now()), self.origin);
         }
     }
