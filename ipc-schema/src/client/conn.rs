@@ -493,7 +493,7 @@ mod tests {
     const US: Duration = Duration::from_micros(1);
 
     #[test]
-    fn the_connection_thread_polls_while_calls_are_in_flight_and_briefly_after() {
+    fn the_connection_thread_polls_while_one_call_is_in_flight_and_briefly_after() {
         let t0 = Instant::now();
         let mut spin = Spin::new(t0);
         // A call goes out; its task has not started yet.
