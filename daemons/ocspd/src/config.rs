@@ -61,7 +61,7 @@ pub struct Config {
     /// no per-client limit, only `max_fresh_signatures`.
     #[serde(default)]
     pub fresh_per_client: Option<ClientRate>,
-    /// HTTP worker threads (default: the number of CPUs).
+    /// HTTP threads, each serving the connections it accepts to their end (default: the number of CPUs).
     #[serde(default)]
     pub http_threads: Option<usize>,
     /// The CAs served, by their signd issuer name.

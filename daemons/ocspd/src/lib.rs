@@ -7,9 +7,11 @@
 //! Responses are signed ahead of time through signd's `OcspSigner` and
 //! served from LMDB; CRLs (full, sharded, delta) through its `CrlSigner`.
 //!
-//! Threads: a multi-threaded tokio runtime serves HTTP and runs the
-//! background work (CRL publishing, re-signing responses); one thread serves
-//! the registry on a `LocalSet` (capnp-rpc is `!Send`).
+//! Threads: `http_threads` HTTP threads (default: one per CPU), each a
+//! current-thread runtime serving the connections it accepted
+//! (`signet_runtime::http::serve_on_threads`); a multi-threaded tokio runtime
+//! runs the background work (CRL publishing, re-signing responses); one thread
+//! serves the registry on a `LocalSet` (capnp-rpc is `!Send`).
 #![forbid(unsafe_code)]
 
 pub mod config;
@@ -49,11 +51,10 @@ pub fn run(config_path: &Path, config: Checked<Config>) -> Result<(), OcspdError
     let config = config.into_inner();
     let db =
         Db::open(&config.state_dir).map_err(|source| OcspdError::Store { path: config.state_dir.clone(), source })?;
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = config.http_threads {
-        builder.worker_threads(n.max(1));
-    }
-    let rt = builder.enable_all().build().map_err(|e| OcspdError::Startup(format!("tokio runtime: {e}")))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| OcspdError::Startup(format!("tokio runtime: {e}")))?;
     rt.block_on(serve(config_path, config, db))
 }
 
@@ -98,12 +99,14 @@ async fn serve(config_path: &Path, config: Config, db: Db) -> Result<(), OcspdEr
     };
 
     let handler = Arc::new(http::OcspHttp::new(core.clone(), &metrics));
-    let http = tokio::spawn(signet_runtime::http::serve(
+    let routes = signet_runtime::http::Routes { handler, metrics, health };
+    let threads = config.http_threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let http = tokio::spawn(signet_runtime::http::serve_on_threads(
         http_listener,
+        threads,
+        None,
         config.http,
-        handler,
-        metrics,
-        health,
+        routes,
         shutdown.clone(),
     ));
     life.on_stop(async move {

@@ -17,6 +17,7 @@ pub use limits::{raise_open_file_limit, Body, BodyError, HttpLimits};
 use std::convert::Infallible;
 use std::io;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -153,7 +154,7 @@ pub async fn serve_tls(
 }
 
 /// A connection whose TLS handshake is done, back to the accept loop.
-type Handshaken = (SslStream<TcpStream>, Option<std::net::SocketAddr>, Arc<Conn>);
+type Handshaken = (SslStream<TcpStream>, Option<std::net::SocketAddr>, Arc<Conn>, Option<Held>);
 
 /// The certificate chain the client of `ssl` presented, DER, leaf first.
 fn peer_chain(ssl: &openssl::ssl::SslRef) -> PeerCertificates {
@@ -172,7 +173,7 @@ fn peer_chain(ssl: &openssl::ssl::SslRef) -> PeerCertificates {
 async fn tls_handshake(
     acceptor: Arc<SslAcceptor>,
     stream: TcpStream,
-    conn: Arc<Conn>,
+    (conn, held): (Arc<Conn>, Option<Held>),
     connections: Arc<Connections>,
     ready: mpsc::Sender<Handshaken>,
     shutdown: CancellationToken,
@@ -192,7 +193,7 @@ async fn tls_handshake(
         () = conn.closed().cancelled() => tracing::debug!(?peer, "TLS handshake shed"),
         done = handshake => match done {
             Ok(Ok(())) => {
-                let _ = ready.send((tls, peer, conn)).await;
+                let _ = ready.send((tls, peer, conn, held)).await;
                 return;
             }
             Ok(Err(e)) => tracing::debug!(?peer, error = %e, "TLS handshake failed"),
@@ -205,6 +206,108 @@ async fn tls_handshake(
     connections.remove(&conn);
 }
 
+/// Like [`serve`] (`tls` `None`) or [`serve_tls`], on `threads` threads of its own (at
+/// least one), the way nginx runs one worker per core: each thread runs a current-thread
+/// runtime that accepts from `listener` and serves the connections it accepted to their end,
+/// so a request never moves between threads and no thread wakes another to answer it (a
+/// multi-thread runtime's work stealing does both). The threads keep their connection
+/// counts within one of each other ([`Balance`]), and `limits` bounds them all together.
+///
+/// The handler's futures run on those runtimes: `tokio::spawn` and `spawn_blocking` work
+/// there, `block_in_place` does not. A thread that cannot start stops the others; the
+/// first error is returned once all have stopped.
+pub async fn serve_on_threads(
+    listener: TcpListener,
+    threads: usize,
+    tls: Option<Arc<SslAcceptor>>,
+    limits: HttpLimits,
+    routes: Routes,
+    shutdown: CancellationToken,
+) -> io::Result<()> {
+    use futures::stream::{FuturesUnordered, StreamExt};
+    let threads = threads.max(1);
+    let connections = Arc::new(Connections::new(limits, routes.metrics.http().clone()));
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, threads, max_connections = connections.bound(), "HTTP server listening");
+    }
+    let listener = listener.into_std()?;
+    let routes = Arc::new(routes);
+    let counts: Arc<[AtomicUsize]> = (0..threads).map(|_| AtomicUsize::new(0)).collect();
+    let stop = shutdown.child_token();
+    let mut running = FuturesUnordered::new();
+    let mut first_error = None;
+    for me in 0..threads {
+        let (done, finished) = tokio::sync::oneshot::channel();
+        let started = listener.try_clone().and_then(|listener| {
+            let (routes, connections, tls, stop) = (routes.clone(), connections.clone(), tls.clone(), stop.clone());
+            let balance = Balance { counts: counts.clone(), me };
+            std::thread::Builder::new().name(format!("http-{me}")).spawn(move || {
+                let served = tokio::runtime::Builder::new_current_thread().enable_all().build().and_then(|rt| {
+                    rt.block_on(async move {
+                        let listener = TcpListener::from_std(listener)?;
+                        let server = Server::new(routes, connections);
+                        accept_and_drain(listener, tls, server, Some(balance), stop, DRAIN_TIMEOUT).await
+                    })
+                });
+                let _ = done.send(served);
+            })
+        });
+        match started {
+            Ok(_) => running.push(finished),
+            Err(e) => {
+                first_error = Some(e);
+                stop.cancel();
+                break;
+            }
+        }
+    }
+    drop(listener);
+    while let Some(ended) = running.next().await {
+        let ended = ended.unwrap_or_else(|_| Err(io::Error::other("an HTTP thread panicked")));
+        if let Err(e) = ended {
+            stop.cancel();
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Keeps the connections of the threads serving one listener even: a thread holding more
+/// than one connection above the least loaded one stops accepting (the others take the
+/// new connections) until that is no longer so.
+struct Balance {
+    counts: Arc<[AtomicUsize]>,
+    me: usize,
+}
+
+/// How often a thread that [`Balance`] holds back looks again.
+const BALANCE_RECHECK: Duration = Duration::from_millis(2);
+
+impl Balance {
+    fn may_accept(&self) -> bool {
+        let least = self.counts.iter().map(|c| c.load(Ordering::Relaxed)).min().unwrap_or(0);
+        self.counts[self.me].load(Ordering::Relaxed) <= least + 1
+    }
+
+    /// Counts one more connection on this thread until the [`Held`] is dropped.
+    fn hold(&self) -> Held {
+        self.counts[self.me].fetch_add(1, Ordering::Relaxed);
+        Held { counts: self.counts.clone(), me: self.me }
+    }
+}
+
+/// One connection counted by [`Balance`], for as long as it lives.
+struct Held {
+    counts: Arc<[AtomicUsize]>,
+    me: usize,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.counts[self.me].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 async fn serve_with_drain(
     listener: TcpListener,
     tls: Option<Arc<SslAcceptor>>,
@@ -213,22 +316,38 @@ async fn serve_with_drain(
     shutdown: CancellationToken,
     drain: Duration,
 ) -> io::Result<()> {
-    let server = Server::new(routes, limits);
+    let connections = Arc::new(Connections::new(limits, routes.metrics.http().clone()));
+    let server = Server::new(Arc::new(routes), connections);
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, max_connections = server.connections.bound(), "HTTP server listening");
     }
+    accept_and_drain(listener, tls, server, None, shutdown, drain).await
+}
+
+/// The accept loop: serves what `listener` accepts (held back by `balance`, when it shares
+/// the listener with other threads) until `shutdown`, then drains.
+async fn accept_and_drain(
+    listener: TcpListener,
+    tls: Option<Arc<SslAcceptor>>,
+    server: Server,
+    balance: Option<Balance>,
+    shutdown: CancellationToken,
+    drain: Duration,
+) -> io::Result<()> {
     // Handshakes run in their own tasks; finished ones come back here.
     let (handshaken, mut established) = mpsc::channel::<Handshaken>(64);
     loop {
+        let may_accept = balance.as_ref().is_none_or(Balance::may_accept);
         let accepted = tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
-            Some((tls_stream, peer, conn)) = established.recv() => {
+            Some((tls_stream, peer, conn, held)) = established.recv() => {
                 let certs = peer_chain(tls_stream.ssl());
-                server.spawn_connection(tls_stream, peer, Some(certs), conn);
+                server.spawn_connection(tls_stream, peer, Some(certs), conn, held);
                 continue;
             }
-            accepted = listener.accept() => accepted,
+            accepted = listener.accept(), if may_accept => accepted,
+            () = tokio::time::sleep(BALANCE_RECHECK), if !may_accept => continue,
         };
         match accepted {
             Ok((stream, peer)) => {
@@ -237,16 +356,17 @@ async fn serve_with_drain(
                     drop(stream);
                     continue;
                 };
+                let held = balance.as_ref().map(Balance::hold);
                 // Only a latency tweak; the connection works without it.
                 if let Err(e) = stream.set_nodelay(true) {
                     tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
                 }
                 match &tls {
-                    None => server.spawn_connection(stream, Some(peer), None, conn),
+                    None => server.spawn_connection(stream, Some(peer), None, conn, held),
                     Some(acceptor) => {
                         let connections = server.connections.clone();
                         let (acceptor, ready, stop) = (acceptor.clone(), handshaken.clone(), shutdown.clone());
-                        tokio::spawn(tls_handshake(acceptor, stream, conn, connections, ready, stop));
+                        tokio::spawn(tls_handshake(acceptor, stream, (conn, held), connections, ready, stop));
                     }
                 }
             }
@@ -289,8 +409,7 @@ struct Server {
 }
 
 impl Server {
-    fn new(routes: Routes, limits: HttpLimits) -> Server {
-        let connections = Arc::new(Connections::new(limits, routes.metrics.http().clone()));
+    fn new(routes: Arc<Routes>, connections: Arc<Connections>) -> Server {
         let mut builder = auto::Builder::new(TokioExecutor::new());
         // Head and idle timeouts are the connection watchdog's, for HTTP/1.1 and HTTP/2
         // alike (hyper's own header timeout would also cut idle keep-alive connections).
@@ -298,7 +417,7 @@ impl Server {
         builder.http2().timer(TokioTimer::new());
         Server {
             builder,
-            routes: Arc::new(routes),
+            routes,
             connections,
             graceful: GracefulShutdown::new(),
             force_close: CancellationToken::new(),
@@ -308,12 +427,14 @@ impl Server {
     /// Serves HTTP/1.1 or h2c on `io` in a new task, held to the listener's limits by
     /// `conn`'s watchdog; every request carries `peer` as a [`PeerAddr`] extension, and
     /// `certs` (a TLS connection's) as [`PeerCertificates`]. A TLS layer wraps `io` before this.
+    /// `held` counts the connection on its thread ([`Balance`]) until it ends.
     fn spawn_connection<I>(
         &self,
         io: I,
         peer: Option<std::net::SocketAddr>,
         certs: Option<PeerCertificates>,
         conn: Arc<Conn>,
+        held: Option<Held>,
     ) where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -368,6 +489,7 @@ impl Server {
                 }
             }
             connections.remove(&conn);
+            drop(held);
         });
     }
 
@@ -383,11 +505,15 @@ impl Server {
     }
 }
 
-/// The fixed routes plus the daemon's handler.
-struct Routes {
-    handler: Arc<dyn Handler>,
-    metrics: Metrics,
-    health: Health,
+/// What the server answers: `/healthz` from `health`, `/metrics` from `metrics`, every
+/// other path from the daemon's `handler` (see [`serve`]).
+pub struct Routes {
+    /// The daemon's handler.
+    pub handler: Arc<dyn Handler>,
+    /// The registry `/metrics` shows, and where the request metrics are counted.
+    pub metrics: Metrics,
+    /// What `/healthz` reports.
+    pub health: Health,
 }
 
 impl Routes {

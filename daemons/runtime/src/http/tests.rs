@@ -470,3 +470,73 @@ async fn a_tls_client_certificate_reaches_the_handler_unverified_and_none_is_fin
     token.cancel();
     task.await.unwrap().unwrap();
 }
+
+/// Answers with the name of the thread the request runs on.
+struct ThreadName;
+
+impl Handler for ThreadName {
+    fn handle(&self, _req: Request<Body>) -> BoxFuture<'static, Response<Full<Bytes>>> {
+        let name = std::thread::current().name().unwrap_or("unnamed").to_owned();
+        Box::pin(async move { text_response(StatusCode::OK, name) })
+    }
+}
+
+/// One keep-alive HTTP/1.1 request on `s`; returns the body (the handler's short answer).
+async fn keep_alive_request(s: &mut TcpStream) -> String {
+    s.write_all(b"GET /which HTTP/1.1\r\nHost: test\r\n\r\n").await.unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(n > 0, "connection closed before the answer");
+        raw.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(|v| v.parse().unwrap()))
+                .expect("content-length");
+            if body.len() >= len {
+                assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+                return body[..len].to_owned();
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn threads_share_the_connections_and_answer_on_the_thread_that_accepted() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let metrics = Metrics::new("test");
+    let routes = Routes { handler: Arc::new(ThreadName), metrics: metrics.clone(), health: Health::new() };
+    let token = CancellationToken::new();
+    let task = tokio::spawn(serve_on_threads(listener, 2, None, HttpLimits::default(), routes, token.clone()));
+
+    // Eight connections held open, one after another: the balance keeps the
+    // threads within two connections of each other, so each holds at least three.
+    let mut conns = Vec::new();
+    let mut served_by = Vec::new();
+    for _ in 0..8 {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        served_by.push(keep_alive_request(&mut s).await);
+        conns.push(s);
+    }
+    for name in ["http-0", "http-1"] {
+        let n = served_by.iter().filter(|t| *t == name).count();
+        assert!(n >= 3, "{name} holds {n} of the connections: {served_by:?}");
+    }
+    // A connection's later requests stay on the thread that accepted it.
+    for (s, first) in conns.iter_mut().zip(&served_by) {
+        assert_eq!(&keep_alive_request(s).await, first);
+    }
+    // /healthz and the request metrics work as on one runtime.
+    let (status, _, body) = request(addr, "GET", "/healthz").await;
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    assert!(metrics.encode().contains("http_requests_total{daemon=\"test\",code=\"200\"} 17"), "{}", metrics.encode());
+
+    drop(conns);
+    token.cancel();
+    tokio::time::timeout(Duration::from_secs(5), task).await.expect("threads stop").unwrap().unwrap();
+    assert!(TcpStream::connect(addr).await.is_err(), "the listener is closed after shutdown");
+}
