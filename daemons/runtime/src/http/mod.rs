@@ -211,7 +211,7 @@ async fn tls_handshake(
 /// runtime that accepts from `listener` and serves the connections it accepted to their end,
 /// so a request never moves between threads and no thread wakes another to answer it (a
 /// multi-thread runtime's work stealing does both). The threads keep their connection
-/// counts within one of each other ([`Balance`]), and `limits` bounds them all together.
+/// counts within two of each other ([`Balance`]), and `limits` bounds them all together.
 ///
 /// The handler's futures run on those runtimes: `tokio::spawn` and `spawn_blocking` work
 /// there, `block_in_place` does not. A thread that cannot start stops the others; the
