@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::conn::{unexpected, Conn, Connection, Protocol, ThreadConns};
+use super::conn::{unexpected, CachedCap, Conn, Connection, Protocol, ThreadConns};
 use crate::acmed_capnp as wire;
 use crate::convert::acmed as conv;
 use crate::convert::{CallError, ReadOutcome};
@@ -160,7 +160,7 @@ impl Protocol for Acmed {
 /// The admin capability acmed handed out on one connection.
 #[derive(Default)]
 pub(crate) struct Caps {
-    acme_admin: RefCell<Option<wire::acme_admin::Client>>,
+    acme_admin: CachedCap<wire::acme_admin::Client>,
 }
 
 impl Conn<Acmed> {
@@ -169,12 +169,10 @@ impl Conn<Acmed> {
     }
 
     async fn acme_admin(&self) -> Result<wire::acme_admin::Client, CallError> {
-        if let Some(a) = self.caps.acme_admin.borrow().as_ref() {
-            return Ok(a.clone());
-        }
-        let admin = self.acmed().admin_request().send().promise.await?.get()?.read_outcome()?;
-        *self.caps.acme_admin.borrow_mut() = Some(admin.clone());
-        Ok(admin)
+        self.caps
+            .acme_admin
+            .get_or_obtain(|| async { self.acmed().admin_request().send().promise.await?.get()?.read_outcome() })
+            .await
     }
 }
 

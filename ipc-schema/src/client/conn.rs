@@ -352,6 +352,31 @@ pub(crate) struct Conn<P: Protocol> {
     broken: Rc<std::cell::Cell<bool>>,
 }
 
+/// One capability a connection obtains on first use and reuses after (an
+/// admin interface, say); it goes with the connection when that breaks.
+pub(crate) struct CachedCap<C>(RefCell<Option<C>>);
+
+impl<C> Default for CachedCap<C> {
+    fn default() -> Self {
+        Self(RefCell::new(None))
+    }
+}
+
+impl<C: Clone> CachedCap<C> {
+    /// The capability, obtained by `obtain` the first time.
+    pub(crate) async fn get_or_obtain<F>(&self, obtain: impl FnOnce() -> F) -> Result<C, CallError>
+    where
+        F: Future<Output = Result<C, CallError>>,
+    {
+        if let Some(c) = self.0.borrow().as_ref() {
+            return Ok(c.clone());
+        }
+        let c = obtain().await?;
+        *self.0.borrow_mut() = Some(c.clone());
+        Ok(c)
+    }
+}
+
 impl<P: Protocol> ConnState<P> {
     fn new(path: &Path, hold_driver: bool) -> Self {
         Self {

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::conn::{unexpected, Conn, Connection, Protocol, ThreadConns};
+use super::conn::{unexpected, CachedCap, Conn, Connection, Protocol, ThreadConns};
 use crate::convert::ctlogd as conv;
 use crate::convert::{CallError, ReadOutcome};
 use crate::ctlogd_capnp as wire;
@@ -115,7 +115,7 @@ impl Protocol for Ctlogd {
 /// The admin capability ctlogd handed out on one connection.
 #[derive(Default)]
 pub(crate) struct Caps {
-    ct_admin: RefCell<Option<wire::ct_admin::Client>>,
+    ct_admin: CachedCap<wire::ct_admin::Client>,
 }
 
 impl Conn<Ctlogd> {
@@ -124,12 +124,10 @@ impl Conn<Ctlogd> {
     }
 
     async fn ct_admin(&self) -> Result<wire::ct_admin::Client, CallError> {
-        if let Some(a) = self.caps.ct_admin.borrow().as_ref() {
-            return Ok(a.clone());
-        }
-        let admin = self.ctlogd().admin_request().send().promise.await?.get()?.read_outcome()?;
-        *self.caps.ct_admin.borrow_mut() = Some(admin.clone());
-        Ok(admin)
+        self.caps
+            .ct_admin
+            .get_or_obtain(|| async { self.ctlogd().admin_request().send().promise.await?.get()?.read_outcome() })
+            .await
     }
 }
 

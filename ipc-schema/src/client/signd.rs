@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::rc::Rc;
 
-use super::conn::{self, unexpected, Conn, ConnState, Connection, Job, Protocol, ThreadConns};
+use super::conn::{self, unexpected, CachedCap, Conn, ConnState, Connection, Job, Protocol, ThreadConns};
 use crate::convert::signd as conv;
 use crate::convert::{CallError, ReadOutcome};
 use crate::signd_capnp as wire;
@@ -522,7 +522,7 @@ impl Work {
 #[derive(Default)]
 pub(crate) struct Caps {
     signers: RefCell<HashMap<String, wire::signer::Client>>,
-    admin: RefCell<Option<wire::admin::Client>>,
+    admin: CachedCap<wire::admin::Client>,
     issuers: RefCell<HashMap<String, wire::issuer::Client>>,
     crl_signers: RefCell<HashMap<String, wire::crl_signer::Client>>,
     ocsp_signers: RefCell<HashMap<String, wire::ocsp_signer::Client>>,
@@ -555,12 +555,10 @@ impl Conn<Signd> {
     }
 
     async fn admin(&self) -> Result<wire::admin::Client, CallError> {
-        if let Some(a) = self.caps.admin.borrow().as_ref() {
-            return Ok(a.clone());
-        }
-        let admin = self.signd().admin_request().send().promise.await?.get()?.read_outcome()?;
-        *self.caps.admin.borrow_mut() = Some(admin.clone());
-        Ok(admin)
+        self.caps
+            .admin
+            .get_or_obtain(|| async { self.signd().admin_request().send().promise.await?.get()?.read_outcome() })
+            .await
     }
 
     async fn issuer(&self, name: &str) -> Result<wire::issuer::Client, CallError> {

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::conn::{unexpected, Conn, Connection, Protocol, ThreadConns};
+use super::conn::{unexpected, CachedCap, Conn, Connection, Protocol, ThreadConns};
 use crate::convert::tokend as conv;
 use crate::convert::{CallError, ReadOutcome};
 use crate::tokend_capnp as wire;
@@ -278,7 +278,7 @@ impl Protocol for Tokend {
 /// The admin capability tokend handed out on one connection.
 #[derive(Default)]
 pub(crate) struct Caps {
-    tokend_admin: RefCell<Option<wire::tokend_admin::Client>>,
+    tokend_admin: CachedCap<wire::tokend_admin::Client>,
 }
 
 impl Conn<Tokend> {
@@ -287,12 +287,10 @@ impl Conn<Tokend> {
     }
 
     async fn tokend_admin(&self) -> Result<wire::tokend_admin::Client, CallError> {
-        if let Some(a) = self.caps.tokend_admin.borrow().as_ref() {
-            return Ok(a.clone());
-        }
-        let admin = self.tokend().admin_request().send().promise.await?.get()?.read_outcome()?;
-        *self.caps.tokend_admin.borrow_mut() = Some(admin.clone());
-        Ok(admin)
+        self.caps
+            .tokend_admin
+            .get_or_obtain(|| async { self.tokend().admin_request().send().promise.await?.get()?.read_outcome() })
+            .await
     }
 }
 
