@@ -1,11 +1,17 @@
 //! What the HTTP/1.1 load generators (ocsp-load, token-load) share: the
-//! measured window, the counts a connection keeps, and the back-off after a
-//! failed connect.
+//! measured window, the counts a connection keeps, opening a connection, and
+//! the back-off after a failed one.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::time::{sleep_until, Instant};
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::time::{sleep_until, timeout_at, Instant};
 
 /// The measured window: outcomes count if they complete in `[window_start, end)`.
 #[derive(Clone, Copy, Debug)]
@@ -90,4 +96,46 @@ pub async fn connect_failed(stats: &mut Stats, clock: Clock, kind: String) {
         stats.error(kind);
     }
     sleep_until((now + Duration::from_millis(10)).min(clock.end)).await;
+}
+
+/// Opens one keep-alive HTTP/1.1 connection to `addr` for a connection's
+/// task, and counts it in `stats` (a reconnect too, inside the window). A
+/// connect or handshake that fails, or takes longer than `timeout`, is
+/// counted and backed off by [`connect_failed`]: `None`.
+pub async fn open(
+    addr: SocketAddr,
+    timeout: Duration,
+    stats: &mut Stats,
+    clock: Clock,
+) -> Option<http1::SendRequest<Full<Bytes>>> {
+    let deadline = (Instant::now() + timeout).min(clock.end);
+    let stream = match timeout_at(deadline, TcpStream::connect(addr)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            connect_failed(stats, clock, format!("connect: {}", e.kind())).await;
+            return None;
+        }
+        Err(_) => {
+            connect_failed(stats, clock, "connect: timeout".into()).await;
+            return None;
+        }
+    };
+    // Requests are one small write each; do not let Nagle hold them.
+    let _ = stream.set_nodelay(true);
+    let (sender, conn) = match http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream)).await {
+        Ok(pair) => pair,
+        Err(e) => {
+            connect_failed(stats, clock, format!("handshake: {e}")).await;
+            return None;
+        }
+    };
+    tokio::spawn(async move {
+        // Its errors surface through the sender.
+        let _ = conn.await;
+    });
+    stats.connections += 1;
+    if stats.connections > 1 && clock.counts(Instant::now()) {
+        stats.reconnects += 1;
+    }
+    Some(sender)
 }

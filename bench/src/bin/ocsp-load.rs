@@ -32,14 +32,11 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use clap::{Parser, ValueEnum};
 use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1;
 use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, HOST};
 use hyper::{Request, Uri};
-use hyper_util::rt::TokioIo;
-use signet_bench::load::{connect_failed, Clock, Stats};
+use signet_bench::load::{open, Clock, Stats};
 use signet_bench::ocsp;
 use signet_bench::{percentile, self_cpu_time};
-use tokio::net::TcpStream;
 use tokio::time::{sleep_until, timeout_at, Instant};
 
 /// Load generator for OCSP responders over HTTP/1.1.
@@ -261,35 +258,9 @@ async fn connection(id: usize, target: Arc<Target>, clock: Clock) -> Stats {
     // Staggered so that the sampled responses spread over the connections.
     let mut seen = id as u64;
     'connect: while Instant::now() < clock.end {
-        let deadline = (Instant::now() + target.timeout).min(clock.end);
-        let stream = match timeout_at(deadline, TcpStream::connect(target.addr)).await {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(e)) => {
-                connect_failed(&mut stats, clock, format!("connect: {}", e.kind())).await;
-                continue;
-            }
-            Err(_) => {
-                connect_failed(&mut stats, clock, "connect: timeout".into()).await;
-                continue;
-            }
+        let Some(mut sender) = open(target.addr, target.timeout, &mut stats, clock).await else {
+            continue;
         };
-        // Requests are one small write each; do not let Nagle hold them.
-        let _ = stream.set_nodelay(true);
-        let (mut sender, conn) = match http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream)).await {
-            Ok(pair) => pair,
-            Err(e) => {
-                connect_failed(&mut stats, clock, format!("handshake: {e}")).await;
-                continue;
-            }
-        };
-        tokio::spawn(async move {
-            // Its errors surface through the sender.
-            let _ = conn.await;
-        });
-        stats.connections += 1;
-        if stats.connections > 1 && clock.counts(Instant::now()) {
-            stats.reconnects += 1;
-        }
         loop {
             match timeout_at(clock.end, sender.ready()).await {
                 Ok(Ok(())) => {}

@@ -41,7 +41,7 @@ use hyper::{Request, Uri};
 use hyper_util::rt::TokioIo;
 use openssl::pkey::PKey;
 use signet_bench::cpu::{cpu_snapshot, parse_servers, round, CpuUse};
-use signet_bench::load::{connect_failed, Clock, Stats};
+use signet_bench::load::{open, Clock, Stats};
 use signet_bench::oauth::client_auth::{Assertion, ClientAuth};
 use signet_bench::oauth::form_encode;
 use signet_bench::percentile;
@@ -335,33 +335,9 @@ async fn fetch_token(target: &Target) -> anyhow::Result<String> {
 async fn connection(target: Arc<Target>, clock: Clock) -> Stats {
     let mut stats = Stats::default();
     'connect: while Instant::now() < clock.end {
-        let deadline = (Instant::now() + target.timeout).min(clock.end);
-        let stream = match timeout_at(deadline, TcpStream::connect(target.addr)).await {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(e)) => {
-                connect_failed(&mut stats, clock, format!("connect: {}", e.kind())).await;
-                continue;
-            }
-            Err(_) => {
-                connect_failed(&mut stats, clock, "connect: timeout".into()).await;
-                continue;
-            }
+        let Some(mut sender) = open(target.addr, target.timeout, &mut stats, clock).await else {
+            continue;
         };
-        let _ = stream.set_nodelay(true);
-        let (mut sender, conn) = match http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream)).await {
-            Ok(pair) => pair,
-            Err(e) => {
-                connect_failed(&mut stats, clock, format!("handshake: {e}")).await;
-                continue;
-            }
-        };
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        stats.connections += 1;
-        if stats.connections > 1 && clock.counts(Instant::now()) {
-            stats.reconnects += 1;
-        }
         loop {
             match timeout_at(clock.end, sender.ready()).await {
                 Ok(Ok(())) => {}
