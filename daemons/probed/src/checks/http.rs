@@ -167,13 +167,15 @@ impl HttpProbe {
             req
         };
         // A fresh client (pool) per run: no connection, not even an HTTP/2 one, is reused. The
-        // connector, with its CA bundle already read, is shared.
+        // connector, with its CA bundle already read, is shared. Clients made for one run are
+        // boxed: a run's future is what each of thousands of checks in flight holds, and two
+        // clients inline (this one and the retry's) were most of its size.
         let fresh;
         let client = if self.reuse {
             &self.client
         } else {
-            fresh = client_on(self.connector.clone(), self.version, false);
-            &fresh
+            fresh = Box::new(client_on(self.connector.clone(), self.version, false));
+            &*fresh
         };
         let resp = match client.request(request()).await {
             Ok(resp) => resp,
@@ -183,7 +185,7 @@ impl HttpProbe {
             // pool may still hold others the server is ending); what fails twice, or fails to
             // connect, is reported.
             Err(e) if self.reuse && !e.is_connect() && self.method.is_idempotent() => {
-                let once = client_on(self.connector.clone(), self.version, false);
+                let once = Box::new(client_on(self.connector.clone(), self.version, false));
                 once.request(request()).await.map_err(|e| Report::msg(error_chain(&e)))?
             }
             Err(e) => return Err(Report::msg(error_chain(&e))),
