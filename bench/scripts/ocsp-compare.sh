@@ -3,7 +3,8 @@
 # same machine, same run. For docs/performance.md.
 #
 #   bench/scripts/ocsp-compare.sh [--duration S] [--connections N] [--leaves N]
-#                                 [--only-nonce] [--rounds N] [--signd "BIN..."]
+#                                 [--only-nonce | --only-static] [--rounds N]
+#                                 [--signd "BIN..."] [--ocspd BIN]
 #
 # 1. The baseline: bench/scripts/ocsp-baseline.sh (openssl ocsp, single
 #    process and -multi 2, in its own network namespace), GET and POST.
@@ -22,19 +23,29 @@
 # times; --signd names signd binaries to take turns in each round (signd is
 # restarted on the same state, ocspd reconnects): an A/B of two builds of
 # signd in one window, e.g. --signd "/tmp/signd-main $SIGNET_BIN_DIR/signd".
+#
+# --ocspd BIN runs that ocspd binary instead of the build's (an A/B of two
+# builds of ocspd: run the script once with each, in turn).
+#
+# --only-static runs the limit alone (no baseline, no nonces): ocspd and
+# nginx in turn, --rounds times, each with the CPU its server processes
+# spent per response (utime + stime from /proc, over the measured run and
+# its warm-up).
 set -euo pipefail
 source "$(dirname "$0")/../../scripts/lib.sh"
 
-duration=10 connections=64 leaves=100 only_nonce=0 rounds=1 signds=""
+duration=10 connections=64 leaves=100 only_nonce=0 only_static=0 rounds=1 signds="" ocspd_bin=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --duration) duration="$2"; shift 2 ;;
     --connections) connections="$2"; shift 2 ;;
     --leaves) leaves="$2"; shift 2 ;;
     --only-nonce) only_nonce=1; shift ;;
+    --only-static) only_static=1 leaves=1; shift ;;
     --rounds) rounds="$2"; shift 2 ;;
     --signd) signds="$2"; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --ocspd) ocspd_bin="$2"; shift 2 ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ocsp-compare: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -51,15 +62,21 @@ trap cleanup EXIT
 
 results="$work/results.jsonl"
 : > "$results"
-run_load() { # label url dir method
-  local out
-  out="$("$LOAD" --url "$2" --requests-dir "$3" --method "$4" --connections "$connections" \
+# CPU ticks (utime + stime) of the processes named, children's threads included.
+ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo "$t"; }
+run_load() { # label url dir method [server pids...]
+  local out label="$1" url="$2" dir="$3" method="$4" t0 t1
+  shift 4
+  t0=$(ticks "$@")
+  out="$("$LOAD" --url "$url" --requests-dir "$dir" --method "$method" --connections "$connections" \
     --duration "$duration" --warmup 2 --output json)"
-  printf '{"label":"%s","load":%s}\n' "$1" "$out" | tee -a "$results" >&2
+  t1=$(ticks "$@")
+  printf '{"label":"%s","server_cpu_s":%s,"load":%s}\n' "$label" \
+    "$(python3 -c "import os; print(($t1 - $t0) / os.sysconf('SC_CLK_TCK'))")" "$out" | tee -a "$results" >&2
 }
 
 # --- the baseline -------------------------------------------------------------
-[ "$only_nonce" = 1 ] || for m in get post; do
+[ "$only_nonce" = 1 ] || [ "$only_static" = 1 ] || for m in get post; do
   bash "$SIGNET_ROOT/bench/scripts/ocsp-baseline.sh" --duration "$duration" --connections "$connections" \
     --leaves "$leaves" --method "$m" --json --ocsp-load "$LOAD" \
     | while read -r line; do
@@ -101,7 +118,8 @@ listen = "127.0.0.1:$port"
 [issuers.demo]
 registrars = { users = [$(id -u)] }
 TOML
-"$BIN/ocspd" --config "$work/ocspd.toml" 2>"$work/ocspd.log" & PIDS+=($!)
+"${ocspd_bin:-$BIN/ocspd}" --config "$work/ocspd.toml" 2>"$work/ocspd.log" & PIDS+=($!)
+OCSPD_PID=$!
 for _ in $(seq 1 200); do curl -fs "http://127.0.0.1:$port/crl/demo.crl" -o /dev/null && break; sleep 0.05; done
 
 say "issuing $leaves certificates through signd and recording them in ocspd"
@@ -132,7 +150,7 @@ if [ "$only_nonce" = 1 ]; then
         "http://127.0.0.1:$port/ocsp" "$work/req-nonce" post
     done
   done
-else
+elif [ "$only_static" = 0 ]; then
   run_load signet-ocspd-get "http://127.0.0.1:$port/ocsp" "$work/req-cached" get
   run_load signet-ocspd-post "http://127.0.0.1:$port/ocsp" "$work/req-cached" post
   run_load signet-ocspd-nonce-post "http://127.0.0.1:$port/ocsp" "$work/req-nonce" post
@@ -178,28 +196,41 @@ http {
 }
 CONF
 /usr/sbin/nginx -p "$n" -c "$n/nginx.conf" -e "$n/logs/error.log" & PIDS+=($!)
+NGINX_PID=$!
 for _ in $(seq 1 200); do curl -fs "http://127.0.0.1:$nport/ocsp/x" -o /dev/null && break; sleep 0.05; done
 cmp <(curl -fs "http://127.0.0.1:$nport/ocsp/x") "$n/www/response.der" || { echo "nginx does not serve the response" >&2; exit 1; }
-run_load signet-ocspd-get-one "http://127.0.0.1:$port/ocsp" "$work/req-one" get
-run_load nginx-static-get-one "http://127.0.0.1:$nport/ocsp" "$work/req-one" get
+NGINX_PIDS=("$NGINX_PID" $(pgrep -P "$NGINX_PID"))
+for r in $(seq 1 "$rounds"); do
+  run_load signet-ocspd-get-one "http://127.0.0.1:$port/ocsp" "$work/req-one" get "$OCSPD_PID"
+  run_load nginx-static-get-one "http://127.0.0.1:$nport/ocsp" "$work/req-one" get "${NGINX_PIDS[@]}"
+done
 
 python3 - "$results" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 def rate(r):
     return float(r["load"]["responses_per_sec"])
-by = {r["label"]: r for r in rows}
-print(f"{'run':34} {'resp/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
+def cpu_us(r):
+    # The CPU covers the warm-up too, whose responses the generator does
+    # not count: count them at the measured rate.
+    l = r["load"]
+    n = rate(r) * (float(l["seconds"]) + float(l["options"]["warmup"]))
+    return r["server_cpu_s"] * 1e6 / n if n else float("nan")
+by = {}
+for r in rows:
+    by.setdefault(r["label"], []).append(r)
+print(f"{'run':34} {'resp/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'server CPU µs/resp':>19}")
 for r in rows:
     l = r["load"]
-    print(f"{r['label']:34} {rate(r):10.0f} {l['p50_us'] / 1000:8.2f} {l['p99_us'] / 1000:8.2f}")
+    print(f"{r['label']:34} {rate(r):10.0f} {l['p50_us'] / 1000:8.2f} {l['p99_us'] / 1000:8.2f} {cpu_us(r):19.1f}")
 bases = sorted({r["label"].rsplit("-", 1)[0] for r in rows if r["label"].startswith("openssl-")})
 for m in ("get", "post"):
     s = by.get(f"signet-ocspd-{m}")
     for base in (f"{b}-{m}" for b in bases):
         if s and base in by:
-            print(f"ratio signet-ocspd-{m} / {base}: {rate(s) / rate(by[base]):.1f}x")
-s, n = by.get("signet-ocspd-get-one"), by.get("nginx-static-get-one")
-if s and n:
-    print(f"ratio signet-ocspd-get-one / nginx-static-get-one: {rate(s) / rate(n):.2f}x")
+            print(f"ratio signet-ocspd-{m} / {base}: {rate(s[0]) / rate(by[base][0]):.1f}x")
+s, n = by.get("signet-ocspd-get-one", []), by.get("nginx-static-get-one", [])
+for i, (a, b) in enumerate(zip(s, n), 1):
+    print(f"ratio signet-ocspd-get-one / nginx-static-get-one, round {i}: {rate(a) / rate(b):.2f}x "
+          f"(server CPU a response {cpu_us(a) / cpu_us(b):.2f}x nginx's)")
 PY

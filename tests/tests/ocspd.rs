@@ -652,19 +652,61 @@ fn responses_are_re_signed_before_next_update() {
 
 /// A response served (and so kept in memory) before a revocation is never
 /// served after the revocation is acknowledged.
+/// The status in a GET answer for `path`, as `openssl ocsp -respin` reads it
+/// (verified), and the answer's ETag.
+fn get_status(pki: &Pki, path: &str, cert: &Path) -> (String, String) {
+    let (code, headers, body) = pki.http_get(path);
+    assert_eq!(code, 200, "{path}: {headers}");
+    let etag = headers
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().starts_with("etag:").then(|| l[5..].trim().to_owned()))
+        .unwrap_or_else(|| panic!("no ETag: {headers}"));
+    let resp = pki.dir.join("get-resp.der");
+    std::fs::write(&resp, &body).unwrap();
+    let (_, out, err) = run(Command::new("openssl").arg("ocsp").args([
+        "-respin",
+        resp.to_str().unwrap(),
+        "-issuer",
+        pki.ca("issuing.pem").to_str().unwrap(),
+        "-cert",
+        cert.to_str().unwrap(),
+        "-CAfile",
+        pki.ca("chain.pem").to_str().unwrap(),
+    ]));
+    (format!("{out}{err}"), etag)
+}
+
 #[test]
 fn a_revocation_replaces_a_response_already_served() {
     let pki = Pki::start();
     let (leaf, serial) = pki.issue("hot.test");
+    let (_, encoded) = get_encodings(&pki.request(&leaf, false, "hot-req.der"));
+    let get = format!("/ocsp/{encoded}");
+    // Asked again and again: answered from the store, then from the answers
+    // ocspd keeps ready (POST bodies and GET paths alike).
+    let mut etag = String::new();
     for _ in 0..3 {
         assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce"]), &leaf, "good");
         assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce", "-sha256"]), &leaf, "good");
+        let (text, tag) = get_status(&pki, &get, &leaf);
+        assert_status(&text, &leaf, "good");
+        etag = tag;
     }
+    // A kept answer still honours If-None-Match.
+    let (code, headers, body) = pki.curl(&["-H", &format!("If-None-Match: {etag}"), &pki.url(&get)]);
+    assert_eq!(code, 304, "{headers}");
+    assert!(body.is_empty() && headers.to_ascii_lowercase().contains("cache-control: max-age="), "{headers}");
     let (st, out, err) = run(pki.signetctl().args(["cert", "revoke", &serial, "--reason", "key-compromise"]));
     assert!(st.success(), "{out}{err}");
-    // Right after the acknowledgement, over both CertID hashes.
+    // Right after the acknowledgement, over both CertID hashes and over GET.
     assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce"]), &leaf, "revoked");
     assert_status(&pki.openssl_ocsp(&leaf, &["-no_nonce", "-sha256"]), &leaf, "revoked");
+    let (text, revoked_tag) = get_status(&pki, &get, &leaf);
+    assert_status(&text, &leaf, "revoked");
+    assert_ne!(revoked_tag, etag, "a new response, a new entity tag");
+    // The old tag no longer matches: the revoked response is sent in full.
+    let (code, headers, _) = pki.curl(&["-H", &format!("If-None-Match: {etag}"), &pki.url(&get)]);
+    assert_eq!(code, 200, "{headers}");
 }
 
 // --- certificateHold and its release ------------------------------------------

@@ -111,6 +111,25 @@ impl LoadedIssuer {
     }
 }
 
+/// How long HTTP caches may keep a response (RFC 5019 6.2): Last-Modified is
+/// thisUpdate, Expires nextUpdate, and max-age never reaches past nextUpdate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Freshness {
+    /// thisUpdate, Unix seconds.
+    pub this_update: i64,
+    /// nextUpdate, Unix seconds.
+    pub next_update: i64,
+    /// The longest max-age (the issuer's `cache_max_age_seconds`).
+    pub max_age_cap: u64,
+}
+
+impl Freshness {
+    /// max-age at `now`: the cap, or the seconds left to nextUpdate if fewer.
+    pub fn max_age(&self, now: i64) -> u64 {
+        self.max_age_cap.min((self.next_update - now).max(0) as u64)
+    }
+}
+
 /// How an OCSP request was answered, for the HTTP layer and metrics.
 #[derive(Debug)]
 pub enum OcspAnswer {
@@ -121,9 +140,9 @@ pub enum OcspAnswer {
         der: Vec<u8>,
         /// Its HTTP entity tag.
         etag: String,
-        /// (thisUpdate, nextUpdate, max-age) when HTTP caches may keep it
-        /// (not for a nonce or an `unknown` status).
-        cache: Option<(i64, i64, u64)>,
+        /// When HTTP caches may keep it, for how long (not for a nonce or
+        /// an `unknown` status).
+        cache: Option<Freshness>,
         /// good, revoked or unknown; "cached" for a pre-signed response,
         /// "several" for one about several certificates.
         status: &'static str,
@@ -736,7 +755,11 @@ impl Core {
         };
         if let Some(r) = cached.filter(|r| r.next_update > now) {
             return OcspAnswer::Signed {
-                cache: Some((r.this_update, r.next_update, self.max_age(iss, r.next_update, now))),
+                cache: Some(Freshness {
+                    this_update: r.this_update,
+                    next_update: r.next_update,
+                    max_age_cap: iss.settings.cache_max_age_seconds,
+                }),
                 der: r.der,
                 etag: r.etag,
                 // Reading the status back would mean decoding the response.
@@ -782,8 +805,11 @@ impl Core {
             }
         }
         OcspAnswer::Signed {
-            cache: cacheable
-                .then(|| (signed.this_update, signed.next_update, self.max_age(iss, signed.next_update, now))),
+            cache: cacheable.then_some(Freshness {
+                this_update: signed.this_update,
+                next_update: signed.next_update,
+                max_age_cap: iss.settings.cache_max_age_seconds,
+            }),
             der: signed.der,
             etag: signed.etag,
             status: status_name(&status),
@@ -847,10 +873,6 @@ impl Core {
             }
         }
         self.fresh_signatures.try_acquire().map_err(|_| signet_ca::OcspErrorStatus::TryLater)
-    }
-
-    fn max_age(&self, iss: &LoadedIssuer, next_update: i64, now: i64) -> u64 {
-        iss.settings.cache_max_age_seconds.min((next_update - now).max(0) as u64)
     }
 
     /// Re-signs `issuer`'s cached responses whose nextUpdate is within the

@@ -13,9 +13,9 @@
 //! `malformedRequest` (HTTP 200, as RFC 6960 wants); a CRL path that does not
 //! exist gets 404.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
 
 use base64::Engine;
 use bytes::Bytes;
@@ -34,7 +34,8 @@ use signet_runtime::http::Body;
 use signet_runtime::http::{text_response, Handler, PeerAddr};
 use signet_runtime::metrics::Metrics;
 
-use crate::core::{Core, OcspAnswer};
+use crate::core::{Core, Freshness, OcspAnswer};
+use crate::hot::{cache_control, CacheHeaders, Hot, HotAnswers, Via};
 use crate::db::CrlKind;
 
 /// The largest OCSP request accepted (one CertID plus a nonce is ~100 bytes;
@@ -58,6 +59,9 @@ pub struct OcspHttp(Arc<Inner>);
 struct Inner {
     core: Arc<Core>,
     answers: Family<OcspLabels, Counter>,
+    /// `answers` for outcome "cached", looked up once.
+    cached: Counter,
+    hot: HotAnswers,
 }
 
 impl OcspHttp {
@@ -65,7 +69,8 @@ impl OcspHttp {
     pub fn new(core: Arc<Core>, metrics: &Metrics) -> Self {
         let answers = Family::<OcspLabels, Counter>::default();
         metrics.register("ocsp_responses", "OCSP responses sent, by outcome", answers.clone());
-        Self(Arc::new(Inner { core, answers }))
+        let cached = answers.get_or_create(&OcspLabels { outcome: "cached" }).clone();
+        Self(Arc::new(Inner { core, answers, cached, hot: HotAnswers::default() }))
     }
 }
 
@@ -79,7 +84,7 @@ impl Handler for OcspHttp {
 impl Inner {
     async fn route(&self, req: Request<Body>) -> Response<Full<Bytes>> {
         // Proxies often double the leading slash: any number of them means one.
-        let path = req.uri().path().trim_start_matches('/').to_owned();
+        let path = req.uri().path().trim_start_matches('/');
         if let Some(rest) = path.strip_prefix("crl/") {
             return match *req.method() {
                 Method::GET | Method::HEAD => self.crl(rest, req.headers()),
@@ -89,37 +94,62 @@ impl Inner {
         // Every If-None-Match field line (usually none: no allocation).
         let if_none_match: Vec<HeaderValue> = req.headers().get_all(IF_NONE_MATCH).iter().cloned().collect();
         let client = req.extensions().get::<PeerAddr>().map(|p| p.0.ip());
-        let der = match *req.method() {
+        match *req.method() {
             Method::POST => match read_body(req).await {
-                Ok(b) => b,
-                Err(resp) => return resp,
+                Ok(der) => self.ocsp(Via::Post, &der, || Some(Cow::Borrowed(&der)), &if_none_match, client).await,
+                Err(resp) => resp,
             },
-            Method::GET | Method::HEAD => match decode_get(get_payload(&path)) {
-                Some(der) => der,
-                None => return self.ocsp_error(OcspErrorStatus::MalformedRequest),
-            },
-            _ => return method_not_allowed("GET, HEAD, POST"),
-        };
-        self.ocsp(&der, &if_none_match, client).await
+            Method::GET | Method::HEAD => {
+                let encoded = get_payload(path);
+                let der = || decode_get(encoded).map(Cow::Owned);
+                self.ocsp(Via::Get, encoded.as_bytes(), der, &if_none_match, client).await
+            }
+            _ => method_not_allowed("GET, HEAD, POST"),
+        }
     }
 
-    async fn ocsp(&self, der: &[u8], if_none_match: &[HeaderValue], client: Option<IpAddr>) -> Response<Full<Bytes>> {
-        match self.core.answer(der, client).await {
+    /// Answers the OCSP request that arrived as `request` (a GET's base64 or
+    /// a POST's body); `der` gives its DER, needed unless a kept answer
+    /// ([`HotAnswers`]) serves it.
+    async fn ocsp<'r>(
+        &self,
+        via: Via,
+        request: &[u8],
+        der: impl FnOnce() -> Option<Cow<'r, [u8]>>,
+        if_none_match: &[HeaderValue],
+        client: Option<IpAddr>,
+    ) -> Response<Full<Bytes>> {
+        // Read before the store is (see `hot`).
+        let commits = self.core.db.store.commits();
+        let now = self.core.now_secs();
+        if let Some(hot) = self.hot.get(via, request, commits, now) {
+            self.cached.inc();
+            return hot_response(&hot, now, if_none_match);
+        }
+        let Some(der) = der() else { return self.ocsp_error(OcspErrorStatus::MalformedRequest) };
+        match self.core.answer(&der, client).await {
             OcspAnswer::Error(status) => self.ocsp_error(status),
-            OcspAnswer::Signed { der, etag: tag, cache, status, .. } => {
+            OcspAnswer::Signed { der, etag, cache: Some(freshness), status, presigned } => {
                 self.answers.get_or_create(&OcspLabels { outcome: status }).inc();
-                if cache.is_some() && matches_etag(if_none_match, &tag) {
-                    return not_modified(&tag, cache);
+                let der = Bytes::from(der);
+                if presigned {
+                    let hot = self.hot.keep(via, request, commits, der, etag, freshness);
+                    return hot_response(&hot, now, if_none_match);
+                }
+                let headers = CacheHeaders::new(&etag, &freshness);
+                if matches_etag(if_none_match, &etag) {
+                    return not_modified(&headers, &freshness, now);
                 }
                 let mut resp = der_response(der, OCSP_RESPONSE);
-                match cache {
-                    Some(c) => caching_headers(resp.headers_mut(), &tag, c),
-                    // Single-use (a nonce) or not to be kept (an unknown
-                    // serial may be recorded any moment): no validators.
-                    None => {
-                        resp.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-                    }
-                }
+                caching_headers(resp.headers_mut(), &headers, &freshness, now);
+                resp
+            }
+            OcspAnswer::Signed { der, status, cache: None, .. } => {
+                self.answers.get_or_create(&OcspLabels { outcome: status }).inc();
+                // Single-use (a nonce) or not to be kept (an unknown serial
+                // may be recorded any moment): no validators.
+                let mut resp = der_response(Bytes::from(der), OCSP_RESPONSE);
+                resp.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
                 resp
             }
         }
@@ -135,7 +165,7 @@ impl Inner {
         self.answers.get_or_create(&OcspLabels { outcome }).inc();
         match signet_ca::ocsp_error_response(status) {
             Ok(der) => {
-                let mut resp = der_response(der, OCSP_RESPONSE);
+                let mut resp = der_response(Bytes::from(der), OCSP_RESPONSE);
                 resp.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
                 resp
             }
@@ -146,7 +176,7 @@ impl Inner {
         }
     }
 
-    fn crl(&self, rest: &str, headers: &HeaderMap) -> Response<Full<Bytes>> {
+    fn crl(&self, rest: &str, headers_in: &HeaderMap) -> Response<Full<Bytes>> {
         let not_found = || text_response(StatusCode::NOT_FOUND, "no such CRL\n");
         let (name, kind) = match rest.split_once('/') {
             None => match rest.strip_suffix(".crl") {
@@ -178,15 +208,15 @@ impl Inner {
             }
         };
         let tag = crl.etag;
-        let cache = Some((crl.this_update, crl.next_update, (crl.next_update - self.core.now_secs()).max(0) as u64));
-        let if_none_match: Vec<HeaderValue> = headers.get_all(IF_NONE_MATCH).iter().cloned().collect();
+        // A CRL may be kept until its nextUpdate.
+        let freshness = Freshness { this_update: crl.this_update, next_update: crl.next_update, max_age_cap: u64::MAX };
+        let (headers, now) = (CacheHeaders::new(&tag, &freshness), self.core.now_secs());
+        let if_none_match: Vec<HeaderValue> = headers_in.get_all(IF_NONE_MATCH).iter().cloned().collect();
         if matches_etag(&if_none_match, &tag) {
-            return not_modified(&tag, cache);
+            return not_modified(&headers, &freshness, now);
         }
-        let mut resp = der_response(crl.der, PKIX_CRL);
-        if let Some(c) = cache {
-            caching_headers(resp.headers_mut(), &tag, c);
-        }
+        let mut resp = der_response(Bytes::from(crl.der), PKIX_CRL);
+        caching_headers(resp.headers_mut(), &headers, &freshness, now);
         resp
     }
 }
@@ -240,12 +270,20 @@ fn etag_list_contains(list: &str, ours: &str) -> bool {
     }
 }
 
-fn not_modified(tag: &str, cache: Option<(i64, i64, u64)>) -> Response<Full<Bytes>> {
+fn not_modified(headers: &CacheHeaders, freshness: &Freshness, now: i64) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::new()));
     *resp.status_mut() = StatusCode::NOT_MODIFIED;
-    if let Some(c) = cache {
-        caching_headers(resp.headers_mut(), tag, c);
+    caching_headers(resp.headers_mut(), headers, freshness, now);
+    resp
+}
+
+/// A kept answer ([`HotAnswers`]): the response, or 304 if the client has it.
+fn hot_response(hot: &Hot, now: i64, if_none_match: &[HeaderValue]) -> Response<Full<Bytes>> {
+    if matches_etag(if_none_match, &hot.etag) {
+        return not_modified(&hot.headers, &hot.freshness, now);
     }
+    let mut resp = der_response(hot.der.clone(), OCSP_RESPONSE);
+    caching_headers(resp.headers_mut(), &hot.headers, &hot.freshness, now);
     resp
 }
 
@@ -290,31 +328,28 @@ fn is_ocsp_request_type(value: &HeaderValue) -> bool {
     essence.eq_ignore_ascii_case(OCSP_REQUEST)
 }
 
-fn der_response(der: Vec<u8>, content_type: &'static str) -> Response<Full<Bytes>> {
-    let mut resp = Response::new(Full::new(Bytes::from(der)));
+fn der_response(der: Bytes, content_type: &'static str) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(der));
     resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
 }
 
-fn http_date(secs: i64) -> HeaderValue {
-    let t = UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64);
-    // An HTTP-date is plain ASCII.
-    HeaderValue::from_str(&httpdate::fmt_http_date(t))
-        .unwrap_or_else(|_| HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"))
-}
-
 /// RFC 5019 6.2: Last-Modified = thisUpdate, Expires = nextUpdate, max-age
-/// no later than nextUpdate, and an ETag. `cache` is (thisUpdate, nextUpdate, max-age).
-fn caching_headers(h: &mut HeaderMap, tag: &str, (this_update, next_update, max_age): (i64, i64, u64)) {
-    let cc = format!("max-age={max_age}, public, no-transform, must-revalidate");
-    if let Ok(v) = HeaderValue::from_str(&cc) {
+/// no later than nextUpdate, and an ETag.
+fn caching_headers(h: &mut HeaderMap, headers: &CacheHeaders, freshness: &Freshness, now: i64) {
+    let max_age = freshness.max_age(now);
+    let cc = match &headers.capped {
+        Some(capped) if max_age == freshness.max_age_cap => Some(capped.clone()),
+        _ => cache_control(max_age),
+    };
+    if let Some(v) = cc {
         h.insert(CACHE_CONTROL, v);
     }
-    if let Ok(v) = HeaderValue::from_str(tag) {
-        h.insert(ETAG, v);
+    if let Some(v) = &headers.etag {
+        h.insert(ETAG, v.clone());
     }
-    h.insert(LAST_MODIFIED, http_date(this_update));
-    h.insert(EXPIRES, http_date(next_update));
+    h.insert(LAST_MODIFIED, headers.last_modified.clone());
+    h.insert(EXPIRES, headers.expires.clone());
 }
 
 fn method_not_allowed(allow: &'static str) -> Response<Full<Bytes>> {

@@ -18,6 +18,7 @@ pub mod config;
 pub mod core;
 pub mod crl;
 pub mod db;
+pub mod hot;
 pub mod http;
 pub mod issuers;
 pub mod limit;

@@ -16,6 +16,7 @@
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, OnceLock};
 use std::thread::{JoinHandle, ThreadId};
@@ -113,6 +114,7 @@ impl GroupWriter {
         reserve: Option<Arc<Reserve>>,
         linger: std::time::Duration,
         failure: Arc<OnceLock<String>>,
+        commits: Arc<AtomicU64>,
     ) -> Result<Self, StoreError> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let thread = std::thread::Builder::new()
@@ -128,9 +130,9 @@ impl GroupWriter {
                     let outcome = match &reserve {
                         None => {
                             gather(&queue, &mut group, linger);
-                            commit_group(&env, store_id, group)
+                            commit_group(&env, store_id, &commits, group)
                         }
-                        Some(reserve) => commit_each(&env, store_id, reserve, group),
+                        Some(reserve) => commit_each(&env, store_id, &commits, reserve, group),
                     };
                     if let Err(lmdb::Error::Panic) = outcome {
                         note_failure(&failure, &StoreError::lmdb("commit")(lmdb::Error::Panic));
@@ -184,7 +186,7 @@ fn run(job: Job, txn: &mut WriteTxn<'_>) -> Option<Finish> {
 }
 
 /// Commits `group` in one transaction; returns the LMDB error that failed it, if any.
-fn commit_group(env: &Environment, store_id: u64, group: Vec<Job>) -> Result<(), lmdb::Error> {
+fn commit_group(env: &Environment, store_id: u64, commits: &AtomicU64, group: Vec<Job>) -> Result<(), lmdb::Error> {
     let mut parent = match env.begin_rw_txn() {
         Ok(txn) => txn,
         Err(e) => {
@@ -218,12 +220,22 @@ fn commit_group(env: &Environment, store_id: u64, group: Vec<Job>) -> Result<(),
         return Ok(());
     }
     let committed = parent.commit();
+    if committed.is_ok() {
+        // Before anyone learns of it (see `Store::commits`).
+        commits.fetch_add(1, Ordering::Release);
+    }
     finishers.into_iter().for_each(|f| f(committed));
     committed
 }
 
 /// Commits each of `group` in its own transaction; returns the last LMDB error, if any.
-fn commit_each(env: &Environment, store_id: u64, reserve: &Reserve, group: Vec<Job>) -> Result<(), lmdb::Error> {
+fn commit_each(
+    env: &Environment,
+    store_id: u64,
+    commits: &AtomicU64,
+    reserve: &Reserve,
+    group: Vec<Job>,
+) -> Result<(), lmdb::Error> {
     let mut outcome = Ok(());
     for job in group {
         if let Err(e) = reserve.ensure(env) {
@@ -242,6 +254,9 @@ fn commit_each(env: &Environment, store_id: u64, reserve: &Reserve, group: Vec<J
         let mut txn = WriteTxn::new(txn, store_id);
         if let Some(finish) = run(job, &mut txn) {
             let committed = txn.into_inner().commit();
+            if committed.is_ok() {
+                commits.fetch_add(1, Ordering::Release);
+            }
             finish(committed);
             if let Err(e) = committed {
                 outcome = Err(e);

@@ -182,6 +182,7 @@ impl Store {
         Ok(Store {
             inner: Arc::new(Inner {
                 id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
+                commits: Arc::new(AtomicU64::new(0)),
                 application: opts.application,
                 group_linger: opts.group_linger,
                 reserve,
@@ -210,6 +211,7 @@ impl Store {
         Ok(Store {
             inner: Arc::new(Inner {
                 id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
+                commits: Arc::new(AtomicU64::new(0)),
                 application: opts.application,
                 group_linger: opts.group_linger,
                 reserve: None,
@@ -306,6 +308,7 @@ impl Store {
         let mut txn = WriteTxn::new(txn, self.inner.id);
         let out = f(&mut txn)?;
         txn.into_inner().commit().map_err(lmdb("commit"))?;
+        self.inner.commits.fetch_add(1, Ordering::Release);
         Ok(out)
     }
 
@@ -342,6 +345,16 @@ impl Store {
         }
     }
 
+    /// How many write transactions have been committed through this handle
+    /// (from any thread, grouped or not) since it was opened. It grows before
+    /// any writer learns that its commit succeeded, so a cache of what the
+    /// store holds, filled after reading this number, is current for as long
+    /// as the number has not changed: read it *before* the read transaction
+    /// the cached value comes from.
+    pub fn commits(&self) -> u64 {
+        self.inner.commits.load(Ordering::Acquire)
+    }
+
     /// Flushes all committed transactions to disk (`fsync`). Needed only with
     /// [`Durability::Process`], e.g. before reporting a batch as safe.
     ///
@@ -371,6 +384,8 @@ static OPEN_PATHS: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
 #[derive(Debug)]
 pub(crate) struct Inner {
     id: u64,
+    /// Write transactions committed through this handle ([`Store::commits`]).
+    commits: Arc<AtomicU64>,
     application: &'static str,
     /// [`StoreOptions::group_linger`].
     group_linger: std::time::Duration,
@@ -442,6 +457,7 @@ impl Inner {
                 self.reserve.clone(),
                 self.group_linger,
                 Arc::clone(&self.failure),
+                Arc::clone(&self.commits),
             )
             .map_err(|e| e.to_string())
         });

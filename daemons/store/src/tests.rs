@@ -993,3 +993,29 @@ fn a_copy_of_another_processs_write_map_store_while_it_commits() {
     child.wait().expect("wait child");
     reader.join().expect("reader");
 }
+
+#[test]
+fn commits_count_every_committed_write_and_nothing_else() {
+    for write_map in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut opts = StoreOptions::new("testd", 3);
+        opts.write_map = write_map;
+        let store = Store::open(&dir.path().join("state"), opts).expect("open store");
+        let t = store.table::<u64, String>("t").expect("table");
+        let before = store.commits();
+        store.write(|txn| txn.put(&t, &1, &"one".to_string())).expect("write");
+        assert_eq!(store.commits(), before + 1, "write_map {write_map}: a write");
+        let refused = store.write(|txn| {
+            txn.put(&t, &2, &"two".to_string())?;
+            Err::<(), StoreError>(StoreError::MapFull)
+        });
+        assert!(refused.is_err());
+        assert_eq!(store.commits(), before + 1, "write_map {write_map}: an aborted write is not a commit");
+        futures::executor::block_on(store.write_grouped(move |txn| txn.put(&t, &3, &"three".to_string())))
+            .expect("grouped write");
+        // Counted before the writer was told: no race with the assertion.
+        assert_eq!(store.commits(), before + 2, "write_map {write_map}: a grouped write");
+        store.read(|txn| txn.get(&t, &1)).expect("read");
+        assert_eq!(store.commits(), before + 2, "write_map {write_map}: a read");
+    }
+}
