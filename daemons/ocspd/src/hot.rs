@@ -136,7 +136,15 @@ impl HotAnswers {
 
     /// Keeps the answer to `request`, read from the store after `commits`
     /// was read from it; returns it.
-    pub fn keep(&self, via: Via, request: &[u8], commits: u64, der: Bytes, etag: String, freshness: Freshness) -> Arc<Hot> {
+    pub fn keep(
+        &self,
+        via: Via,
+        request: &[u8],
+        commits: u64,
+        der: Bytes,
+        etag: String,
+        freshness: Freshness,
+    ) -> Arc<Hot> {
         let headers = CacheHeaders::new(&etag, &freshness);
         let hot = Arc::new(Hot { der, etag, headers, freshness, commits });
         if request.len() <= MAX_KEY_BYTES {

@@ -35,8 +35,8 @@ use signet_runtime::http::{text_response, Handler, PeerAddr};
 use signet_runtime::metrics::Metrics;
 
 use crate::core::{Core, Freshness, OcspAnswer};
-use crate::hot::{cache_control, CacheHeaders, Hot, HotAnswers, Via};
 use crate::db::CrlKind;
+use crate::hot::{cache_control, CacheHeaders, Hot, HotAnswers, Via};
 
 /// The largest OCSP request accepted (one CertID plus a nonce is ~100 bytes;
 /// signed requests with certificates are bigger).
