@@ -151,9 +151,9 @@ if [ "$only_nonce" = 1 ]; then
     done
   done
 elif [ "$only_static" = 0 ]; then
-  run_load signet-ocspd-get "http://127.0.0.1:$port/ocsp" "$work/req-cached" get
-  run_load signet-ocspd-post "http://127.0.0.1:$port/ocsp" "$work/req-cached" post
-  run_load signet-ocspd-nonce-post "http://127.0.0.1:$port/ocsp" "$work/req-nonce" post
+  run_load signet-ocspd-get "http://127.0.0.1:$port/ocsp" "$work/req-cached" get "$OCSPD_PID"
+  run_load signet-ocspd-post "http://127.0.0.1:$port/ocsp" "$work/req-cached" post "$OCSPD_PID"
+  run_load signet-ocspd-nonce-post "http://127.0.0.1:$port/ocsp" "$work/req-nonce" post "$OCSPD_PID"
 fi
 
 # --- the limit: nginx serving one pre-signed response as a static file ------
@@ -215,7 +215,8 @@ def cpu_us(r):
     # not count: count them at the measured rate.
     l = r["load"]
     n = rate(r) * (float(l["seconds"]) + float(l["options"]["warmup"]))
-    return r["server_cpu_s"] * 1e6 / n if n else float("nan")
+    cpu = r.get("server_cpu_s")
+    return cpu * 1e6 / n if n and cpu else float("nan")
 by = {}
 for r in rows:
     by.setdefault(r["label"], []).append(r)
