@@ -8,7 +8,10 @@ export SIGNET_CACHE="${SIGNET_CACHE:-$HOME/.cache/signet}"
 # One target directory per checkout: cargo names a workspace member's artifacts
 # by its path relative to the workspace, so two checkouts sharing a target
 # directory can pick up each other's builds. Keyed by the checkout's path.
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$SIGNET_CACHE/target-$(printf '%s' "$SIGNET_ROOT" | sha256sum | cut -c1-12)}"
+SIGNET_CHECKOUT_KEY="$(printf '%s' "$SIGNET_ROOT" | sha256sum | cut -c1-12)"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$SIGNET_CACHE/target-$SIGNET_CHECKOUT_KEY}"
+# The fuzz targets' (nightly, sanitizers): one per checkout too.
+SIGNET_FUZZ_TARGET_DIR="$SIGNET_CACHE/fuzz-target-$SIGNET_CHECKOUT_KEY"
 export SIGNET_BIN_DIR="$CARGO_TARGET_DIR/release"
 
 # Debian packages Signet needs to build and test, as "command-or-file:package".
@@ -166,6 +169,56 @@ print(next((p["manifest_path"] for p in json.load(sys.stdin)["packages"]
 build_all() {
   say "building (release, target dir $CARGO_TARGET_DIR)"
   (cd "$SIGNET_ROOT" && cargo build --release --workspace --lib --bins --examples --locked "$@")
+}
+
+# --- a cached build kept across fresh clones ---------------------------------
+# A fresh clone gives every file the clone's time, and cargo decides what to
+# rebuild by time, so it rebuilds every workspace crate (about 19 minutes on
+# 2 slow cores) even when the cached target directory holds a build of the very
+# same sources. So: a run of scripts/test that began and ended on a clean tree
+# at one commit records that commit in each target directory it built
+# (`stamp_build`); the next run, `reuse_build_times`, if its own tree is clean,
+# that commit is an ancestor of HEAD, and nothing was built in those
+# directories since (no fingerprint newer than the stamp: no `cargo build` by
+# hand, from a dirty tree or another commit), gives every tracked file an old
+# time and the files changed since that commit the present time. Cargo then
+# rebuilds only what changed. Otherwise the times stay as they are and cargo
+# decides as it always does.
+SIGNET_BUILT_FROM="signet-built-from"
+SIGNET_OLD_TIME="@946684800"  # 2000-01-01, older than any build
+
+# HEAD's commit if the tracked files are exactly HEAD's; nothing otherwise.
+clean_head() {
+  [ -d "$SIGNET_ROOT/.git" ] || return 0
+  [ -z "$(git -C "$SIGNET_ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] || return 0
+  git -C "$SIGNET_ROOT" rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null || true
+}
+
+reuse_build_times() { # target-dir...
+  local head dir from froms=()
+  head="$(clean_head)"
+  [ -n "$head" ] || return 0
+  for dir in "$@"; do
+    from="$(cat "$dir/$SIGNET_BUILT_FROM" 2>/dev/null)" || return 0
+    git -C "$SIGNET_ROOT" merge-base --is-ancestor "$from" "$head" 2>/dev/null || return 0
+    [ -z "$(find "$dir" -path '*/.fingerprint/*' -newer "$dir/$SIGNET_BUILT_FROM" -print -quit 2>/dev/null)" ] || return 0
+    froms+=("$from")
+  done
+  [ ${#froms[@]} -gt 0 ] || return 0
+  (
+    cd "$SIGNET_ROOT"
+    git ls-files -z | xargs -0 -r touch -h -c -d "$SIGNET_OLD_TIME"
+    for from in "${froms[@]}"; do git diff --name-only -z "$from" "$head" --; done | xargs -0 -r touch -h -c
+  )
+  say "reusing the cached build of ${froms[0]:0:12}: $(for from in "${froms[@]}"; do git -C "$SIGNET_ROOT" diff --name-only "$from" "$head" --; done | sort -u | wc -l) files changed since"
+}
+
+stamp_build() { # start-commit target-dir...: records the build if the tree is still clean at start-commit
+  local start="$1" dir; shift
+  [ -n "$start" ] && [ "$(clean_head)" = "$start" ] || return 0
+  for dir in "$@"; do
+    if [ -d "$dir" ]; then printf '%s\n' "$start" >"$dir/$SIGNET_BUILT_FROM"; fi
+  done
 }
 
 # Go, for the interop peers: lego and Pebble now, and the CT, OAuth, object-store
