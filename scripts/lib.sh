@@ -207,10 +207,21 @@ reuse_build_times() { # target-dir...
   [ ${#froms[@]} -gt 0 ] || return 0
   (
     cd "$SIGNET_ROOT"
+    # Files and the directories holding them (a build script may watch a
+    # directory: ipc-schema's `rerun-if-changed=schema`); what changed since,
+    # and the directories it was added to or removed from, get the present time.
     git ls-files -z | xargs -0 -r touch -h -c -d "$SIGNET_OLD_TIME"
-    for from in "${froms[@]}"; do git diff --name-only -z "$from" "$head" --; done | xargs -0 -r touch -h -c
+    git -c core.quotePath=false ls-files | parent_dirs | xargs -d '\n' -r touch -h -c -d "$SIGNET_OLD_TIME"
+    changed="$(for from in "${froms[@]}"; do git -c core.quotePath=false diff --name-only "$from" "$head" --; done)"
+    [ -z "$changed" ] || printf '%s\n' "$changed" | xargs -d '\n' -r touch -h -c
+    [ -z "$changed" ] || printf '%s\n' "$changed" | parent_dirs | xargs -d '\n' -r touch -h -c
   )
   say "reusing the cached build of ${froms[0]:0:12}: $(for from in "${froms[@]}"; do git -C "$SIGNET_ROOT" diff --name-only "$from" "$head" --; done | sort -u | wc -l) files changed since"
+}
+
+# Every directory above each path read from stdin, and ".", once each.
+parent_dirs() {
+  awk -F/ '{ p = $1; for (i = 2; i <= NF; i++) { print p; p = p "/" $i } } END { print "." }' | sort -u
 }
 
 stamp_build() { # start-commit target-dir...: records the build if the tree is still clean at start-commit

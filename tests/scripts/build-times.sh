@@ -14,16 +14,16 @@ check() { # name condition...
 mtime() { stat -c %Y "$SIGNET_ROOT/$1"; }
 old() { [ "$(mtime "$1")" -lt 1000000000 ]; }
 recent() { [ "$(mtime "$1")" -gt $(( $(date +%s) - 600 )) ]; }
-fresh_times() { (cd "$SIGNET_ROOT" && git ls-files -z | xargs -0 touch); }
+fresh_times() { (cd "$SIGNET_ROOT" && git ls-files -z | xargs -0 touch && touch . src schema); }
 
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 SIGNET_ROOT="$scratch/repo"
 target="$scratch/target"
-mkdir -p "$SIGNET_ROOT/src" "$target/release/.fingerprint/x-1"
+mkdir -p "$SIGNET_ROOT/src" "$SIGNET_ROOT/schema" "$target/release/.fingerprint/x-1"
 git() { command git -c user.name=t -c user.email=t@example.org "$@"; }
 (
-  cd "$SIGNET_ROOT" && git init -q . && echo a >src/a.rs && echo b >src/b.rs && git add . && git commit -qm one
+  cd "$SIGNET_ROOT" && git init -q . && echo a >src/a.rs && echo b >src/b.rs && echo s >schema/s.capnp && git add . && git commit -qm one
 ) || exit 1
 first="$(git -C "$SIGNET_ROOT" rev-parse HEAD)"
 
@@ -39,6 +39,8 @@ reuse_build_times "$target" 2>/dev/null
 check "an unchanged file gets the old time" old src/a.rs
 check "a changed file keeps a recent time" recent src/b.rs
 check "an added file keeps a recent time" recent src/c.rs
+check "a directory holding only unchanged files gets the old time (rerun-if-changed on a directory)" old schema
+check "a directory holding a changed file keeps a recent time" recent src
 
 fresh_times
 reuse_build_times "$target" "$scratch/no-such-target" 2>/dev/null
