@@ -66,6 +66,14 @@ STATE="$SIGNET_CACHE/bench-acme-$CA_ALG"
 [ "$KEEP" = 1 ] || rm -rf "$STATE"
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 OCSP=$(port); ACME=$(port); DNS=$(port); H1=$(port); TA=$(port); PEB=$(port); PEBM=$(port); STEP=$(port)
+# A kept state keeps the ports it was made with (scripts/run refuses others).
+kept_port() { sed -n "s/^$1=//p" "$STATE/ports" 2>/dev/null; }
+if [ "$KEEP" = 1 ] && [ -f "$STATE/ports" ]; then
+  OCSP=$(kept_port OCSP_PORT); ACME=$(kept_port ACME_PORT); DNS=$(kept_port DNS_PORT)
+  H1=$(kept_port HTTP01_PORT); TA=$(kept_port TLSALPN01_PORT)
+fi
+# The stack is up once scripts/run writes endpoints.json (below): not the kept one.
+rm -f "$STATE/endpoints.json"
 
 if [ "$PEBBLE" = 1 ] || [ "$STEPCA" = 1 ]; then
   case "$CA_ALG" in

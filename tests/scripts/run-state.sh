@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# scripts/run on a state directory it made before: stopped with a TERM (what
+# Ctrl-C does), run again with no options it comes up on the ports of its
+# first run (they are in the configurations and in the demo CA's OCSP and CRL
+# URLs); an option naming another port, or not a port at all, is refused
+# before anything starts, with the option and the port it must be.
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../lib/stack.sh
+. "$here/../lib/stack.sh"
+stack_tmp run-state
+set +e
+
+daemons_left() { pgrep -f -- "--config $T/state/" >/dev/null; }
+stop_run() { kill -TERM "$RUN_PID" 2>/dev/null; wait "$RUN_PID"; local rc=$?; RUN_PID=""; return $rc; }
+
+# --- the first run, every port chosen -------------------------------------------
+stack_start tokend
+first_ocsp=$(ep '["ocspd"]["url"]')
+check "the first run records its ports in the state directory" grep -qx "OCSP_PORT=$OCSP_PORT" "$T/state/ports"
+stopped() { stop_run; ! daemons_left; }
+check "a TERM stops scripts/run and every daemon it started" stopped
+
+# --- again, no options -----------------------------------------------------------
+rm -f "$T/state/endpoints.json"
+"$stack_root/scripts/run" --state-dir "$T/state" > "$T/run2.log" 2>&1 &
+RUN_PID=$!
+up_again() {
+  for _ in $(seq 1 600); do
+    [ -f "$T/state/endpoints.json" ] && return 0
+    kill -0 "$RUN_PID" 2>/dev/null || { tail -30 "$T/run2.log"; return 1; }
+    sleep 0.1
+  done
+  tail -30 "$T/run2.log"; return 1
+}
+check "run again without options, it comes up" up_again
+check "on the first run's ports (endpoints.json names the same OCSP URL)" [ "$(ep '["ocspd"]["url"]')" = "$first_ocsp" ]
+check "ocspd serves the demo CRL on the first run's port" curl -fsS -o /dev/null "http://127.0.0.1:$OCSP_PORT/crl/demo.crl"
+check "acmed's directory answers on the first run's port" \
+  curl -fsS -o /dev/null --cacert "$(ep '["acmed"]["ca_bundle"]')" "https://127.0.0.1:$ACME_PORT/directory"
+check "the second run stops as the first did" stopped
+
+# --- options that cannot be ------------------------------------------------------
+other=$(free_port)
+refused() { # expected-message options...
+  local want="$1"; shift
+  timeout 60 "$stack_root/scripts/run" --state-dir "$T/state" "$@" > "$T/refused.log" 2>&1
+  local rc=$?
+  cat "$T/refused.log"
+  [ "$rc" = 2 ] && grep -qF -- "$want" "$T/refused.log" && ! daemons_left && [ ! -f "$T/state/run/signd.pid" ]
+}
+check "another --ocsp-port is refused, naming the state's" refused "--ocsp-port $OCSP_PORT (not $other)" --ocsp-port "$other"
+check "the same --ocsp-port is not a conflict (refused only for the bad --ct-port beside it)" \
+  refused "--ct-port takes a port number (1-65535), not 'x'" --ocsp-port "$OCSP_PORT" --ct-port x
+check "a port out of range is refused" refused "not '70000'" --probe-port 70000
+check "an unknown port option is refused" refused "unknown argument --nope-port" --nope-port 1
+check "the refusals left the recorded ports as they were" grep -qx "OCSP_PORT=$OCSP_PORT" "$T/state/ports"
+
+echo "scripts/run state: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
