@@ -3,14 +3,15 @@
 # Ctrl-C does), run again with no options it comes up on the ports of its
 # first run (they are in the configurations and in the demo CA's OCSP and CRL
 # URLs); an option naming another port, or not a port at all, is refused
-# before anything starts, with the option and the port it must be.
+# before anything starts, with the option and the port it must be. A state
+# whose first run stopped before writing any configuration takes a new port.
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib/stack.sh
 . "$here/../lib/stack.sh"
 stack_tmp run-state
 set +e
 
-daemons_left() { pgrep -f -- "--config $T/state/" >/dev/null; }
+daemons_left() { pgrep -f -- "--config $T/" >/dev/null; }
 stop_run() { kill -TERM "$RUN_PID" 2>/dev/null; wait "$RUN_PID"; local rc=$?; RUN_PID=""; return $rc; }
 
 # --- the first run, every port chosen -------------------------------------------
@@ -54,6 +55,26 @@ check "the same --ocsp-port is not a conflict (refused only for the bad --ct-por
 check "a port out of range is refused" refused "not '70000'" --probe-port 70000
 check "an unknown port option is refused" refused "unknown argument --nope-port" --nope-port 1
 check "the refusals left the recorded ports as they were" grep -qx "OCSP_PORT=$OCSP_PORT" "$T/state/ports"
+
+# --- a state whose first run stopped before writing any configuration -------------
+# (its ports are named nowhere yet, so a new port option is taken, and recorded)
+mkdir -p "$T/early"
+printf 'OCSP_PORT=%s\n' "$OCSP_PORT" > "$T/early/ports"
+early() {
+  # (the first run's other ports, free again: none of the defaults)
+  "$stack_root/scripts/run" --state-dir "$T/early" --ocsp-port "$other" --acme-port "$ACME_PORT" \
+    --dns-port "$DNS_PORT" --http01-port "$HTTP01_PORT" --tlsalpn01-port "$TLSALPN01_PORT" --ct-port "$CT_PORT" \
+    --probe-port "$PROBE_PORT" --token-port "$TOKEN_PORT" --token-mtls-port "$TOKEN_MTLS_PORT" > "$T/early.log" 2>&1 &
+  RUN_PID=$!
+  for _ in $(seq 1 600); do
+    [ -f "$T/early/endpoints.json" ] && break
+    kill -0 "$RUN_PID" 2>/dev/null || { tail -30 "$T/early.log"; return 1; }
+    sleep 0.1
+  done
+  grep -qx "OCSP_PORT=$other" "$T/early/ports" && curl -fsS -o /dev/null "http://127.0.0.1:$other/crl/demo.crl"
+}
+check "before any configuration is written, a new --ocsp-port is taken and recorded" early
+check "and that run stops as the others did" stopped
 
 echo "scripts/run state: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
