@@ -23,17 +23,8 @@ check "a TERM stops scripts/run and every daemon it started" stopped
 
 # --- again, no options -----------------------------------------------------------
 rm -f "$T/state/endpoints.json"
-"$stack_root/scripts/run" --state-dir "$T/state" > "$T/run2.log" 2>&1 &
-RUN_PID=$!
-up_again() {
-  for _ in $(seq 1 600); do
-    [ -f "$T/state/endpoints.json" ] && return 0
-    kill -0 "$RUN_PID" 2>/dev/null || { tail -30 "$T/run2.log"; return 1; }
-    sleep 0.1
-  done
-  tail -30 "$T/run2.log"; return 1
-}
-check "run again without options, it comes up" up_again
+stack_run "$T/state" "$T/run2.log"
+check "run again without options, it comes up" stack_wait "$T/state" "$T/run2.log"
 check "on the first run's ports (endpoints.json names the same OCSP URL)" [ "$(ep '["ocspd"]["url"]')" = "$first_ocsp" ]
 check "ocspd serves the demo CRL on the first run's port" curl -fsS -o /dev/null "http://127.0.0.1:$OCSP_PORT/crl/demo.crl"
 check "acmed's directory answers on the first run's port" \
@@ -61,17 +52,10 @@ check "the refusals left the recorded ports as they were" grep -qx "OCSP_PORT=$O
 mkdir -p "$T/early"
 printf 'OCSP_PORT=%s\n' "$OCSP_PORT" > "$T/early/ports"
 early() {
-  # (the first run's other ports, free again: none of the defaults)
-  "$stack_root/scripts/run" --state-dir "$T/early" --ocsp-port "$other" --acme-port "$ACME_PORT" \
-    --dns-port "$DNS_PORT" --http01-port "$HTTP01_PORT" --tlsalpn01-port "$TLSALPN01_PORT" --ct-port "$CT_PORT" \
-    --probe-port "$PROBE_PORT" --token-port "$TOKEN_PORT" --token-mtls-port "$TOKEN_MTLS_PORT" > "$T/early.log" 2>&1 &
-  RUN_PID=$!
-  for _ in $(seq 1 600); do
-    [ -f "$T/early/endpoints.json" ] && break
-    kill -0 "$RUN_PID" 2>/dev/null || { tail -30 "$T/early.log"; return 1; }
-    sleep 0.1
-  done
-  grep -qx "OCSP_PORT=$other" "$T/early/ports" && curl -fsS -o /dev/null "http://127.0.0.1:$other/crl/demo.crl"
+  # (the first run's other ports, free again: none of the defaults; the last --ocsp-port wins)
+  stack_run "$T/early" "$T/early.log" "${STACK_PORT_ARGS[@]}" --ocsp-port "$other"
+  stack_wait "$T/early" "$T/early.log" &&
+    grep -qx "OCSP_PORT=$other" "$T/early/ports" && curl -fsS -o /dev/null "http://127.0.0.1:$other/crl/demo.crl"
 }
 check "before any configuration is written, a new --ocsp-port is taken and recorded" early
 check "and that run stops as the others did" stopped
