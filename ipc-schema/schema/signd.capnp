@@ -296,6 +296,13 @@ interface OcspSigner {
   responderCertificate @1 () -> (result :DerResult);
   # The CA's own certificate, DER (the issuer of the responder certificate).
   caCertificate @2 () -> (result :DerResult);
+  # Several separate `signResponseData` calls carried in one message: what
+  # the client sends when such calls for one CA queue up together. Each is
+  # checked, signed and audited ("sign-ocsp") exactly as its own call would
+  # be, and each has its own outcome (`ok` holds them in order, each an
+  # OCSPResponse). `err` only when the message as a whole is refused
+  # (malformed, or more calls than the batch limit).
+  signEach @3 (responseData :List(Data)) -> (result :SignEachResult);
 }
 
 # Signing for one Certificate Transparency log (RFC 6962) with its log key

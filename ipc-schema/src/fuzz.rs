@@ -125,6 +125,7 @@ pub fn recorded_client_session() -> Vec<u8> {
         let _ = crate::block_on(client.issuer_certificate("ca"));
         let _ = crate::block_on(client.sign_crl("ca", b"\x30\x00".to_vec()));
         let _ = crate::block_on(client.sign_ocsp_response("ca", b"\x30\x00".to_vec()));
+        let _ = crate::block_on(client.sign_ocsp_each("ca", vec![b"\x30\x00".to_vec(), b"\x30\x01".to_vec()]));
         let _ = crate::block_on(client.ocsp_responder_certificate("ca"));
         let tree_head = [&[0u8, 1][..], &[0; 48]].concat();
         let _ = crate::block_on(client.sign_ct("log", vec![tree_head, b"\x00\x00".to_vec()]));
@@ -333,6 +334,30 @@ mod tests {
         let answers = crate::block_on(futures::future::join_all(calls));
         for (i, answer) in answers.into_iter().enumerate() {
             assert_eq!(answer.unwrap(), vec![2, 1, i as u8]);
+        }
+    }
+
+    #[test]
+    fn ocsp_sign_each_checks_each_size_and_the_batch_limit() {
+        let opts = ServeOptions { max_message_bytes: 16, max_batch: 4, ..ServeOptions::default() };
+        let (_dir, path) = server::serve_on_thread("standin-ocsp.sock", move |listener| {
+            server::serve(listener, Rc::new(StandIn), opts, tokio_util::sync::CancellationToken::new())
+        });
+        let client = crate::SigndClient::new(&path).unwrap();
+        let data = vec![b"abc".to_vec(), vec![7; 17], b"xyz".to_vec()];
+        let each = crate::block_on(client.sign_ocsp_each("ca", data)).unwrap();
+        // The stand-in answers each ResponseData as it came; the oversized one fails alone.
+        assert_eq!(each.len(), 3);
+        assert_eq!(each[0].as_deref(), Ok(&b"abc"[..]));
+        assert_eq!(each[1].as_ref().unwrap_err().kind, ErrorKind::TooLarge);
+        assert_eq!(each[2].as_deref(), Ok(&b"xyz"[..]));
+        // More calls than the batch limit: the message as a whole is refused.
+        let over = crate::block_on(client.sign_ocsp_each("ca", vec![b"d".to_vec(); 5]));
+        assert_eq!(over.unwrap_err().kind, ErrorKind::TooLarge);
+        // Many calls in flight at once from one client, each answered as its own.
+        let calls = (0..64u8).map(|i| client.sign_ocsp_response("ca", vec![i, 1, 2]));
+        for (i, answer) in crate::block_on(futures::future::join_all(calls)).into_iter().enumerate() {
+            assert_eq!(answer.unwrap(), vec![i as u8, 1, 2]);
         }
     }
 

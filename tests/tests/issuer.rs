@@ -446,6 +446,72 @@ fn ocsp_signer_signs_only_response_data_for_the_ca() {
     assert_eq!(ocsp.iter().filter(|r| !r.ok).count(), 3, "{ocsp:#?}");
 }
 
+/// OCSP responses in flight together from one client travel together
+/// (OcspSigner's `signEach`), yet each is validated, signed, audited and
+/// answered as its own call: one that is refused is refused alone.
+#[test]
+fn ocsp_responses_in_flight_together_are_each_their_own_call() {
+    let ca = Ca::new();
+    let responder = Responder::from_certificate_der(&ca.responder_der, S::Default).unwrap();
+    let now = SystemTime::now();
+    let data_for = |issuer_der: &[u8], serial: u32| {
+        let id = CertIdentity::new(OcspHash::Sha1, issuer_der, &[0x40, (serial >> 8) as u8, serial as u8]).unwrap();
+        let params = OcspResponseParams {
+            cert_id: &id,
+            status: CertStatusInfo::Good,
+            produced_at: now,
+            this_update: now,
+            next_update: Some(now + Duration::from_secs(3600)),
+            nonce: None,
+        };
+        build_response_data(&responder, &params).unwrap()
+    };
+    // The responses are verified as a relying party would: OpenSSL, the CA as the trust anchor.
+    let ca_cert = openssl::x509::X509::from_der(&ca.ca_der).unwrap();
+    let mut store = openssl::x509::store::X509StoreBuilder::new().unwrap();
+    store.add_cert(ca_cert).unwrap();
+    let store = store.build();
+    let no_certs = openssl::stack::Stack::<openssl::x509::X509>::new().unwrap();
+    let verified = |der: &[u8]| {
+        let response = openssl::ocsp::OcspResponse::from_der(der).unwrap();
+        assert_eq!(response.status(), openssl::ocsp::OcspResponseStatus::SUCCESSFUL);
+        response.basic().unwrap().verify(&no_certs, &store, openssl::ocsp::OcspFlag::empty()).is_ok()
+    };
+
+    let each = block_on(ca.client.sign_ocsp_each(
+        "demo",
+        vec![data_for(&ca.ca_der, 1), ca.leaf_tbs(&ca.profile, &ca.issuer), data_for(&ca.ca_der, 3)],
+    ))
+    .unwrap();
+    assert_eq!(each.len(), 3);
+    assert!(verified(each[0].as_ref().unwrap()));
+    assert_eq!(each[1].as_ref().unwrap_err().kind, ErrorKind::InvalidArgument, "{:?}", each[1]);
+    assert!(verified(each[2].as_ref().unwrap()));
+
+    // 100 calls at once from one client, one of them about another CA's certificate.
+    let leaf = block_on(ca.client.sign_certificate("demo", ca.leaf_tbs(&ca.profile, &ca.issuer))).unwrap();
+    let data: Vec<Vec<u8>> =
+        (0..100).map(|i| if i == 50 { data_for(&leaf, i) } else { data_for(&ca.ca_der, 1000 + i) }).collect();
+    let calls = data.iter().map(|d| ca.client.sign_ocsp_response("demo", d.clone()));
+    for (i, answer) in block_on(futures::future::join_all(calls)).into_iter().enumerate() {
+        match answer {
+            Err(e) if i == 50 => assert_eq!(e.kind, ErrorKind::PermissionDenied, "{e}"),
+            Ok(response) if i != 50 => assert!(verified(&response), "call {i}"),
+            other => panic!("call {i}: {other:?}"),
+        }
+    }
+
+    // One "sign-ocsp" record per call, with its ResponseData's hash.
+    let audit = ca.audit();
+    let ocsp: Vec<&AuditRecord> = audit.iter().filter(|r| r.operation == "sign-ocsp").collect();
+    let signed: Vec<&Vec<u8>> = ocsp.iter().filter(|r| r.ok).map(|r| &r.message_sha256).collect();
+    assert_eq!(signed.len(), 2 + 99, "{ocsp:#?}");
+    for (i, d) in data.iter().enumerate().filter(|(i, _)| *i != 50) {
+        assert!(signed.contains(&&openssl::sha::sha256(d).to_vec()), "no audit record for call {i}");
+    }
+    assert_eq!(ocsp.iter().filter(|r| !r.ok).count(), 2, "{ocsp:#?}");
+}
+
 /// One ResponseData about several certificates (RFC 6960 4.2.1, as ocspd
 /// answers `openssl ocsp -cert a -cert b`): signed when every CertID names
 /// the CA and there are at most 16; refused if one names another CA, or 17.

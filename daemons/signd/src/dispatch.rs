@@ -24,7 +24,9 @@
 //!   arrive, without waiting to be gathered. Validating and assembling OCSP
 //!   responses in shares, or on this thread under load, kept it from reading
 //!   the next calls and cost ocspd's nonce throughput (docs/performance-log.md,
-//!   "signd: issuer calls through the dispatcher").
+//!   "signd: issuer calls through the dispatcher"). OCSP responses that
+//!   arrive in one message (OcspSigner `signEach`) are shared among the
+//!   signing threads, one commit a share ([`Dispatcher::submit_together`]).
 //!
 //! Either way the answer goes out only after its audit record is committed.
 
@@ -155,6 +157,28 @@ impl<W: Workers> Dispatcher<W> {
             // connection that had data has handed over its calls.
             let me = self.clone();
             tokio::task::spawn_local(async move { me.flush() });
+        }
+    }
+
+    /// Issuer calls that arrived in one message (an OcspSigner `signEach`):
+    /// one share per signing thread, each signed and its audit records
+    /// committed together, so the burst costs one hand-off and one commit a
+    /// share rather than a call. One alone takes [`Dispatcher::submit`]'s path.
+    pub(crate) fn submit_together(self: &Rc<Self>, jobs: Vec<SignJob>) {
+        if jobs.len() <= 1 {
+            jobs.into_iter().for_each(|job| self.submit(job));
+            return;
+        }
+        let shares = self.state.pool().threads().clamp(1, jobs.len());
+        let per_share = jobs.len().div_ceil(shares);
+        let mut jobs = jobs.into_iter();
+        loop {
+            let share: Vec<SignJob> = jobs.by_ref().take(per_share).collect();
+            if share.is_empty() {
+                break;
+            }
+            let audit = self.state.audit().clone();
+            self.state.pool().spawn(move || sign_and_record(share, &audit));
         }
     }
 

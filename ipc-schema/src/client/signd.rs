@@ -1,7 +1,8 @@
 //! The signd client: [`SigndClient`], a `Send + Sync` handle usable from any
 //! thread or runtime, on a [`Connection`] (lazy, reconnecting, shared or
 //! per-thread). On the shared connection, `sign` calls for one key that
-//! queue up together go out as one `signEach` ([`coalesce`]).
+//! queue up together go out as one `signEach`, and so do OCSP responses for
+//! one CA ([`coalesce`]).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -235,6 +236,22 @@ impl SigndClient {
         self.der(Request::SignOcsp { issuer: issuer.into(), response_data }).await
     }
 
+    /// Has the OCSP responder of CA `issuer` sign each ResponseData in a
+    /// separate call, all carried in one message: each is checked and audited
+    /// as its own call and has its own outcome (an OCSPResponse), in order.
+    /// The `Err` is for the message as a whole. [`SigndClient::sign_ocsp_response`]
+    /// calls in flight together travel this way by themselves.
+    pub async fn sign_ocsp_each(
+        &self,
+        issuer: &str,
+        response_data: Vec<Vec<u8>>,
+    ) -> Result<Vec<Result<Vec<u8>, IpcError>>, IpcError> {
+        match self.0.call(Request::SignOcspEach { issuer: issuer.into(), response_data }).await? {
+            Response::SignEach(each) => Ok(each),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// The OCSP responder certificate (DER) of CA `issuer`.
     pub async fn ocsp_responder_certificate(&self, issuer: &str) -> Result<Vec<u8>, IpcError> {
         self.der(Request::OcspResponderCertificate { issuer: issuer.into() }).await
@@ -379,6 +396,11 @@ pub(crate) enum Request {
         issuer: String,
         response_data: Vec<u8>,
     },
+    /// `SignOcsp` calls that queued up together (see [`coalesce`]).
+    SignOcspEach {
+        issuer: String,
+        response_data: Vec<Vec<u8>>,
+    },
     OcspResponderCertificate {
         issuer: String,
     },
@@ -416,9 +438,9 @@ pub(crate) enum Response {
 
 // --- sign calls that travel together -------------------------------------------
 
-/// The most `sign` calls carried in one `signEach`.
+/// The most calls carried in one `signEach`.
 const MAX_SIGN_EACH: usize = 256;
-/// A `sign` call with a larger message travels on its own.
+/// A call with a larger message (or ResponseData) travels on its own.
 const MAX_SIGN_EACH_MESSAGE: usize = 64 << 10;
 
 type Reply = conn::Reply<Signd>;
@@ -426,40 +448,78 @@ type Reply = conn::Reply<Signd>;
 /// What the connection thread sends for the calls that queued up together.
 enum Work {
     One(Request, Reply),
-    /// `sign` calls with the same role, key and scheme.
-    Signs {
-        role: String,
-        key_id: String,
-        scheme: SignatureScheme,
-        calls: Vec<(Vec<u8>, Reply)>,
-    },
+    /// Calls that travel as one `signEach`, each input with its caller's reply.
+    Together(Batch, Vec<(Vec<u8>, Reply)>),
 }
 
-/// Gathers the `sign` calls among `jobs` that share a role, key and scheme,
-/// so they travel as one `signEach` message: one write and one read on each
-/// side, and signd gets them all at once to share among its signing threads
-/// (each still signed and audited as its own call). Under load the answers
-/// of one message come back together, so their callers' next calls queue up
+/// What the calls travelling together share.
+#[derive(PartialEq)]
+enum Batch {
+    /// `sign` calls with the same role, key and scheme.
+    Sign { role: String, key_id: String, scheme: SignatureScheme },
+    /// `signResponseData` calls for the same CA's OCSP responder.
+    Ocsp { issuer: String },
+}
+
+impl Batch {
+    /// One call on its own.
+    fn one(&self, input: Vec<u8>) -> Request {
+        match self {
+            Batch::Sign { role, key_id, scheme } => {
+                Request::Sign { role: role.clone(), key_id: key_id.clone(), scheme: *scheme, message: input }
+            }
+            Batch::Ocsp { issuer } => Request::SignOcsp { issuer: issuer.clone(), response_data: input },
+        }
+    }
+
+    /// The calls together, as one `signEach`.
+    fn each(&self, inputs: Vec<Vec<u8>>) -> Request {
+        match self {
+            Batch::Sign { role, key_id, scheme } => {
+                Request::SignEach { role: role.clone(), key_id: key_id.clone(), scheme: *scheme, messages: inputs }
+            }
+            Batch::Ocsp { issuer } => Request::SignOcspEach { issuer: issuer.clone(), response_data: inputs },
+        }
+    }
+
+    /// One call's answer, as its own call would have had it.
+    fn answer(&self, signed: Vec<u8>) -> Response {
+        match self {
+            Batch::Sign { .. } => Response::Signature(signed),
+            Batch::Ocsp { .. } => Response::Der(signed),
+        }
+    }
+}
+
+/// Gathers the calls among `jobs` that may travel together (`sign` calls
+/// sharing a role, key and scheme; OCSP responses of one CA), so they go as
+/// one `signEach` message: one write and one read on each side, and signd
+/// gets them all at once to share among its signing threads (each still
+/// checked, signed and audited as its own call). Under load the answers of
+/// one message come back together, so their callers' next calls queue up
 /// together too. Nothing waits to be gathered: a lone call goes out at once.
 fn coalesce(jobs: impl Iterator<Item = Job<Signd>>) -> Vec<Work> {
     let mut out: Vec<Work> = Vec::new();
     for (request, reply) in jobs {
-        match request {
+        let (batch, input) = match request {
             Request::Sign { role, key_id, scheme, message } if message.len() <= MAX_SIGN_EACH_MESSAGE => {
-                let open = out.iter_mut().rev().find_map(|w| match w {
-                    Work::Signs { role: r, key_id: k, scheme: s, calls }
-                        if *r == role && *k == key_id && *s == scheme && calls.len() < MAX_SIGN_EACH =>
-                    {
-                        Some(calls)
-                    }
-                    _ => None,
-                });
-                match open {
-                    Some(calls) => calls.push((message, reply)),
-                    None => out.push(Work::Signs { role, key_id, scheme, calls: vec![(message, reply)] }),
-                }
+                (Batch::Sign { role, key_id, scheme }, message)
             }
-            request => out.push(Work::One(request, reply)),
+            Request::SignOcsp { issuer, response_data } if response_data.len() <= MAX_SIGN_EACH_MESSAGE => {
+                (Batch::Ocsp { issuer }, response_data)
+            }
+            request => {
+                out.push(Work::One(request, reply));
+                continue;
+            }
+        };
+        let open = out.iter_mut().rev().find_map(|w| match w {
+            Work::Together(b, calls) if *b == batch && calls.len() < MAX_SIGN_EACH => Some(calls),
+            _ => None,
+        });
+        match open {
+            Some(calls) => calls.push((input, reply)),
+            None => out.push(Work::Together(batch, vec![(input, reply)])),
         }
     }
     out
@@ -467,36 +527,37 @@ fn coalesce(jobs: impl Iterator<Item = Job<Signd>>) -> Vec<Work> {
 
 impl Work {
     async fn run(self, state: &ConnState<Signd>) {
-        let (role, key_id, scheme, mut calls) = match self {
+        let (batch, mut calls) = match self {
             Work::One(request, reply) => {
                 let _ = reply.send(state.execute(request).await);
                 return;
             }
-            Work::Signs { role, key_id, scheme, calls } => (role, key_id, scheme, calls),
+            Work::Together(batch, calls) => (batch, calls),
         };
         if calls.len() == 1 {
-            let (message, reply) = calls.remove(0);
-            let _ = reply.send(state.execute(Request::Sign { role, key_id, scheme, message }).await);
+            let (input, reply) = calls.remove(0);
+            let _ = reply.send(state.execute(batch.one(input)).await);
             return;
         }
-        let (messages, replies): (Vec<Vec<u8>>, Vec<Reply>) = calls.into_iter().unzip();
-        let request = Request::SignEach { role: role.clone(), key_id: key_id.clone(), scheme, messages };
+        let (inputs, replies): (Vec<Vec<u8>>, Vec<Reply>) = calls.into_iter().unzip();
+        let request = batch.each(inputs);
         let outcome = state.execute_ref(&request).await;
-        let messages = match request {
-            Request::SignEach { messages, .. } => messages,
-            _ => Vec::new(),
-        };
         match outcome {
             Ok(Response::SignEach(each)) => {
                 for (reply, signed) in replies.into_iter().zip(each) {
-                    let _ = reply.send(signed.map(Response::Signature));
+                    let _ = reply.send(signed.map(|s| batch.answer(s)));
                 }
             }
-            // An older signd without `signEach`, or a batch limit set below
-            // this many: the calls go one by one, as they were made.
+            // An older signd without this `signEach`, or a batch limit set
+            // below this many: the calls go one by one, as they were made.
             Err(e) if matches!(e.kind, ErrorKind::Unsupported | ErrorKind::TooLarge) => {
-                let calls = messages.into_iter().zip(replies).map(|(message, reply)| {
-                    let request = Request::Sign { role: role.clone(), key_id: key_id.clone(), scheme, message };
+                let inputs = match request {
+                    Request::SignEach { messages, .. } => messages,
+                    Request::SignOcspEach { response_data, .. } => response_data,
+                    _ => Vec::new(),
+                };
+                let calls = inputs.into_iter().zip(replies).map(|(input, reply)| {
+                    let request = batch.one(input);
                     async move { drop(reply.send(state.execute(request).await)) }
                 });
                 futures::future::join_all(calls).await;
@@ -616,6 +677,17 @@ async fn attempt(conn: &Conn<Signd>, request: &Request) -> Result<Response, Call
             }
             Response::SignEach(each)
         }
+        Request::SignOcspEach { issuer, response_data } => {
+            let mut req = conn.ocsp_signer(issuer).await?.sign_each_request();
+            conv::write_sign_response_data_each(req.get(), response_data);
+            let each = req.send().promise.await?.get()?.read_outcome()?;
+            if each.len() != response_data.len() {
+                let answered =
+                    format!("signd answered {} of {} OCSP responses sent together", each.len(), response_data.len());
+                return Err(IpcError::internal(answered).into());
+            }
+            Response::SignEach(each)
+        }
         Request::AdminListKeys => {
             let req = conn.admin().await?.list_keys_request();
             Response::Keys(req.send().promise.await?.get()?.read_outcome()?)
@@ -725,12 +797,20 @@ mod tests {
         ((request, tx), rx)
     }
 
-    /// Describes each piece of work: "sign r/k xN" or the request's name.
+    fn ocsp(issuer: &str, len: usize) -> (Job<Signd>, Answer) {
+        let (tx, rx) = oneshot::channel();
+        ((Request::SignOcsp { issuer: issuer.into(), response_data: vec![2; len] }, tx), rx)
+    }
+
+    /// Describes each piece of work: "sign r/k xN", "ocsp ca xN" or the request's name.
     fn shapes(work: &[Work]) -> Vec<String> {
         work.iter()
             .map(|w| match w {
                 Work::One(request, _) => format!("{request:?}").split([' ', '{']).next().unwrap_or("").to_owned(),
-                Work::Signs { role, key_id, calls, .. } => format!("sign {role}/{key_id} x{}", calls.len()),
+                Work::Together(Batch::Sign { role, key_id, .. }, calls) => {
+                    format!("sign {role}/{key_id} x{}", calls.len())
+                }
+                Work::Together(Batch::Ocsp { issuer }, calls) => format!("ocsp {issuer} x{}", calls.len()),
             })
             .collect()
     }
@@ -782,10 +862,35 @@ mod tests {
         );
     }
 
+    #[test]
+    fn ocsp_responses_for_one_ca_travel_together_apart_from_sign_calls() {
+        let mut jobs = Vec::new();
+        let mut keep = Vec::new();
+        for (job, rx) in [
+            ocsp("ca", 100),
+            sign("r", "ca", SignatureScheme::Default, 10),
+            ocsp("other", 100),
+            ocsp("ca", 100),
+            ocsp("ca", MAX_SIGN_EACH_MESSAGE + 1),
+            ocsp("ca", 100),
+        ] {
+            jobs.push(job);
+            keep.push(rx);
+        }
+        let work = coalesce(jobs.into_iter());
+        assert_eq!(
+            shapes(&work),
+            ["ocsp ca x3", "sign r/ca x1", "ocsp other x1", "SignOcsp"],
+            "one CA's responses together; another CA's, a sign call and a large ResponseData apart"
+        );
+    }
+
     /// A signd from before `signEach`: its Signer has only `sign`, which
-    /// "signs" by reversing the message.
+    /// "signs" by reversing the message, and its OcspSigner only
+    /// `signResponseData`, which answers the ResponseData reversed.
     struct OldSignd;
     struct OldSigner;
+    struct OldOcspSigner;
 
     impl wire::signd::Server for OldSignd {
         async fn signer(
@@ -794,6 +899,27 @@ mod tests {
             mut results: wire::signd::SignerResults,
         ) -> capnp::Result<()> {
             results.get().init_result().set_ok(capnp_rpc::new_client(OldSigner));
+            Ok(())
+        }
+
+        async fn ocsp_signer(
+            self: capnp::capability::Rc<Self>,
+            _: wire::signd::OcspSignerParams,
+            mut results: wire::signd::OcspSignerResults,
+        ) -> capnp::Result<()> {
+            results.get().init_result().set_ok(capnp_rpc::new_client(OldOcspSigner));
+            Ok(())
+        }
+    }
+
+    impl wire::ocsp_signer::Server for OldOcspSigner {
+        async fn sign_response_data(
+            self: capnp::capability::Rc<Self>,
+            params: wire::ocsp_signer::SignResponseDataParams,
+            mut results: wire::ocsp_signer::SignResponseDataResults,
+        ) -> capnp::Result<()> {
+            let response: Vec<u8> = params.get()?.get_response_data()?.iter().rev().copied().collect();
+            results.get().init_result().set_ok(&response[..]);
             Ok(())
         }
     }
@@ -828,6 +954,14 @@ mod tests {
         let calls = (0..64u8).map(|i| client.sign("r", "k", SignatureScheme::Default, vec![i, 1, 2]));
         for (i, answer) in block_on(futures::future::join_all(calls)).into_iter().enumerate() {
             assert_eq!(answer.unwrap(), vec![2, 1, i as u8]);
+        }
+        let each = block_on(client.sign_ocsp_each("ca", vec![vec![1], vec![2]]));
+        assert_eq!(each.unwrap_err().kind, ErrorKind::Unsupported);
+        // OCSP responses in flight together: sent as OcspSigner's `signEach`,
+        // refused, then sent one by one.
+        let calls = (0..64u8).map(|i| client.sign_ocsp_response("ca", vec![i, 3, 4]));
+        for (i, answer) in block_on(futures::future::join_all(calls)).into_iter().enumerate() {
+            assert_eq!(answer.unwrap(), vec![4, 3, i as u8]);
         }
     }
 

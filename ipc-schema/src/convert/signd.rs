@@ -410,6 +410,7 @@ outcome!(ocsp_signer::responder_certificate_results: Vec<u8>, write_der_result, 
     read_der_result(r, "responder certificate")
 });
 outcome!(ocsp_signer::ca_certificate_results: Vec<u8>, write_der_result, |r| read_der_result(r, "CA certificate"));
+outcome!(ocsp_signer::sign_each_results: SignEach, write_sign_each_result, read_sign_each_result);
 
 outcome!(log_signer::sign_many_results: Vec<Vec<u8>>, write_sign_batch_result, read_sign_batch_result);
 outcome!(log_signer::public_key_results: Vec<u8>, write_der_result, |r| read_der_result(r, "log public key"));
@@ -696,6 +697,24 @@ pub(crate) fn read_sign_response_data(
     opts: &ServeOptions,
 ) -> Result<Vec<u8>, IpcError> {
     p.map_err(|e| malformed("sign OCSP request", e)).and_then(|p| read_der(p.get_response_data(), opts, "ResponseData"))
+}
+
+pub(crate) fn write_sign_response_data_each(
+    p: wire::ocsp_signer::sign_each_params::Builder<'_>,
+    response_data: &[Vec<u8>],
+) {
+    write_data_list(p.init_response_data(response_data.len() as u32), response_data);
+}
+
+/// The ResponseData of an OcspSigner `signEach`, no more than the batch
+/// limit (sizes are checked per call by the server: an oversized one fails
+/// alone).
+pub(crate) fn read_sign_response_data_each(
+    p: capnp::Result<wire::ocsp_signer::sign_each_params::Reader<'_>>,
+    opts: &ServeOptions,
+) -> Result<Vec<Vec<u8>>, IpcError> {
+    let p = p.map_err(|e| malformed("sign OCSP each request", e))?;
+    read_data_list(p.get_response_data(), opts.max_batch)
 }
 
 pub(crate) fn write_sign_many(p: wire::log_signer::sign_many_params::Builder<'_>, inputs: &[Vec<u8>]) {

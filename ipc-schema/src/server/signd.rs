@@ -82,6 +82,14 @@ pub trait OcspSignerService: 'static {
     fn responder_certificate(&self) -> LocalResult<Vec<u8>>;
     /// The CA's own certificate (DER).
     fn ca_certificate(&self) -> LocalResult<Vec<u8>>;
+    /// Several separate `signResponseData` calls, arrived together; an
+    /// outcome for each, in order. Each must be treated exactly as its own
+    /// [`OcspSignerService::sign_response_data`] (checks, audit). The default
+    /// makes those calls, all started before any is awaited.
+    fn sign_each(&self, response_data: Vec<Vec<u8>>) -> LocalBoxFuture<'static, Vec<Result<Vec<u8>, IpcError>>> {
+        let calls: Vec<_> = response_data.into_iter().map(|d| self.sign_response_data(d)).collect();
+        Box::pin(futures::future::join_all(calls))
+    }
 }
 
 /// Signing for one Certificate Transparency log with its log key.
@@ -366,34 +374,33 @@ impl wire::signer::Server for SignerServer {
             params,
             results,
             |p| conv::read_sign_each(p, &self.opts),
-            |(id, scheme, messages)| self.sign_each_checked(id, scheme, messages),
+            |(id, scheme, messages)| {
+                let inner = &self.inner;
+                each_within_limit(&self.opts, messages, move |fit| inner.sign_each(id, scheme, fit))
+            },
         )
         .await
     }
 }
 
-impl SignerServer {
-    /// `signEach`: an oversized message fails alone, as its own `sign` would;
-    /// the others go to [`SignerService::sign_each`] together.
-    async fn sign_each_checked(
-        &self,
-        id: String,
-        scheme: SignatureScheme,
-        messages: Vec<Vec<u8>>,
-    ) -> Result<Vec<Result<Vec<u8>, IpcError>>, IpcError> {
-        let sizes: Vec<Result<(), IpcError>> = messages.iter().map(|m| conv::check_size(&self.opts, m.len())).collect();
-        let fit: Vec<Vec<u8>> =
-            messages.into_iter().zip(&sizes).filter(|(_, size)| size.is_ok()).map(|(m, _)| m).collect();
-        let signed = if fit.is_empty() { Vec::new() } else { self.inner.sign_each(id, scheme, fit).await };
-        let mut signed = signed.into_iter();
-        Ok(sizes
-            .into_iter()
-            .map(|size| match size {
-                Ok(()) => signed.next().unwrap_or_else(|| Err(IpcError::internal("no outcome for this call"))),
-                Err(e) => Err(e),
-            })
-            .collect())
-    }
+/// A `signEach` (Signer's or OcspSigner's): an oversized input fails alone,
+/// as its own call would; the others go to `sign_each` together.
+async fn each_within_limit(
+    opts: &ServeOptions,
+    inputs: Vec<Vec<u8>>,
+    sign_each: impl FnOnce(Vec<Vec<u8>>) -> LocalBoxFuture<'static, Vec<Result<Vec<u8>, IpcError>>>,
+) -> Result<Vec<Result<Vec<u8>, IpcError>>, IpcError> {
+    let sizes: Vec<Result<(), IpcError>> = inputs.iter().map(|m| conv::check_size(opts, m.len())).collect();
+    let fit: Vec<Vec<u8>> = inputs.into_iter().zip(&sizes).filter(|(_, size)| size.is_ok()).map(|(m, _)| m).collect();
+    let signed = if fit.is_empty() { Vec::new() } else { sign_each(fit).await };
+    let mut signed = signed.into_iter();
+    Ok(sizes
+        .into_iter()
+        .map(|size| match size {
+            Ok(()) => signed.next().unwrap_or_else(|| Err(IpcError::internal("no outcome for this call"))),
+            Err(e) => Err(e),
+        })
+        .collect())
 }
 
 impl wire::admin::Server for AdminServer {
@@ -568,6 +575,21 @@ impl wire::ocsp_signer::Server for OcspSignerServer {
         results: wire::ocsp_signer::CaCertificateResults,
     ) -> capnp::Result<()> {
         handle(&self.in_flight, params, results, |_| Ok(()), |()| self.inner.ca_certificate()).await
+    }
+
+    async fn sign_each(
+        self: CapRc<Self>,
+        params: wire::ocsp_signer::SignEachParams,
+        results: wire::ocsp_signer::SignEachResults,
+    ) -> capnp::Result<()> {
+        handle(
+            &self.in_flight,
+            params,
+            results,
+            |p| conv::read_sign_response_data_each(p, &self.opts),
+            |response_data| each_within_limit(&self.opts, response_data, |fit| self.inner.sign_each(fit)),
+        )
+        .await
     }
 }
 

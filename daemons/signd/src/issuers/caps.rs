@@ -55,6 +55,10 @@ impl Kind {
     }
 }
 
+/// A call checked and ready for the dispatcher, with the answer it will
+/// get; or, refused, the audited refusal.
+type Prepared = Result<(SignJob, LocalResult<Vec<u8>>), LocalResult<Vec<u8>>>;
+
 /// One caller, one role, one CA.
 struct Cap {
     caller: Caller,
@@ -138,20 +142,30 @@ impl Cap {
 
     /// [`Cap::sign`] with the key `key_id`.
     fn sign_with_key(&self, operation: &'static str, key_id: String, der: Vec<u8>, work: Work) -> LocalResult<Vec<u8>> {
+        match self.prepare(operation, key_id, der, work) {
+            Ok((job, answer)) => {
+                self.caller.shared.dispatch.submit(job);
+                answer
+            }
+            Err(refused) => refused,
+        }
+    }
+
+    /// A call checked and ready for the dispatcher, with where its answer
+    /// will come from; or its refusal, audited.
+    fn prepare(&self, operation: &'static str, key_id: String, der: Vec<u8>, work: Work) -> Prepared {
         let caller = self.caller.clone();
         let role = self.role.clone();
         let ready = self.check().and_then(|()| Ok(caller.shared.state.keys.require(&key_id)?.signer()?.clone()));
-        async move {
-            let handle = match ready {
-                Ok(h) => h,
-                Err(e) => return caller.refuse(&role, operation, &key_id, e).await,
-            };
-            let entry = caller.shared.state.audit.entry(&caller.peer, &role, operation, &key_id);
-            let (reply, rx) = tokio::sync::oneshot::channel();
-            caller.shared.dispatch.submit(SignJob { key: handle, task: Task::Assemble { der, work }, entry, reply });
-            rx.await.map_err(|_| IpcError::internal("signing thread stopped"))?
-        }
-        .boxed_local()
+        let handle = match ready {
+            Ok(h) => h,
+            Err(e) => return Err(async move { caller.refuse(&role, operation, &key_id, e).await }.boxed_local()),
+        };
+        let entry = caller.shared.state.audit.entry(&caller.peer, &role, operation, &key_id);
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        let job = SignJob { key: handle, task: Task::Assemble { der, work }, entry, reply };
+        let answer = async move { rx.await.map_err(|_| IpcError::internal("signing thread stopped"))? };
+        Ok((job, answer.boxed_local()))
     }
 
     fn ca_certificate(&self) -> LocalResult<Vec<u8>> {
@@ -246,15 +260,57 @@ impl CrlSignerService for Cap {
 
 impl OcspSignerService for Cap {
     fn sign_response_data(&self, response_data: Vec<u8>) -> LocalResult<Vec<u8>> {
+        match self.prepare_ocsp(response_data) {
+            Ok((job, answer)) => {
+                self.caller.shared.dispatch.submit(job);
+                answer
+            }
+            Err(refused) => refused,
+        }
+    }
+
+    /// Each call is checked and audited as its own; those ready to sign go
+    /// to the dispatcher together, to be shared among the signing threads.
+    fn sign_each(
+        &self,
+        response_data: Vec<Vec<u8>>,
+    ) -> futures::future::LocalBoxFuture<'static, Vec<Result<Vec<u8>, IpcError>>> {
+        let mut jobs = Vec::with_capacity(response_data.len());
+        let answers: Vec<LocalResult<Vec<u8>>> = response_data
+            .into_iter()
+            .map(|data| match self.prepare_ocsp(data) {
+                Ok((job, answer)) => {
+                    jobs.push(job);
+                    answer
+                }
+                Err(refused) => refused,
+            })
+            .collect();
+        self.caller.shared.dispatch.submit_together(jobs);
+        futures::future::join_all(answers).boxed_local()
+    }
+
+    fn responder_certificate(&self) -> LocalResult<Vec<u8>> {
+        self.responder_certificate_der()
+    }
+
+    fn ca_certificate(&self) -> LocalResult<Vec<u8>> {
+        Cap::ca_certificate(self)
+    }
+}
+
+impl Cap {
+    /// A `signResponseData` call checked and ready for the dispatcher, or its refusal.
+    fn prepare_ocsp(&self, response_data: Vec<u8>) -> Prepared {
         let ca = self.ca.clone();
         let Some(ocsp) = &ca.ocsp else {
             let e = IpcError::new(ErrorKind::Unsupported, format!("issuer `{}` has no OCSP responder", ca.name));
-            return futures::future::ready(Err(e)).boxed_local();
+            return Err(futures::future::ready(Err(e)).boxed_local());
         };
         // The responder the ResponseData names signs it: the current one, or
         // one before it while ocspd has not yet switched (see rotate.rs).
         let responder = ocsp.for_response_data(&response_data);
-        self.sign_with_key(
+        self.prepare(
             "sign-ocsp",
             responder.key_id.clone(),
             response_data,
@@ -291,7 +347,7 @@ impl OcspSignerService for Cap {
         )
     }
 
-    fn responder_certificate(&self) -> LocalResult<Vec<u8>> {
+    fn responder_certificate_der(&self) -> LocalResult<Vec<u8>> {
         let outcome = self.check().and_then(|()| {
             self.ca
                 .ocsp
@@ -300,9 +356,5 @@ impl OcspSignerService for Cap {
                 .ok_or_else(|| IpcError::new(ErrorKind::Unsupported, "no OCSP responder"))
         });
         futures::future::ready(outcome).boxed_local()
-    }
-
-    fn ca_certificate(&self) -> LocalResult<Vec<u8>> {
-        Cap::ca_certificate(self)
     }
 }
