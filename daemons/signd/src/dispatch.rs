@@ -169,17 +169,7 @@ impl<W: Workers> Dispatcher<W> {
             jobs.into_iter().for_each(|job| self.submit(job));
             return;
         }
-        let shares = self.state.pool().threads().clamp(1, jobs.len());
-        let per_share = jobs.len().div_ceil(shares);
-        let mut jobs = jobs.into_iter();
-        loop {
-            let share: Vec<SignJob> = jobs.by_ref().take(per_share).collect();
-            if share.is_empty() {
-                break;
-            }
-            let audit = self.state.audit().clone();
-            self.state.pool().spawn(move || sign_and_record(share, &audit));
-        }
+        self.share_out(jobs, false);
     }
 
     /// One piece of work ahead for the key of the last lone call, if any is
@@ -217,6 +207,18 @@ impl<W: Workers> Dispatcher<W> {
             return;
         }
         let sign_here = jobs.iter().all(SignJob::quick);
+        self.share_out(jobs, sign_here);
+    }
+
+    /// Splits `jobs` into one share per signing thread; each share is signed
+    /// and its audit records committed in one append. With `last_here` the
+    /// last share is signed on this thread: it would otherwise go to sleep
+    /// and be woken for the answers, and waking a thread costs more than a
+    /// P-256 signature.
+    fn share_out(&self, jobs: Vec<SignJob>, last_here: bool) {
+        if jobs.is_empty() {
+            return;
+        }
         let shares = self.state.pool().threads().clamp(1, jobs.len());
         let per_share = jobs.len().div_ceil(shares);
         let mut jobs = jobs.into_iter();
@@ -225,10 +227,7 @@ impl<W: Workers> Dispatcher<W> {
             if share.is_empty() {
                 break;
             }
-            if sign_here && jobs.len() == 0 {
-                // The last share is signed here: this thread would otherwise
-                // go to sleep and be woken for the answers, and waking a
-                // thread costs more than a P-256 signature.
+            if last_here && jobs.len() == 0 {
                 sign_and_record(share, self.state.audit());
                 break;
             }
