@@ -12,6 +12,9 @@ SIGNET_CHECKOUT_KEY="$(printf '%s' "$SIGNET_ROOT" | sha256sum | cut -c1-12)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$SIGNET_CACHE/target-$SIGNET_CHECKOUT_KEY}"
 # The fuzz targets' (nightly, sanitizers): one per checkout too.
 SIGNET_FUZZ_TARGET_DIR="$SIGNET_CACHE/fuzz-target-$SIGNET_CHECKOUT_KEY"
+# clippy's (scripts/test runs it beside the suites, and cargo locks a target
+# directory while it builds there): one per checkout too.
+SIGNET_CLIPPY_TARGET_DIR="$SIGNET_CACHE/clippy-target-$SIGNET_CHECKOUT_KEY"
 export SIGNET_BIN_DIR="$CARGO_TARGET_DIR/release"
 
 # Debian packages Signet needs to build and test, as "command-or-file:package".
@@ -183,7 +186,8 @@ build_all() {
 # hand, from a dirty tree or another commit), gives every tracked file an old
 # time and the files changed since that commit the present time. Cargo then
 # rebuilds only what changed. Otherwise the times stay as they are and cargo
-# decides as it always does.
+# decides as it always does. A target directory that does not exist yet is
+# passed over: nothing in it can be taken for fresh, and the run builds it whole.
 SIGNET_BUILT_FROM="signet-built-from"
 SIGNET_OLD_TIME="@946684800"  # 2000-01-01, older than any build
 
@@ -199,6 +203,7 @@ reuse_build_times() { # target-dir...
   head="$(clean_head)"
   [ -n "$head" ] || return 0
   for dir in "$@"; do
+    [ -e "$dir" ] || continue
     from="$(cat "$dir/$SIGNET_BUILT_FROM" 2>/dev/null)" || return 0
     git -C "$SIGNET_ROOT" merge-base --is-ancestor "$from" "$head" 2>/dev/null || return 0
     [ -z "$(find "$dir" -path '*/.fingerprint/*' -newer "$dir/$SIGNET_BUILT_FROM" -print -quit 2>/dev/null)" ] || return 0

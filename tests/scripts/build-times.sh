@@ -43,8 +43,18 @@ check "a directory holding only unchanged files gets the old time (rerun-if-chan
 check "a directory holding a changed file keeps a recent time" recent src
 
 fresh_times
-reuse_build_times "$target" "$scratch/no-such-target" 2>/dev/null
+mkdir -p "$scratch/unstamped/release/.fingerprint/x-1"
+reuse_build_times "$target" "$scratch/unstamped" 2>/dev/null
 check "a second target directory without a stamp: times left alone" recent src/a.rs
+
+fresh_times
+reuse_build_times "$target" "$scratch/no-such-target" 2>/dev/null
+check "a second target directory not built yet is passed over: the first one's build reused" old src/a.rs
+check "... and a changed file still keeps a recent time" recent src/b.rs
+
+fresh_times
+reuse_build_times "$scratch/no-such-target" 2>/dev/null
+check "no target directory built yet: times left alone" recent src/a.rs
 
 fresh_times
 echo dirty >>"$SIGNET_ROOT/src/a.rs"
