@@ -275,7 +275,7 @@ tok="$tmp/tokend"
 start_tokend() {
     mkdir -p "$tok" &&
     "$bin/signetctl" key generate tokend-ml-dsa-44 -a ml-dsa-44 --role tokend >/dev/null &&
-    tok_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])') &&
+    tok_port=$(python3 "$repo/tests/lib/free_port.py") &&
     cat > "$tok/tokend.toml" <<TOKTOML &&
 issuer = "http://127.0.0.1:$tok_port"
 listen = "127.0.0.1:$tok_port"

@@ -41,7 +41,9 @@ check() { # name command...
   if "$@" > "$T/last.log" 2>&1; then pass "$name ($((SECONDS - t0)) s)"; else fail "$name ($((SECONDS - t0)) s)"; sed 's/^/      /' "$T/last.log" | tail -25; fi
 }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A free loopback port outside the kernel's ephemeral range, never one given
+# before in $T (tests/lib/free_port.py says why).
+free_port() { SIGNET_PORTS_GIVEN="${T:+$T/ports-given}" python3 "$stack_root/tests/lib/free_port.py"; }
 
 stack_start() { # daemon
   OCSP_PORT=$(free_port); ACME_PORT=$(free_port); DNS_PORT=$(free_port); HTTP01_PORT=$(free_port)

@@ -9,9 +9,35 @@ use signet_ipc::OcspdClient;
 
 use crate::{bin, run, signetctl, Backend, SigndProcess};
 
-/// A free TCP port on loopback (bound, then released for ocspd).
+/// A free loopback port (TCP and UDP) for a server a test starts, never one
+/// this process was given before. It comes from below the kernel's ephemeral
+/// range, never from it: a port `bind("127.0.0.1:0")` hands out can be taken
+/// a moment later as the source port of some outgoing connection (and held in
+/// TIME_WAIT for a minute), and the server then fails to bind
+/// (`tests/lib/free_port.py` does the same for the shell suites).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    use std::collections::HashSet;
+    use std::hash::{BuildHasher, RandomState};
+    use std::sync::Mutex;
+    static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let mut bounds = range.split_whitespace().filter_map(|n| n.parse::<u32>().ok());
+    let (lo, hi) = (bounds.next().unwrap_or(32768), bounds.next().unwrap_or(60999));
+    let (first, end) = if lo > 11000 { (10000, lo) } else { (hi + 1, 65536) };
+    assert!(first < end, "no ports outside the ephemeral range {lo}-{hi}");
+    let random = RandomState::new();
+    let mut given = GIVEN.lock().unwrap();
+    let given = given.get_or_insert_with(HashSet::new);
+    for attempt in 0u32..10_000 {
+        let port = (first + (random.hash_one(attempt) % u64::from(end - first)) as u32) as u16;
+        let free = std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok();
+        if free && given.insert(port) {
+            return port;
+        }
+    }
+    panic!("no free port found in {first}-{end}");
 }
 
 /// signd with the demo CA, ocspd in front of it.

@@ -45,7 +45,7 @@ fn hung_log() -> (TcpListener, String) {
 
 /// A CT log nothing listens on (a log that is down).
 fn down_log() -> String {
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = signet_tests::pki::free_port();
     format!("http://127.0.0.1:{port}/down/")
 }
 
