@@ -64,7 +64,7 @@ while [ $# -gt 0 ]; do
 done
 STATE="$SIGNET_CACHE/bench-acme-$CA_ALG"
 [ "$KEEP" = 1 ] || rm -rf "$STATE"
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port() { python3 "$SIGNET_ROOT/tests/lib/free_port.py"; }
 OCSP=$(port); ACME=$(port); DNS=$(port); H1=$(port); TA=$(port); PEB=$(port); PEBM=$(port); STEP=$(port)
 # A kept state keeps the ports it was made with (scripts/run refuses others).
 kept_port() { sed -n "s/^$1=//p" "$STATE/ports" 2>/dev/null; }

@@ -109,7 +109,7 @@ forget() { # pid: no longer ours to stop
   PIDS=("${keep[@]}")
 }
 stop() { kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; forget "$1"; }
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port() { python3 "$SIGNET_ROOT/tests/lib/free_port.py"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 HZ=$(getconf CLK_TCK)
 ME=$(id -u)

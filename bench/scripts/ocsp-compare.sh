@@ -86,7 +86,7 @@ run_load() { # label url dir method [server pids...]
 done
 
 # --- Signet -----------------------------------------------------------------
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(python3 "$SIGNET_ROOT/tests/lib/free_port.py")
 mkdir -p "$work/run"
 cat > "$work/signd.toml" <<TOML
 socket = "$work/run/signd.sock"
@@ -172,7 +172,7 @@ mkdir -p "$work/req-one" "$work/nginx/logs" "$work/nginx/www"
 cp "$work/req-cached/1.der" "$work/req-one/1.der"
 curl -fs --data-binary @"$work/req-one/1.der" -H 'Content-Type: application/ocsp-request' \
   "http://127.0.0.1:$port/ocsp" -o "$work/nginx/www/response.der"
-nport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+nport=$(python3 "$SIGNET_ROOT/tests/lib/free_port.py")
 n="$work/nginx"
 # As root, nginx's workers would drop to `nobody`, who may not read the mode-0700 work dir.
 run_as=""; [ "$(id -u)" != 0 ] || run_as="user root;"

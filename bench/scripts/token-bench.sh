@@ -110,7 +110,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port() { python3 "$SIGNET_ROOT/tests/lib/free_port.py"; }
 wait_http() { # url pid name
   for _ in $(seq 1 400); do
     curl -fs "$1" -o /dev/null && return 0
