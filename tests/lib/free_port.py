@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""Prints COUNT (default 1) free loopback ports, one a line, for a test's servers.
+"""Prints a free loopback port for a server a test starts.
 
 The ports come from below the kernel's ephemeral range
 (/proc/sys/net/ipv4/ip_local_port_range), never from it: a port the kernel
 hands out for bind(("127.0.0.1", 0)) can be taken a moment later as the source
 port of some outgoing connection (and held in TIME_WAIT for a minute), and the
-server the test starts on it then fails to bind. Each port is checked free for
-TCP and UDP (the test DNS server listens on both). The ports of one call are
-distinct; with SIGNET_PORTS_GIVEN naming a file, the ports listed there are
-not given again and the new ones are added to it.
+server the test starts on it then fails to bind. The port is checked free for
+TCP and UDP (the test DNS server listens on both). With SIGNET_PORTS_GIVEN
+naming a file, the ports listed there are not given again and the new one is
+added to it.
 """
 import os
 import random
@@ -38,7 +38,6 @@ def is_free(port):
 
 
 def main():
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     lo, hi = ephemeral_range()
     if lo > 11000:
         candidates = range(10000, lo)
@@ -51,20 +50,16 @@ def main():
     if given_file and os.path.exists(given_file):
         with open(given_file) as f:
             given = {int(line) for line in f if line.strip()}
-    ports = []
-    for _ in range(100 * count + 1000):
-        if len(ports) == count:
-            break
+    for _ in range(1000):
         port = random.choice(candidates)
-        if port not in given and port not in ports and is_free(port):
-            ports.append(port)
-    if len(ports) < count:
-        sys.exit("free_port.py: found only %d free ports of %d" % (len(ports), count))
+        if port not in given and is_free(port):
+            break
+    else:
+        sys.exit("free_port.py: no free port found in %d-%d" % (candidates.start, candidates.stop - 1))
     if given_file:
         with open(given_file, "a") as f:
-            f.writelines("%d\n" % p for p in ports)
-    print("\n".join(str(p) for p in ports))
-
+            f.write("%d\n" % port)
+    print(port)
 
 if __name__ == "__main__":
     main()

@@ -16,10 +16,10 @@ use crate::{bin, run, signetctl, Backend, SigndProcess};
 /// TIME_WAIT for a minute), and the server then fails to bind
 /// (`tests/lib/free_port.py` does the same for the shell suites).
 pub fn free_port() -> u16 {
-    use std::collections::HashSet;
+    use std::collections::BTreeSet;
     use std::hash::{BuildHasher, RandomState};
     use std::sync::Mutex;
-    static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 
     let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
     let mut bounds = range.split_whitespace().filter_map(|n| n.parse::<u32>().ok());
@@ -28,7 +28,6 @@ pub fn free_port() -> u16 {
     assert!(first < end, "no ports outside the ephemeral range {lo}-{hi}");
     let random = RandomState::new();
     let mut given = GIVEN.lock().unwrap();
-    let given = given.get_or_insert_with(HashSet::new);
     for attempt in 0u32..10_000 {
         let port = (first + (random.hash_one(attempt) % u64::from(end - first)) as u32) as u16;
         let free = std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
