@@ -93,16 +93,25 @@ pub enum Durability {
     ///
     /// - **Process crash** (panic, `kill -9`, OOM kill): every returned commit
     ///   survives, since the kernel still holds the pages and writes them out.
-    /// - **Kernel crash or power loss**: commits returned within roughly the
-    ///   last `flush_interval` (plus the kernel's own writeback delay) may be
-    ///   lost. The database stays consistent on filesystems that preserve
-    ///   write order (LMDB loses only the "D" of ACID); on others a power cut
-    ///   can corrupt it.
+    /// - **Kernel crash, power loss or a failed disk** between two flushes:
+    ///   the commits returned since the last flush may be lost; the database
+    ///   is as the last flush left it.
+    /// - **The same during a flush**: the database can be left corrupted
+    ///   (`MDB_CORRUPTED` on the next read or write of the pages hit). A
+    ///   flush writes the dirty pages in no order LMDB controls: a meta page
+    ///   can reach the disk before the pages it points to, and pages of the
+    ///   tree already on the disk, reused in memory since the previous flush,
+    ///   can be overwritten before the new meta page lands. LMDB documents
+    ///   `MDB_NOSYNC` as keeping no integrity across a system crash; only
+    ///   [`Durability::Sync`] does (a flush per commit). A flush takes
+    ///   milliseconds of every `flush_interval`.
     ///
     /// A background thread calls `mdb_env_sync` every `flush_interval`, and
     /// once more when the last [`Store`] clone is dropped; [`Store::sync`]
     /// flushes on demand. Use it for state that can be rebuilt or re-requested
-    /// (caches, OCSP responses, rate-limit counters).
+    /// (caches, OCSP responses, rate-limit counters), or where throughput
+    /// matters more than surviving a system crash and backups are kept (signd's
+    /// audit log by default; docs/operations.md).
     Process {
         /// Time between background flushes. Each flush is an `fsync`, so
         /// keep it at a second or more; zero flushes back to back.
