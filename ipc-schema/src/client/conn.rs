@@ -271,11 +271,57 @@ fn run<P: Protocol>(path: PathBuf, mut jobs: mpsc::UnboundedReceiver<Job<P>>) {
             while let Ok(job) = jobs.try_recv() {
                 queued.push(job);
             }
+            let expected = state.answered.take(std::time::Instant::now());
+            if queued.len() < expected {
+                gather(&mut jobs, &mut queued, expected, GATHER_GAP, GATHER_MAX).await;
+            }
             P::dispatch(&state, queued.drain(..));
             spin.activity(std::time::Instant::now());
         }
     });
 }
+
+/// Callers whose answers came back together in one message (a `signEach`)
+/// usually call again together, one after another: gathers their calls
+/// until `expected` have queued, or none came for `gap` ([`GATHER_GAP`]), or
+/// `max` ([`GATHER_MAX`]) passed, so they go out as one message again rather
+/// than as the first call alone and the rest after it.
+async fn gather<T>(
+    jobs: &mut mpsc::UnboundedReceiver<T>,
+    queued: &mut Vec<T>,
+    expected: usize,
+    gap: std::time::Duration,
+    max: std::time::Duration,
+) {
+    let start = std::time::Instant::now();
+    let mut last = start;
+    loop {
+        tokio::task::yield_now().await;
+        std::thread::yield_now();
+        let now = std::time::Instant::now();
+        loop {
+            match jobs.try_recv() {
+                Ok(job) => {
+                    queued.push(job);
+                    last = now;
+                }
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                // No caller is left to make a call.
+                Err(mpsc::error::TryRecvError::Disconnected) => return,
+            }
+        }
+        if queued.len() >= expected || now - last >= gap || now - start >= max {
+            return;
+        }
+    }
+}
+
+/// How long [`gather`] waits for a caller's next call after the last one came.
+const GATHER_GAP: std::time::Duration = std::time::Duration::from_micros(15);
+/// How long [`gather`] waits at most.
+const GATHER_MAX: std::time::Duration = std::time::Duration::from_micros(100);
+/// Answers delivered longer ago than this tell nothing of the calls to come.
+const ANSWERED_FRESH: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// When the connection thread polls instead of sleeping: while one call (or
 /// one message of calls) is in flight, for up to [`CALLER_BUSY_POLL`] since
@@ -336,6 +382,31 @@ pub(crate) struct ConnState<P: Protocol> {
     held: Option<RefCell<Option<HeldRpc>>>,
     /// Calls made on this connection whose answers have not come back.
     in_flight: std::cell::Cell<usize>,
+    /// Calls answered together since the connection thread last sent calls.
+    answered: Answered,
+}
+
+/// Calls answered together (in one message) since the connection thread last
+/// sent calls, and when the last of them was: how many calls to [`gather`].
+#[derive(Default)]
+struct Answered(std::cell::Cell<(usize, Option<std::time::Instant>)>);
+
+impl Answered {
+    /// `calls` calls were answered together at `now`.
+    fn add(&self, calls: usize, now: std::time::Instant) {
+        let (n, _) = self.0.get();
+        self.0.set((n + calls, Some(now)));
+    }
+
+    /// How many calls were answered together since this was last asked, if
+    /// the last of them was answered less than [`ANSWERED_FRESH`] before
+    /// `now` (else 0).
+    fn take(&self, now: std::time::Instant) -> usize {
+        match self.0.replace((0, None)) {
+            (n, Some(at)) if now.saturating_duration_since(at) < ANSWERED_FRESH => n,
+            _ => 0,
+        }
+    }
 }
 
 /// A connection's RpcSystem, polled by its owning thread.
@@ -385,6 +456,7 @@ impl<P: Protocol> ConnState<P> {
             connecting: tokio::sync::Mutex::new(()),
             held: hold_driver.then(|| RefCell::new(None)),
             in_flight: std::cell::Cell::new(0),
+            answered: Answered::default(),
         }
     }
 
@@ -453,6 +525,12 @@ impl<P: Protocol> ConnState<P> {
         Ok(conn)
     }
 
+    /// `calls` calls that travelled in one message were answered just now:
+    /// their callers' next calls are worth gathering (see [`gather`]).
+    pub(crate) fn answered_together(&self, calls: usize) {
+        self.answered.add(calls, std::time::Instant::now());
+    }
+
     /// Calls made on this connection whose answers have not come back.
     fn in_flight(&self) -> usize {
         self.in_flight.get()
@@ -513,7 +591,7 @@ fn connect_error(service: &str, path: &Path, e: &std::io::Error) -> IpcError {
 mod tests {
     use std::time::{Duration, Instant};
 
-    use super::{Spin, CALLER_BUSY_POLL, NEXT_CALL_POLL};
+    use super::{gather, Answered, Spin, ANSWERED_FRESH, CALLER_BUSY_POLL, GATHER_GAP, GATHER_MAX, NEXT_CALL_POLL};
 
     const US: Duration = Duration::from_micros(1);
 
@@ -541,5 +619,65 @@ mod tests {
         assert!(spin.keep_polling(1, t1 + CALLER_BUSY_POLL));
         assert!(spin.keep_polling(1, t1 + 2 * CALLER_BUSY_POLL - US));
         assert!(!spin.keep_polling(1, t1 + 2 * CALLER_BUSY_POLL + US));
+    }
+
+    #[test]
+    fn calls_answered_together_are_counted_until_taken_while_fresh() {
+        let answered = Answered::default();
+        let t0 = Instant::now();
+        assert_eq!(answered.take(t0), 0, "nothing answered");
+        answered.add(16, t0);
+        answered.add(8, t0 + US);
+        assert_eq!(answered.take(t0 + 2 * US), 24);
+        assert_eq!(answered.take(t0 + 3 * US), 0, "taken once");
+        answered.add(16, t0);
+        assert_eq!(answered.take(t0 + ANSWERED_FRESH), 0, "answers that old tell nothing of the next calls");
+    }
+
+    fn current_thread() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+    }
+
+    #[test]
+    fn gather_takes_every_queued_call_and_stops_once_the_expected_came() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        for i in 1..20 {
+            tx.send(i).unwrap();
+        }
+        let mut queued = vec![0];
+        // The sender is still there and the gap is long: only the count can
+        // end the wait before it.
+        let long = Duration::from_secs(30);
+        let start = Instant::now();
+        current_thread().block_on(gather(&mut rx, &mut queued, 16, long, long));
+        assert!(start.elapsed() < Duration::from_secs(10), "waited {:?}", start.elapsed());
+        assert_eq!(queued, (0..20).collect::<Vec<_>>());
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn gather_gives_up_when_no_call_comes() {
+        let (_tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
+        let mut queued = vec![7];
+        let start = Instant::now();
+        current_thread().block_on(gather(&mut rx, &mut queued, 16, GATHER_GAP, GATHER_MAX));
+        let waited = start.elapsed();
+        assert_eq!(queued, vec![7]);
+        assert!(waited >= GATHER_GAP, "waited {waited:?}");
+        // Bounded by GATHER_GAP (no call came); generous for a loaded machine.
+        assert!(waited < GATHER_MAX + Duration::from_millis(50), "waited {waited:?}");
+    }
+
+    #[test]
+    fn gather_stops_at_a_disconnected_queue() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
+        tx.send(1).unwrap();
+        drop(tx);
+        let mut queued = vec![0];
+        let long = Duration::from_secs(30);
+        let start = Instant::now();
+        current_thread().block_on(gather(&mut rx, &mut queued, 16, long, long));
+        assert_eq!(queued, vec![0, 1]);
+        assert!(start.elapsed() < Duration::from_secs(10), "waited {:?}", start.elapsed());
     }
 }

@@ -544,6 +544,12 @@ impl Work {
         let outcome = state.execute_ref(&request).await;
         match outcome {
             Ok(Response::SignEach(each)) => {
+                if matches!(batch, Batch::Sign { .. }) {
+                    // Their callers' next calls are worth gathering (measured
+                    // for `sign` calls in flight; OCSP responses go out as
+                    // they come).
+                    state.answered_together(replies.len());
+                }
                 for (reply, signed) in replies.into_iter().zip(each) {
                     let _ = reply.send(signed.map(|s| batch.answer(s)));
                 }
