@@ -12,6 +12,21 @@
 //! ceiling); `2c` runs the server on its own thread and the checks on the bench thread.
 //! The server answers `200 ok` from a static string. Run it with
 //! `cargo bench -p signet-bench --bench probed_http` (add `-- 1c` for one topology).
+//!
+//! The same-run baseline is the seed's check as its notes describe it, on the same server,
+//! runtime and topology: a bare `hyper_util` client (h2c prior knowledge, plain HTTP
+//! connector, pooled) sending a GET under a timeout, then the status checked and the body
+//! read and searched. Its ids add `_seed_method` to the topology's name:
+//! `http_check_single/1c_seed_method` and `http_check_throughput/1c_seed_method/c_<n>`,
+//! each measured right after probed's own at the same `n`. It tells what this host's
+//! core does with the seed's stack, so probed's figure can be set against the seed's
+//! published one (measured on an Apple M1 Pro) as a ratio from one run.
+//!
+//! For instruction counts, which a noisy host does not move: with
+//! `SIGNET_PROBED_BENCH_ROUNDS=<r>` and `SIGNET_PROBED_BENCH_WHICH=probed|seed_method` the
+//! binary skips criterion and runs `r` rounds of 1,000 checks at once on `1c` (after one
+//! check that opens the connection), for `valgrind --tool=callgrind`; the difference
+//! between two round counts, divided by the checks, is a check's instructions.
 #![forbid(unsafe_code)]
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)]
 
@@ -22,9 +37,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
-use hyper::{Request, Response};
+use hyper::{Request, Response, Uri};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use probed::checks::Probe;
 use tokio::net::TcpListener;
@@ -67,20 +84,47 @@ fn probe(addr: SocketAddr) -> Probe {
     Probe::new(&config.checks["bench"]).expect("the bench's check is prepared")
 }
 
+/// The seed's check, as its notes describe it: one request through a shared `hyper_util`
+/// client (h2c prior knowledge, no TLS) under a timeout; passes on status 200 and a body
+/// containing `ok`.
+struct SeedMethod {
+    client: Client<HttpConnector, Full<Bytes>>,
+    uri: Uri,
+}
+
+impl SeedMethod {
+    fn new(addr: SocketAddr) -> Self {
+        let mut http = HttpConnector::new();
+        http.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new()).http2_only(true).build(http);
+        Self { client, uri: format!("http://{addr}/").parse().unwrap() }
+    }
+
+    async fn run(&self) -> bool {
+        let req = Request::get(self.uri.clone()).body(Full::new(Bytes::new())).unwrap();
+        let Ok(Ok(resp)) = tokio::time::timeout(TIMEOUT, self.client.request(req)).await else { return false };
+        if resp.status() != 200 {
+            return false;
+        }
+        let Ok(body) = resp.into_body().collect().await else { return false };
+        body.to_bytes().windows(2).any(|w| w == b"ok")
+    }
+}
+
 fn current_thread() -> Runtime {
     Builder::new_current_thread().enable_all().build().unwrap()
 }
 
-/// The runtime the checks run on, the check, and (for `2c`) the server's runtime kept alive.
-fn topology(name: &str) -> (Runtime, Probe, Option<std::thread::JoinHandle<()>>) {
+/// The runtime the checks run on, the check, the baseline's check of the same server, and
+/// (for `2c`) the server's runtime kept alive.
+fn topology(name: &str) -> (Runtime, Probe, SeedMethod, Option<std::thread::JoinHandle<()>>) {
     let rt = current_thread();
     match name {
         "1c" => {
             let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
             let addr = listener.local_addr().unwrap();
             rt.spawn(serve(listener));
-            let p = probe(addr);
-            (rt, p, None)
+            (rt, probe(addr), SeedMethod::new(addr), None)
         }
         _ => {
             let (tx, rx) = std::sync::mpsc::channel();
@@ -93,19 +137,46 @@ fn topology(name: &str) -> (Runtime, Probe, Option<std::thread::JoinHandle<()>>)
                 });
             });
             let addr = rx.recv().unwrap();
-            let p = probe(addr);
-            (rt, p, Some(server))
+            (rt, probe(addr), SeedMethod::new(addr), Some(server))
         }
     }
 }
 
+/// `SIGNET_PROBED_BENCH_ROUNDS` rounds of 1,000 checks of one kind on `1c`, without
+/// criterion (for an instruction count).
+fn rounds_only(rounds: usize, which: &str) {
+    let (rt, probe, seed, _server) = topology("1c");
+    assert!(rt.block_on(probe.run(TIMEOUT, 0)).ok && rt.block_on(seed.run()), "the checks fail");
+    for _ in 0..rounds {
+        let failed = match which {
+            "probed" => rt
+                .block_on(futures::future::join_all((0..1_000).map(|_| probe.run(TIMEOUT, 0))))
+                .iter()
+                .filter(|o| !o.ok)
+                .count(),
+            "seed_method" => {
+                rt.block_on(futures::future::join_all((0..1_000).map(|_| seed.run()))).iter().filter(|ok| !**ok).count()
+            }
+            other => panic!("SIGNET_PROBED_BENCH_WHICH: {other:?} is neither probed nor seed_method"),
+        };
+        assert_eq!(failed, 0, "{failed} of 1,000 checks failed");
+    }
+}
+
 fn main() {
+    if let Ok(rounds) = std::env::var("SIGNET_PROBED_BENCH_ROUNDS") {
+        let which = std::env::var("SIGNET_PROBED_BENCH_WHICH").unwrap_or_else(|_| "probed".into());
+        rounds_only(rounds.parse().expect("SIGNET_PROBED_BENCH_ROUNDS: a number of rounds"), &which);
+        return;
+    }
     let mut c = Criterion::default().configure_from_args();
     for name in ["1c", "2c"] {
-        let (rt, probe, _server) = topology(name);
+        let (rt, probe, seed, _server) = topology(name);
+        let seed_name = format!("{name}_seed_method");
         // The first check opens the connection; every later one reuses it.
         let first = rt.block_on(probe.run(TIMEOUT, 0));
         assert!(first.ok, "the bench's check fails: {}", first.message);
+        assert!(rt.block_on(seed.run()), "the baseline's check fails");
 
         let mut single = c.benchmark_group("http_check_single");
         single.throughput(Throughput::Elements(1));
@@ -116,6 +187,7 @@ fn main() {
                 assert!(o.ok, "{}", o.message);
             })
         });
+        single.bench_function(&seed_name, |b| b.iter(|| assert!(rt.block_on(seed.run()))));
         single.finish();
 
         let mut many = c.benchmark_group("http_check_throughput");
@@ -129,6 +201,13 @@ fn main() {
                     let outcomes = rt.block_on(futures::future::join_all((0..n).map(|_| probe.run(TIMEOUT, 0))));
                     let failed = outcomes.iter().filter(|o| !o.ok).count();
                     assert_eq!(failed, 0, "{failed} of {n} checks failed: {}", outcomes[0].message);
+                })
+            });
+            many.bench_with_input(BenchmarkId::new(&seed_name, format!("c_{n}")), &n, |b, &n| {
+                b.iter(|| {
+                    let passed = rt.block_on(futures::future::join_all((0..n).map(|_| seed.run())));
+                    let failed = passed.iter().filter(|ok| !**ok).count();
+                    assert_eq!(failed, 0, "{failed} of {n} baseline checks failed");
                 })
             });
         }
