@@ -3,7 +3,7 @@
 # the demo DNS server) in a throw-away state directory, and reports the CPU
 # seconds each process used during the run beside acme-bench's own figures.
 #
-#   bench/scripts/acme-bench.sh [--ca-alg ALG] [--keep] [--pebble] [--step-ca] [--rounds N] -- ACME-BENCH-ARGS...
+#   bench/scripts/acme-bench.sh [--ca-alg ALG] [--keep] [--pebble] [--step-ca] [--rounds N] [--dns-ttl S] -- ACME-BENCH-ARGS...
 #   bench/scripts/acme-bench.sh [--ca-alg ALG] [--pebble] --handlers [-- CRITERION-ARGS...]
 #
 # --ca-alg picks the demo CA's key algorithm (signd's names: ecdsa-p256,
@@ -31,6 +31,10 @@
 #
 # RUN_LIMIT (seconds, default 600) bounds each acme-bench run.
 #
+# --dns-ttl is the TTL of the demo DNS server's answers (default 300 s, a
+# common zone TTL): acmed reuses CAA answers for their TTL, as the Baseline
+# Requirements allow. 0 makes every CAA check ask the DNS server.
+#
 # --handlers runs the criterion bench of single handlers
 # (bench/benches/acme_handlers.rs) against acmed, and against Pebble and
 # step-ca in the same run with --pebble and --step-ca, instead of acme-bench.
@@ -50,6 +54,7 @@ PEBBLE=0
 STEPCA=0
 ROUNDS=3
 HANDLERS=0
+DNS_TTL=300
 while [ $# -gt 0 ]; do
   case "$1" in
     --ca-alg) CA_ALG="$2"; shift 2 ;;
@@ -57,6 +62,7 @@ while [ $# -gt 0 ]; do
     --pebble) PEBBLE=1; shift ;;
     --step-ca) STEPCA=1; shift ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
+    --dns-ttl) DNS_TTL="$2"; shift 2 ;;
     --handlers) HANDLERS=1; shift ;;
     --) shift; break ;;
     *) break ;;
@@ -93,6 +99,9 @@ export SIGNET_DEMO_CA_ALGORITHM="$CA_ALG"
 # Without Certificate Transparency unless asked (SIGNET_DEMO_CT=1): Pebble has
 # none, and the baselines in docs/performance.md were measured without it.
 export SIGNET_DEMO_CT="${SIGNET_DEMO_CT:-0}"
+# The DNS server's answers carry a TTL, as a real zone's do, so acmed may
+# reuse CAA answers for it (the load's names are new, their parents are not).
+export SIGNET_DEMO_DNS_TTL="$DNS_TTL"
 "$root/scripts/run" --state-dir "$STATE" --ocsp-port "$OCSP" --acme-port "$ACME" --dns-port "$DNS" \
   --http01-port "$H1" --tlsalpn01-port "$TA" > "$STATE.log" 2>&1 &
 RUN=$!

@@ -59,9 +59,17 @@ impl AcmeStack {
 
     /// Starts everything with a CA whose keys are `algorithm` (signd's names).
     pub fn start_with_ca(algorithm: &str, extra: &str) -> AcmeStack {
+        Self::start_with_dns_ttl(algorithm, extra, 0)
+    }
+
+    /// Starts everything with a CA whose keys are `algorithm`, and a DNS
+    /// server whose answers have a TTL of `dns_ttl` seconds (0 elsewhere:
+    /// nothing may be cached, so a test's zone edits show at once).
+    pub fn start_with_dns_ttl(algorithm: &str, extra: &str, dns_ttl: u32) -> AcmeStack {
         let pki = Pki::start_full(crate::Backend::Openssl, algorithm, "");
         let dir = pki.dir.clone();
-        let dns = TestDns::start(&dir.join("zone"), "signet.test A 127.0.0.1\n*.signet.test A 127.0.0.1\n");
+        let dns =
+            TestDns::start_with_ttl(&dir.join("zone"), "signet.test A 127.0.0.1\n*.signet.test A 127.0.0.1\n", dns_ttl);
         let dns_addr = dns.addr().to_string();
 
         // acmed's TLS certificate, from the CA itself.

@@ -26,10 +26,17 @@ impl TestDns {
     /// 127.0.0.1 (a free port, UDP and TCP) with it; its log, each query
     /// included, goes to `zone`.log.
     pub fn start(zone: &Path, records: &str) -> TestDns {
+        Self::start_with_ttl(zone, records, 0)
+    }
+
+    /// As [`TestDns::start`], with every answer's TTL (and the SOA minimum
+    /// of negative answers) `ttl` seconds instead of 0, so resolvers may
+    /// cache them.
+    pub fn start_with_ttl(zone: &Path, records: &str, ttl: u32) -> TestDns {
         std::fs::write(zone, records).unwrap();
         let log = zone.with_extension("log");
         let mut child = Command::new(crate::bin("signet-testdns"))
-            .args(["--listen", "127.0.0.1:0", "--zone"])
+            .args(["--listen", "127.0.0.1:0", "--ttl", &ttl.to_string(), "--zone"])
             .arg(zone)
             .env("RUST_LOG", "info,signet_testdns=debug")
             .stdin(Stdio::null())

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -814,6 +814,74 @@ fn caa_is_checked_up_the_tree_and_the_closest_rrset_decides() {
     assert_eq!(outcome("wild.signet.test")["status"], "valid");
     refused(&outcome("*.wild.signet.test"));
     assert_eq!(outcome("free.signet.test")["status"], "valid");
+}
+
+/// CAA answers are reused for their TTL (the Baseline Requirements let a CA
+/// rely on them that long), empty ones for their SOA minimum: a record added above a
+/// checked name is not seen until the parent's empty answer expires, and is
+/// after. The DNS server's log shows the parent asked once within the TTL.
+#[test]
+fn caa_answers_are_reused_for_their_ttl() {
+    const TTL: u64 = 6;
+    let stack = AcmeStack::start_with_dns_ttl("ecdsa-p256", "", TTL as u32);
+    let mut c = Client::new(&stack);
+    c.register();
+    let mut authorize = |name: &str| -> Value {
+        let (_, order) = c.new_order(&[name]);
+        let authz_url = order["authorizations"][0].as_str().unwrap().to_owned();
+        let authz = c.post(&authz_url, None).json();
+        let ch = authz["challenges"].as_array().unwrap().iter().find(|c| c["type"] == "dns-01").unwrap().clone();
+        let ka = validate::key_authorization(ch["token"].as_str().unwrap(), &c.jwk());
+        stack.add_txt(&format!("_acme-challenge.{name}"), &validate::dns01_txt_value(&ka));
+        c.respond_and_wait(ch["url"].as_str().unwrap(), &authz_url)
+    };
+    let parent_asked = || {
+        stack
+            .dns
+            .log()
+            .lines()
+            .filter(|l| l.contains("cached.signet.test.") && l.contains("CAA") && !l.contains(".cached.signet.test."))
+            .count()
+    };
+
+    let first = Instant::now();
+    assert_eq!(authorize("one.cached.signet.test")["status"], "valid");
+    assert_eq!(parent_asked(), 1, "{}", stack.dns.log());
+    stack.dns.add("cached.signet.test CAA 0 issue \"other.example\"");
+    let second = authorize("two.cached.signet.test");
+    if first.elapsed() < Duration::from_secs(TTL - 1) {
+        // Within the TTL: the parent's empty answer still holds.
+        assert_eq!(second["status"], "valid", "{second}");
+        assert_eq!(parent_asked(), 1, "{}", stack.dns.log());
+    }
+    std::thread::sleep(Duration::from_secs(TTL + 1).saturating_sub(first.elapsed()));
+    let third = authorize("three.cached.signet.test");
+    assert_eq!(third["status"], "invalid", "{third}");
+    let ch = third["challenges"].as_array().unwrap().iter().find(|c| c["type"] == "dns-01").unwrap();
+    assert_eq!(ch["error"]["type"], "urn:ietf:params:acme:error:caa", "{third}");
+}
+
+/// An authorization reused past `caa_recheck_after_seconds` has its CAA
+/// checked again at finalize (the Baseline Requirements want a check within
+/// 8 hours of issuance): a record forbidding this CA, added after the
+/// validation, fails the finalization with a `caa` problem naming the
+/// identifier, and the order becomes invalid. A fresh authorization's check
+/// is not repeated.
+#[test]
+fn finalize_checks_caa_again_for_an_old_authorization() {
+    let stack = AcmeStack::start("caa_recheck_after_seconds = 1");
+    let mut c = Client::new(&stack);
+    c.register();
+    c.issue(&["again.signet.test"]);
+    stack.dns.add("again.signet.test CAA 0 issue \"other.example\"");
+    std::thread::sleep(Duration::from_millis(1100));
+    let (order_url, order) = c.new_order(&["again.signet.test"]);
+    assert_eq!(order["status"], "ready", "the valid authorization is reused: {order}");
+    let r = c.finalize(&order, &Client::csr(&["again.signet.test"]));
+    assert_eq!((r.status, r.problem().as_str()), (403, "caa"), "{r:?}");
+    let p = r.json();
+    assert_eq!(p["subproblems"][0]["identifier"]["value"], "again.signet.test", "{p}");
+    assert_eq!(c.post(&order_url, None).json()["status"], "invalid");
 }
 
 /// A rateLimited answer's Retry-After is the real wait (as its detail says),

@@ -43,7 +43,10 @@ pub const HTTP01_MAX_REDIRECTS: usize = 10;
 
 /// What a validation needs to know about the network.
 pub struct Validator {
+    /// Challenge lookups (A, AAAA, TXT): never cached.
     resolver: TokioResolver,
+    /// CAA lookups: cached within their TTL, up to the configured maximum.
+    caa_resolver: TokioResolver,
     http01_port: u16,
     http01_https_port: u16,
     tlsalpn01_port: u16,
@@ -79,26 +82,36 @@ impl Validator {
         tlsalpn01_port: u16,
         timeout: Duration,
         caa_identities: Vec<String>,
+        caa_cache_max: Duration,
     ) -> Result<Validator, String> {
-        let mut builder = match resolver {
-            Some(addr) => {
-                let group = NameServerConfigGroup::from_ips_clear(&[addr.ip()], addr.port(), true);
-                TokioResolver::builder_with_config(
-                    ResolverConfig::from_parts(None, vec![], group),
-                    TokioConnectionProvider::default(),
-                )
+        let build = |max_ttl: Duration| -> Result<TokioResolver, String> {
+            let mut builder = match resolver {
+                Some(addr) => {
+                    let group = NameServerConfigGroup::from_ips_clear(&[addr.ip()], addr.port(), true);
+                    TokioResolver::builder_with_config(
+                        ResolverConfig::from_parts(None, vec![], group),
+                        TokioConnectionProvider::default(),
+                    )
+                }
+                None => TokioResolver::builder_tokio().map_err(|e| format!("system DNS configuration: {e}"))?,
+            };
+            let opts: &mut ResolverOpts = builder.options_mut();
+            opts.positive_max_ttl = Some(max_ttl);
+            opts.negative_max_ttl = Some(max_ttl);
+            opts.timeout = timeout.min(Duration::from_secs(5));
+            opts.attempts = 2;
+            if resolver.is_some() {
+                opts.use_hosts_file = ResolveHosts::Never;
             }
-            None => TokioResolver::builder_tokio().map_err(|e| format!("system DNS configuration: {e}"))?,
+            Ok(builder.build())
         };
-        let opts: &mut ResolverOpts = builder.options_mut();
         // Validation must see the zone as it is now: nothing cached.
-        opts.positive_max_ttl = Some(Duration::ZERO);
-        opts.negative_max_ttl = Some(Duration::ZERO);
-        opts.timeout = timeout.min(Duration::from_secs(5));
-        opts.attempts = 2;
-        if resolver.is_some() {
-            opts.use_hosts_file = ResolveHosts::Never;
-        }
+        let resolver_now = build(Duration::ZERO)?;
+        // A CAA check may be relied on for the answer's TTL or 8 hours,
+        // whichever is greater (Baseline Requirements §3.2.2.8): answers are
+        // cached for their TTL, at most `caa_cache_max`. A TTL of 0 is not
+        // cached.
+        let caa_resolver = build(caa_cache_max)?;
         let mut tls = SslConnector::builder(SslMethod::tls_client()).map_err(|e| e.to_string())?;
         // tls-alpn-01 certificates are self-signed by design: the check is the extension.
         tls.set_verify(SslVerifyMode::NONE);
@@ -108,7 +121,8 @@ impl Validator {
         http01_tls.set_verify(SslVerifyMode::NONE);
         http01_tls.set_alpn_protos(b"\x08http/1.1").map_err(|e| e.to_string())?;
         Ok(Validator {
-            resolver: builder.build(),
+            resolver: resolver_now,
+            caa_resolver,
             http01_port,
             http01_https_port,
             tlsalpn01_port,
@@ -187,7 +201,7 @@ impl Validator {
     }
 
     async fn caa_rrset(&self, name: &str) -> Result<Vec<CaaRecord>, AcmeError> {
-        match self.resolver.lookup(fqdn(name), RecordType::CAA).await {
+        match self.caa_resolver.lookup(fqdn(name), RecordType::CAA).await {
             Ok(lookup) => Ok(lookup
                 .iter()
                 .filter_map(|r| match r {

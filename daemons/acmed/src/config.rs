@@ -15,6 +15,8 @@
 //! tlsalpn01_port = 443                     # where tls-alpn-01 connects
 //! dns_resolver = "127.0.0.1:53"            # default: the system's resolv.conf
 //! caa_identities = ["signet.example"]      # empty: CAA is not checked
+//! caa_cache_max_seconds = 28800            # CAA answers are reused for their TTL, at most this; 0: never
+//! caa_recheck_after_seconds = 25200        # finalize checks CAA again for authorizations validated before this
 //! terms_of_service = "https://acme.example/tos"
 //! website = "https://acme.example"
 //! external_account_required = false
@@ -115,6 +117,19 @@ pub struct Config {
     /// CAA issuer domain names that mean this CA (RFC 8659); empty: no CAA check.
     #[serde(default)]
     pub caa_identities: Vec<String>,
+    /// The longest a CAA answer is reused: each is reused for its TTL (the
+    /// SOA minimum for an empty one), never longer than this. The Baseline
+    /// Requirements (§3.2.2.8) let a CA rely on a CAA check for the TTL or 8
+    /// hours, whichever is greater, so the default is 8 hours. 0: every check
+    /// asks the DNS.
+    #[serde(default = "default_caa_cache_max")]
+    pub caa_cache_max_seconds: u64,
+    /// finalize checks CAA again for each name whose authorization was
+    /// validated at least this long ago (a reused one): CAA must have been
+    /// checked within 8 hours of issuance (Baseline Requirements §3.2.2.8).
+    /// Default 7 hours, as Let's Encrypt; at most 8 hours.
+    #[serde(default = "default_caa_recheck_after")]
+    pub caa_recheck_after_seconds: u64,
     /// The terms of service URL in the directory's meta.
     #[serde(default)]
     pub terms_of_service: Option<String>,
@@ -394,6 +409,12 @@ impl Config {
                 alg.parse::<KeyAlgorithm>().map_err(|e| format!("profiles.{name}.key_algorithms: {e}"))?;
             }
         }
+        if self.caa_recheck_after_seconds > MAX_CAA_AGE {
+            return Err(format!(
+                "caa_recheck_after_seconds is {}: at most {MAX_CAA_AGE} (CAA is checked within 8 hours of issuance)",
+                self.caa_recheck_after_seconds
+            ));
+        }
         if self.validation_timeout_seconds == 0 || self.order_lifetime_seconds == 0 {
             return Err("validation_timeout_seconds and order_lifetime_seconds must be positive".into());
         }
@@ -432,6 +453,15 @@ fn default_http01_https_port() -> u16 {
 }
 fn default_tlsalpn01_port() -> u16 {
     443
+}
+/// The Baseline Requirements' bound on the age of a CAA check at issuance (§3.2.2.8).
+const MAX_CAA_AGE: u64 = 8 * 3600;
+
+fn default_caa_cache_max() -> u64 {
+    8 * 3600
+}
+fn default_caa_recheck_after() -> u64 {
+    7 * 3600
 }
 fn default_validation_timeout() -> u64 {
     10
@@ -527,6 +557,17 @@ mod tests {
 
     const CT: &str = "[ct]\ntimeout_ms = 500\n[[ct.logs]]\nurl = \"http://127.0.0.1:1/a\"\npublic_key = \"AA==\"\n\
                       [[ct.logs]]\nurl = \"https://ct.example/b/\"\npublic_key = \"AA==\"\nrequired = true\n";
+
+    #[test]
+    fn caa_reuse_is_bounded_by_the_baseline_requirements() {
+        let c: Config = toml::from_str(MINIMAL).unwrap();
+        assert_eq!((c.caa_cache_max_seconds, c.caa_recheck_after_seconds), (8 * 3600, 7 * 3600));
+        let c: Config = toml::from_str(&format!("{MINIMAL}caa_recheck_after_seconds = 28800\n")).unwrap();
+        c.check().unwrap();
+        let c: Config = toml::from_str(&format!("{MINIMAL}caa_recheck_after_seconds = 28801\n")).unwrap();
+        let e = c.check().unwrap_err();
+        assert!(e.contains("caa_recheck_after_seconds is 28801"), "{e}");
+    }
 
     #[test]
     fn ct_section() {

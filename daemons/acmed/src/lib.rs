@@ -249,6 +249,7 @@ fn validator(config: &Config) -> Result<Validator, String> {
         config.tlsalpn01_port,
         Duration::from_secs(config.validation_timeout_seconds),
         config.caa_identities.clone(),
+        Duration::from_secs(config.caa_cache_max_seconds),
     )
 }
 

@@ -215,7 +215,10 @@ impl Acme {
         let Some(_claim) = self.inflight.claim(&self.inflight.finalizing, oid, 0) else {
             return Err(Problem::new(ProblemType::OrderNotReady, "the order is already being finalized"));
         };
-        let issued = self.issue(&oid, &order, &csr).await;
+        let issued = match self.recheck_caa(&acct.url, &authzs).await {
+            Ok(()) => self.issue(&oid, &order, &csr).await,
+            Err(p) => Err(p),
+        };
         let db = &self.db;
         let (final_order, reply) = match issued {
             Ok(cert) => {
@@ -277,6 +280,32 @@ impl Acme {
         }
         Ok(Reply::json(StatusCode::OK, &self.order_json(&oid, &final_order, OrderStatus::Valid))
             .at(self.resource_url("order", &oid)))
+    }
+
+    /// CAA again for every name whose authorization was validated longer
+    /// ago than `caa_recheck_after_seconds` (a reused one): the Baseline
+    /// Requirements (§3.2.2.8) want CAA checked within 8 hours of issuance,
+    /// and an authorization may be reused for days. The checks run at once;
+    /// any refusal (or DNS failure) fails the finalization, one subproblem
+    /// per name, as Let's Encrypt does.
+    async fn recheck_caa(&self, account_url: &str, authzs: &[AuthzRec]) -> Result<(), Problem> {
+        let now = self.clock.unix_seconds();
+        let window = i64::try_from(self.cfg.caa_recheck_after_seconds).unwrap_or(i64::MAX);
+        let stale = authzs.iter().filter(|az| az.identifier.kind == types::IdentifierType::Dns).filter_map(|az| {
+            let ch = az.challenges.iter().find(|c| c.status == ChallengeStatus::Valid)?;
+            (now.saturating_sub(ch.validated?) >= window).then(|| (az, ch.challenge_type()))
+        });
+        let checks = stale.map(|(az, kind)| async move {
+            self.validator.check_caa(&az.identifier.value, az.wildcard, account_url, kind.as_str()).await.map_err(|e| {
+                signet_acme::AcmeError { identifier: Some(Box::new(az.identifier.clone())), ..e }.problem()
+            })
+        });
+        let refused: Vec<Problem> =
+            futures::future::join_all(checks).await.into_iter().filter_map(Result::err).collect();
+        if refused.is_empty() {
+            return Ok(());
+        }
+        Err(Problem::with_subproblems("CAA, checked again at finalization, does not allow issuance", refused))
     }
 
     /// The CSR must name exactly the order's identifiers, with an allowed key
