@@ -427,6 +427,20 @@ impl<'a> Client<'a> {
         (ch["url"].as_str().unwrap().to_owned(), token, ka)
     }
 
+    /// A new order for `name` alone, its dns-01 challenge answered (the TXT
+    /// record under the name, without `*.`) and polled until decided; returns
+    /// the authorization (valid or invalid).
+    pub fn dns01_outcome(&mut self, name: &str) -> Value {
+        let (_, order) = self.new_order(&[name]);
+        let authz_url = order["authorizations"][0].as_str().unwrap().to_owned();
+        let authz = self.post(&authz_url, None).json();
+        let ch = authz["challenges"].as_array().unwrap().iter().find(|c| c["type"] == "dns-01").unwrap().clone();
+        let ka = validate::key_authorization(ch["token"].as_str().unwrap(), &self.jwk());
+        let owner = name.trim_start_matches("*.");
+        self.stack.add_txt(&format!("_acme-challenge.{owner}"), &validate::dns01_txt_value(&ka));
+        self.respond_and_wait(ch["url"].as_str().unwrap(), &authz_url)
+    }
+
     /// POSTs the challenge at `challenge_url`, then polls `authz_url` until it is
     /// no longer pending; returns the authorization (valid or invalid).
     pub fn respond_and_wait(&mut self, challenge_url: &str, authz_url: &str) -> Value {

@@ -16,7 +16,6 @@ use base64::Engine;
 use serde_json::{json, Value};
 use signet_acme::jws::sign::{self, Signer};
 use signet_acme::jws::Algorithm;
-use signet_acme::validate;
 use signet_ipc::{block_on, CertState};
 use signet_tests::acme::{p256, AcmeStack, Client, HttpResponder, Route};
 use signet_tests::{bin, run};
@@ -791,29 +790,19 @@ fn caa_is_checked_up_the_tree_and_the_closest_rrset_decides() {
     );
     let mut c = Client::new(&stack);
     c.register();
-    let mut outcome = |name: &str| -> Value {
-        let (_, order) = c.new_order(&[name]);
-        let authz_url = order["authorizations"][0].as_str().unwrap().to_owned();
-        let authz = c.post(&authz_url, None).json();
-        let ch = authz["challenges"].as_array().unwrap().iter().find(|c| c["type"] == "dns-01").unwrap().clone();
-        let ka = validate::key_authorization(ch["token"].as_str().unwrap(), &c.jwk());
-        let owner = name.trim_start_matches("*.");
-        stack.add_txt(&format!("_acme-challenge.{owner}"), &validate::dns01_txt_value(&ka));
-        c.respond_and_wait(ch["url"].as_str().unwrap(), &authz_url)
-    };
     let refused = |a: &Value| {
         assert_eq!(a["status"], "invalid", "{a}");
         let ch = a["challenges"].as_array().unwrap().iter().find(|c| c["type"] == "dns-01").unwrap();
         assert_eq!(ch["error"]["type"], "urn:ietf:params:acme:error:caa", "{a}");
     };
-    refused(&outcome("forbidden.signet.test"));
-    refused(&outcome("deep.leaf.parent-no.signet.test"));
-    assert_eq!(outcome("leaf.parent-ok.signet.test")["status"], "valid");
-    assert_eq!(outcome("allow.parent-no.signet.test")["status"], "valid");
+    refused(&c.dns01_outcome("forbidden.signet.test"));
+    refused(&c.dns01_outcome("deep.leaf.parent-no.signet.test"));
+    assert_eq!(c.dns01_outcome("leaf.parent-ok.signet.test")["status"], "valid");
+    assert_eq!(c.dns01_outcome("allow.parent-no.signet.test")["status"], "valid");
     // issuewild binds wildcards only; no record anywhere: no restriction.
-    assert_eq!(outcome("wild.signet.test")["status"], "valid");
-    refused(&outcome("*.wild.signet.test"));
-    assert_eq!(outcome("free.signet.test")["status"], "valid");
+    assert_eq!(c.dns01_outcome("wild.signet.test")["status"], "valid");
+    refused(&c.dns01_outcome("*.wild.signet.test"));
+    assert_eq!(c.dns01_outcome("free.signet.test")["status"], "valid");
 }
 
 /// CAA answers are reused for their TTL (the Baseline Requirements let a CA
@@ -826,15 +815,6 @@ fn caa_answers_are_reused_for_their_ttl() {
     let stack = AcmeStack::start_with_dns_ttl("ecdsa-p256", "", TTL as u32);
     let mut c = Client::new(&stack);
     c.register();
-    let mut authorize = |name: &str| -> Value {
-        let (_, order) = c.new_order(&[name]);
-        let authz_url = order["authorizations"][0].as_str().unwrap().to_owned();
-        let authz = c.post(&authz_url, None).json();
-        let ch = authz["challenges"].as_array().unwrap().iter().find(|c| c["type"] == "dns-01").unwrap().clone();
-        let ka = validate::key_authorization(ch["token"].as_str().unwrap(), &c.jwk());
-        stack.add_txt(&format!("_acme-challenge.{name}"), &validate::dns01_txt_value(&ka));
-        c.respond_and_wait(ch["url"].as_str().unwrap(), &authz_url)
-    };
     let parent_asked = || {
         stack
             .dns
@@ -845,17 +825,17 @@ fn caa_answers_are_reused_for_their_ttl() {
     };
 
     let first = Instant::now();
-    assert_eq!(authorize("one.cached.signet.test")["status"], "valid");
+    assert_eq!(c.dns01_outcome("one.cached.signet.test")["status"], "valid");
     assert_eq!(parent_asked(), 1, "{}", stack.dns.log());
     stack.dns.add("cached.signet.test CAA 0 issue \"other.example\"");
-    let second = authorize("two.cached.signet.test");
+    let second = c.dns01_outcome("two.cached.signet.test");
     if first.elapsed() < Duration::from_secs(TTL - 1) {
         // Within the TTL: the parent's empty answer still holds.
         assert_eq!(second["status"], "valid", "{second}");
         assert_eq!(parent_asked(), 1, "{}", stack.dns.log());
     }
     std::thread::sleep(Duration::from_secs(TTL + 1).saturating_sub(first.elapsed()));
-    let third = authorize("three.cached.signet.test");
+    let third = c.dns01_outcome("three.cached.signet.test");
     assert_eq!(third["status"], "invalid", "{third}");
     let ch = third["challenges"].as_array().unwrap().iter().find(|c| c["type"] == "dns-01").unwrap();
     assert_eq!(ch["error"]["type"], "urn:ietf:params:acme:error:caa", "{third}");
@@ -865,8 +845,7 @@ fn caa_answers_are_reused_for_their_ttl() {
 /// checked again at finalize (the Baseline Requirements want a check within
 /// 8 hours of issuance): a record forbidding this CA, added after the
 /// validation, fails the finalization with a `caa` problem naming the
-/// identifier, and the order becomes invalid. A fresh authorization's check
-/// is not repeated.
+/// identifier, and the order becomes invalid.
 #[test]
 fn finalize_checks_caa_again_for_an_old_authorization() {
     let stack = AcmeStack::start("caa_recheck_after_seconds = 1");
