@@ -62,7 +62,8 @@ while [ $# -gt 0 ]; do
     --pebble) PEBBLE=1; shift ;;
     --step-ca) STEPCA=1; shift ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
-    --dns-ttl) DNS_TTL="$2"; shift 2 ;;
+    --dns-ttl) [[ "${2:-}" =~ ^[0-9]{1,9}$ ]] || { echo "acme-bench.sh: --dns-ttl takes seconds (0-999999999), not '${2:-}'" >&2; exit 2; }
+      DNS_TTL="$2"; shift 2 ;;
     --handlers) HANDLERS=1; shift ;;
     --) shift; break ;;
     *) break ;;
