@@ -13,8 +13,9 @@
 //! - `signd_batch/p256`: `sign_batch` of 256 messages per call.
 //!
 //! After criterion, a summary pass (lines starting `SUMMARY`) measures with
-//! plain timed loops: direct rate, round-trip p50/p99 (up to 5,000 calls),
-//! in-flight-16 rate and p50/p99 for every case, and CPU time per signature
+//! plain timed loops: direct rate, round-trip p50/p99 (up to 5,000 calls)
+//! from cold and again warm (after [`WARM_UP`] of the same calls, as
+//! criterion warms up), in-flight-16 rate and p50/p99 for every case, and CPU time per signature
 //! in signd and in the client. Set `SIGNET_BENCH_SUMMARY=0` to skip it, or
 //! to a comma-separated list of case labels (`p256,ed25519`) to limit the
 //! per-case loops to those.
@@ -35,6 +36,11 @@ use signet_bench::{generate_keys, message, percentile, run_inflight, self_cpu_ti
 use signet_ipc::{block_on, SignatureScheme, SigndClient};
 
 const BATCH: usize = 256;
+/// How long the summary's warm round-trip loops call before they time: the
+/// steady state of back-to-back calls, which criterion's warm-up reaches too.
+/// The cold loop before them starts right after a second of signing on the
+/// bench's thread alone, when signd's and the client's threads have slept.
+const WARM_UP: Duration = Duration::from_secs(1);
 
 fn main() {
     let mut c = Criterion::default()
@@ -173,6 +179,14 @@ fn timed_calls(n: u64, mut call: impl FnMut()) -> (Duration, Vec<Duration>) {
     (start.elapsed(), lat)
 }
 
+/// Makes calls one after another for [`WARM_UP`], untimed.
+fn warm_up(mut call: impl FnMut()) {
+    let start = Instant::now();
+    while start.elapsed() < WARM_UP {
+        call();
+    }
+}
+
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
@@ -240,12 +254,20 @@ fn summary(
         });
         let rt_rate = n as f64 / elapsed.as_secs_f64();
         let (p50, p99) = (percentile(&mut lat, 50.0), percentile(&mut lat, 99.0));
-        // The same number of calls through a per-thread client.
+        // The same calls again, warm.
+        let shared_call = || {
+            block_on(client.sign("", &key, case.scheme, msg.to_vec())).unwrap();
+        };
+        warm_up(shared_call);
+        let (_, mut lat_warm) = timed_calls(n, shared_call);
+        let (warm_p50, warm_p99) = (percentile(&mut lat_warm, 50.0), percentile(&mut lat_warm, 99.0));
+        // The same number of calls through a per-thread client, warm.
         let pt = client.per_thread();
-        block_on(pt.sign("", &key, case.scheme, msg.to_vec())).unwrap();
-        let (_, mut lat_pt) = timed_calls(n, || {
+        let pt_call = || {
             block_on(pt.sign("", &key, case.scheme, msg.to_vec())).unwrap();
-        });
+        };
+        warm_up(pt_call);
+        let (_, mut lat_pt) = timed_calls(n, pt_call);
         let (pt_p50, pt_p99) = (percentile(&mut lat_pt, 50.0), percentile(&mut lat_pt, 99.0));
         // 16 in flight for ~1.5 s.
         let n16 = ((1.5 * rt_rate * 2.0) as u64).clamp(400, 200_000);
@@ -254,13 +276,15 @@ fn summary(
         let if_rate = n16 as f64 / el.as_secs_f64();
         println!(
             "SUMMARY case={} direct_per_s={:.0} roundtrip_n={} roundtrip_per_s={:.0} roundtrip_p50_us={:.1} roundtrip_p99_us={:.1} \
-             per_thread_p50_us={:.1} per_thread_p99_us={:.1} inflight16_n={} inflight16_per_s={:.0} inflight16_p50_us={:.1} inflight16_p99_us={:.1} ratio_roundtrip={:.3} ratio_inflight16={:.3}",
+             roundtrip_warm_p50_us={:.1} roundtrip_warm_p99_us={:.1} per_thread_p50_us={:.1} per_thread_p99_us={:.1} inflight16_n={} inflight16_per_s={:.0} inflight16_p50_us={:.1} inflight16_p99_us={:.1} ratio_roundtrip={:.3} ratio_inflight16={:.3}",
             case.label,
             direct,
             n,
             rt_rate,
             us(p50),
             us(p99),
+            us(warm_p50),
+            us(warm_p99),
             us(pt_p50),
             us(pt_p99),
             n16,
