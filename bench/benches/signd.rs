@@ -15,8 +15,8 @@
 //! After criterion, a summary pass (lines starting `SUMMARY`) measures with
 //! plain timed loops: direct rate, round-trip p50/p99 (up to 5,000 calls)
 //! from cold and again warm (after [`WARM_UP`] of the same calls, as
-//! criterion warms up), in-flight-16 rate and p50/p99 for every case, and CPU time per signature
-//! in signd and in the client. Set `SIGNET_BENCH_SUMMARY=0` to skip it, or
+//! criterion warms up), in-flight-16 rate and p50/p99 for every case, and
+//! CPU time per signature in signd and in the client. Set `SIGNET_BENCH_SUMMARY=0` to skip it, or
 //! to a comma-separated list of case labels (`p256,ed25519`) to limit the
 //! per-case loops to those.
 //!
@@ -39,7 +39,7 @@ const BATCH: usize = 256;
 /// How long the summary's warm round-trip loops call before they time: the
 /// steady state of back-to-back calls, which criterion's warm-up reaches too.
 /// The cold loop before them starts right after a second of signing on the
-/// bench's thread alone, when signd's and the client's threads have slept.
+/// bench's thread alone.
 const WARM_UP: Duration = Duration::from_secs(1);
 
 fn main() {
