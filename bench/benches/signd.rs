@@ -16,9 +16,9 @@
 //! plain timed loops: direct rate, round-trip p50/p99 (up to 5,000 calls)
 //! from cold and again warm (after [`WARM_UP`] of the same calls, as
 //! criterion warms up), in-flight-16 rate and p50/p99 for every case, and
-//! CPU time per signature in signd and in the client. Set `SIGNET_BENCH_SUMMARY=0` to skip it, or
-//! to a comma-separated list of case labels (`p256,ed25519`) to limit the
-//! per-case loops to those.
+//! CPU time per signature in signd and in the client. Set
+//! `SIGNET_BENCH_SUMMARY=0` to skip it, or to a comma-separated list of case
+//! labels (`p256,ed25519`) to limit the per-case loops to those.
 //!
 //! signd is found through `SIGNET_BIN_DIR` (default: `target/release`).
 #![forbid(unsafe_code)]
